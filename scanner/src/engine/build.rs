@@ -1,0 +1,230 @@
+//! Turning one request of a block into bytes for the wire, per Nuclei's rules.
+//!
+//! Path requests: `{{BaseURL}}:8080` overrides the port, `{{BaseURL}}/x`
+//! drops the input path's trailing slash, the rendered URL's query is merged
+//! after the input's query. Raw requests: the template's request-target is
+//! merged onto the input path (`GET / HTTP/1.1` keeps the input path as is),
+//! the input's query is merged in, Host defaults to the input's.
+//! Anything still holding `{{...}}` after rendering is not sent.
+
+use std::sync::Arc;
+
+use super::compile::{CompiledBlock, PathSpec, RequestSpec};
+use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
+use super::vars::{layer_from_strings, RequestLayers, Scope, VarMap};
+use crate::dsl::{TemplateString, Vars};
+use crate::http::{Request, TargetUrl};
+
+/// How a built request goes out.
+#[derive(Debug, Clone)]
+pub enum Outgoing {
+    /// Parsed and sent by the client (Content-Length recomputed, Host set).
+    Normal(Request),
+    /// `unsafe: true` raw request: these exact bytes on a connection to `url`.
+    Unsafe { url: TargetUrl, bytes: Vec<u8> },
+}
+
+/// A request ready to send.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub outgoing: Outgoing,
+    /// Absolute URL of the request, for reports and errors.
+    pub url: String,
+    /// The request as sent, for the `request` variable.
+    pub dump: Vec<u8>,
+}
+
+/// Why a request was not sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip(pub String);
+
+/// Renders `tpl`, refusing results that still contain variables.
+fn render(tpl: &TemplateString, scope: &dyn Vars, what: &str) -> Result<Vec<u8>, Skip> {
+    let rendered = tpl.render(scope);
+    if !rendered.unresolved.is_empty() {
+        return Err(Skip(format!(
+            "unresolved variables {} in {what}",
+            rendered
+                .unresolved
+                .iter()
+                .map(|v| format!("{{{{{v}}}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(rendered.bytes)
+}
+
+/// Builds one request of `block`. `scope` holds every variable except the
+/// input-derived ones, which depend on the path being built.
+pub fn build(
+    block: &CompiledBlock,
+    spec: &RequestSpec,
+    input: &InputUrl,
+    scope: &RequestLayers,
+) -> Result<Built, Skip> {
+    match spec {
+        RequestSpec::Path(path) => build_path(block, path, input, scope),
+        RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
+    }
+}
+
+fn with_input_vars(layers: &RequestLayers, input: &InputUrl, trim: bool) -> Scope {
+    // Input variables sit below payloads, template and option variables and
+    // above extracted values, as in Nuclei's merge order.
+    let target_layer: VarMap = layer_from_strings(input.variables(trim));
+    layers.with_input(Arc::new(target_layer))
+}
+
+fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &RequestLayers) -> Result<Built, Skip> {
+    let input = match &path.port_override {
+        Some(p) => input.with_port(p),
+        None => input.clone(),
+    };
+    let scope = with_input_vars(scope, &input, path.trailing_slash);
+    let rendered = render(&path.template, &scope, "path")?;
+    let rendered = String::from_utf8_lossy(&rendered).into_owned();
+    let (scheme, authority, target) = match split_absolute(&rendered) {
+        Some(parts) => parts,
+        // A bare path is relative to the input's root.
+        None => (input.scheme.clone(), input.authority.clone(), rendered.clone()),
+    };
+    let (req_path, req_query) = split_target(&target);
+    let query = merge_query(input.query.as_deref(), req_query);
+    let target = join_target(req_path, query.as_deref());
+    let url = TargetUrl::parse(&format!("{scheme}://{authority}"))
+        .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
+    let method = String::from_utf8_lossy(&render(&block.method, &scope, "method")?)
+        .trim()
+        .to_string();
+    let method = if method.is_empty() { "GET".to_string() } else { method };
+    let mut headers = Vec::with_capacity(block.headers.len());
+    for (name, value) in &block.headers {
+        let v = render(value, &scope, "headers")?;
+        headers.push((name.clone(), String::from_utf8_lossy(&v).into_owned()));
+    }
+    let body = match &block.body {
+        Some(b) => render(b, &scope, "body")?,
+        None => Vec::new(),
+    };
+    let full_url = format!("{scheme}://{authority}{target}");
+    let request = Request {
+        url,
+        method,
+        target: target.into_bytes(),
+        headers,
+        body,
+    };
+    let dump = request.to_bytes();
+    Ok(Built {
+        outgoing: Outgoing::Normal(request),
+        url: full_url,
+        dump,
+    })
+}
+
+fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scope: &RequestLayers) -> Result<Built, Skip> {
+    let scope = with_input_vars(scope, input, false);
+    let rendered = render(raw, &scope, "raw request")?;
+    let text = rendered;
+    // Annotation lines (`@Host: ...`) precede the request line.
+    let mut start = 0;
+    while text[start..].first() == Some(&b'@') {
+        match text[start..].iter().position(|&b| b == b'\n') {
+            Some(i) => start += i + 1,
+            None => break,
+        }
+    }
+    // Leading blank lines are YAML artefacts, not part of the request.
+    while matches!(text.get(start), Some(b'\r' | b'\n')) {
+        start += 1;
+    }
+    let text = &text[start..];
+    let line_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+    let line = String::from_utf8_lossy(&text[..line_end]).trim_end_matches('\r').to_string();
+    let mut parts: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
+    if parts.len() == 2 && parts[1].starts_with("HTTP/") {
+        parts.insert(1, "");
+    }
+    if parts.len() < 3 && !block.unsafe_raw {
+        return Err(Skip(format!("malformed raw request line {line:?}")));
+    }
+    let template_target = parts.get(1).copied().unwrap_or("");
+    let new_target = merged_raw_target(template_target, input, block.unsafe_raw);
+    let new_line = {
+        let mut p: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
+        if p.len() >= 2 {
+            p[1] = new_target.clone();
+        }
+        p.join(" ")
+    };
+    let mut bytes = Vec::with_capacity(text.len() + new_target.len());
+    bytes.extend_from_slice(new_line.as_bytes());
+    bytes.extend_from_slice(&text[line_end..]);
+    let url = TargetUrl::parse(&input.root_url()).map_err(|e| Skip(format!("bad target: {e}")))?;
+    let full_url = format!("{}{}", input.root_url(), new_target);
+    if block.unsafe_raw {
+        return Ok(Built {
+            outgoing: Outgoing::Unsafe { url, bytes: bytes.clone() },
+            url: full_url,
+            dump: bytes,
+        });
+    }
+    let request = Request::parse_raw(&bytes, &url).map_err(|e| Skip(format!("invalid raw request: {e}")))?;
+    let dump = request.to_bytes();
+    Ok(Built {
+        outgoing: Outgoing::Normal(request),
+        url: full_url,
+        dump,
+    })
+}
+
+/// The request-target a raw request is sent with: the template's target
+/// merged onto the input path, the input's query first.
+fn merged_raw_target(template_target: &str, input: &InputUrl, unsafe_raw: bool) -> String {
+    if template_target.is_empty() {
+        return join_target(&input.path, input.query.as_deref());
+    }
+    let lower = template_target.to_ascii_lowercase();
+    let relative = if lower.starts_with("http://") || lower.starts_with("https://") {
+        // A full URL in the request line: only its path and query are used.
+        match split_absolute(template_target) {
+            Some((_, _, t)) => t,
+            None => template_target.to_string(),
+        }
+    } else {
+        template_target.to_string()
+    };
+    let (rel_path, rel_query) = split_target(&relative);
+    let rel_path = if rel_path == "/" { "" } else { rel_path };
+    if unsafe_raw && !rel_path.starts_with('/') && !rel_path.is_empty() && (input.path.is_empty() || input.path == "/") {
+        // `GET 1337 HTTP/1.1` in an unsafe request stays relative.
+        let query = merge_query(input.query.as_deref(), rel_query);
+        return match query {
+            Some(q) => format!("{rel_path}?{q}"),
+            None => rel_path.to_string(),
+        };
+    }
+    let path = merge_paths(&input.path, rel_path);
+    let query = merge_query(input.query.as_deref(), rel_query);
+    join_target(&path, query.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(s: &str) -> InputUrl {
+        InputUrl::parse(s).unwrap()
+    }
+
+    #[test]
+    fn raw_targets_append_to_the_input_path() {
+        assert_eq!(merged_raw_target("/admin", &input("http://h/app"), false), "/app/admin");
+        assert_eq!(merged_raw_target("/", &input("http://h/app"), false), "/app");
+        assert_eq!(merged_raw_target("/x?b=2", &input("http://h/?a=1"), false), "/x?a=1&b=2");
+        assert_eq!(merged_raw_target("/", &input("http://h"), false), "/");
+        assert_eq!(merged_raw_target("", &input("http://h/p?q"), false), "/p?q");
+        assert_eq!(merged_raw_target("http://other/z", &input("http://h/a"), false), "/a/z");
+    }
+}

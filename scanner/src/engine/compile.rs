@@ -1,0 +1,287 @@
+//! Preparing a loaded template for execution: every `{{...}}` string parsed
+//! once, operators compiled, payload lists checked, clustering key computed.
+
+use std::sync::Arc;
+
+use scanfleet_common::Severity;
+
+use super::error::EngineError;
+use super::payloads::PayloadSet;
+use super::result::ResultHead;
+use crate::dsl::TemplateString;
+use crate::operators::Operators;
+use crate::template::{HttpBlock, Template};
+
+/// A template ready to run against any number of targets.
+pub struct CompiledTemplate {
+    pub template: Arc<Template>,
+    pub head: ResultHead,
+    /// Template `variables`, in order (later ones may use earlier ones).
+    pub variables: Vec<(String, TemplateString)>,
+    pub blocks: Vec<CompiledBlock>,
+    /// Set when the template is one plain request that other templates may
+    /// share (see the engine's clustering).
+    pub cluster_key: Option<String>,
+}
+
+impl std::fmt::Debug for CompiledTemplate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledTemplate")
+            .field("id", &self.head.template_id)
+            .field("blocks", &self.blocks.len())
+            .finish()
+    }
+}
+
+/// One `http:` block.
+pub struct CompiledBlock {
+    /// Block `id`: its responses are visible to later blocks as `{id}_{name}`.
+    pub id: Option<String>,
+    pub requests: Vec<RequestSpec>,
+    pub method: TemplateString,
+    pub headers: Vec<(String, TemplateString)>,
+    pub body: Option<TemplateString>,
+    pub payloads: PayloadSet,
+    pub operators: Operators,
+    /// Matchers combine with `or` (the default) rather than `and`.
+    pub or_condition: bool,
+    /// `req-condition: true`: matchers run once, after every request, on the
+    /// whole history.
+    pub req_condition: bool,
+    /// Operators refer to `_N` history (`body_2`), so it must be kept.
+    pub needs_history: bool,
+    pub stop_at_first_match: bool,
+    pub redirects: bool,
+    pub max_redirects: u32,
+    pub host_redirects: bool,
+    /// Keep cookies between the requests of this template on one target.
+    pub cookie_jar: bool,
+    /// `unsafe: true`: raw requests go out byte for byte.
+    pub unsafe_raw: bool,
+}
+
+/// One entry of `path:` or `raw:`.
+pub enum RequestSpec {
+    Path(PathSpec),
+    Raw(TemplateString),
+}
+
+/// One `path:` entry, with what its leading variable implies.
+pub struct PathSpec {
+    pub template: TemplateString,
+    /// `{{BaseURL}}:8080/...` sends to port 8080.
+    pub port_override: Option<String>,
+    /// `{{BaseURL}}/...`: the input path's trailing slash is dropped.
+    pub trailing_slash: bool,
+    /// The path as written, for the clustering key.
+    pub source: String,
+}
+
+/// Nuclei follows at most 10 redirects unless told otherwise.
+const DEFAULT_MAX_REDIRECTS: u32 = 10;
+
+impl CompiledTemplate {
+    pub fn compile(template: Template) -> Result<CompiledTemplate, EngineError> {
+        Self::compile_arc(Arc::new(template))
+    }
+
+    pub fn compile_arc(template: Arc<Template>) -> Result<CompiledTemplate, EngineError> {
+        let id = template.id.clone();
+        let err = |reason: String| EngineError::Compile {
+            template_id: id.clone(),
+            reason,
+        };
+        let parse = |s: &str| TemplateString::parse(s).map_err(|e| err(format!("{e} in {s:?}")));
+        let mut variables = Vec::new();
+        for (name, value) in template_variables(&template) {
+            variables.push((name, parse(&value)?));
+        }
+        let mut blocks = Vec::new();
+        for block in &template.http {
+            blocks.push(compile_block(&id, block, &parse, &err)?);
+        }
+        let info = &template.info;
+        let head = ResultHead {
+            template_id: id.clone(),
+            name: info.name.clone(),
+            severity: Severity::normalize(&info.severity),
+            host: String::new(),
+            description: info.description.clone().unwrap_or_default(),
+            remediation: info.remediation.clone().unwrap_or_default(),
+        };
+        let cluster_key = cluster_key(&template, &blocks);
+        Ok(CompiledTemplate {
+            template,
+            head,
+            variables,
+            blocks,
+            cluster_key,
+        })
+    }
+}
+
+fn compile_block(
+    id: &str,
+    block: &HttpBlock,
+    parse: &dyn Fn(&str) -> Result<TemplateString, EngineError>,
+    err: &dyn Fn(String) -> EngineError,
+) -> Result<CompiledBlock, EngineError> {
+    let mut requests = Vec::new();
+    for p in &block.path {
+        requests.push(RequestSpec::Path(path_spec(p, parse)?));
+    }
+    for r in &block.raw {
+        requests.push(RequestSpec::Raw(parse(r)?));
+    }
+    let mut headers = Vec::new();
+    for (name, value) in block.headers.iter() {
+        headers.push((name.clone(), parse(value)?));
+    }
+    let body = match &block.body {
+        Some(b) if !b.is_empty() => Some(parse(b)?),
+        _ => None,
+    };
+    let payloads = PayloadSet::new(id, block.attack.as_deref(), block_payloads(block))?;
+    let operators = Operators::compile(
+        &block.matchers,
+        &block.extractors,
+        block.matchers_condition.as_deref(),
+    )
+    .map_err(|e| err(e.to_string()))?;
+    let or_condition = !block
+        .matchers_condition
+        .as_deref()
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("and"));
+    let needs_history = block.req_condition || refers_to_history(block);
+    Ok(CompiledBlock {
+        id: block.id.clone().filter(|s| !s.is_empty()),
+        requests,
+        method: parse(block.method.as_deref().unwrap_or("GET"))?,
+        headers,
+        body,
+        payloads,
+        operators,
+        or_condition,
+        req_condition: block.req_condition,
+        needs_history,
+        stop_at_first_match: block.stop_at_first_match,
+        redirects: block.redirects || block.host_redirects,
+        max_redirects: block.max_redirects.unwrap_or(DEFAULT_MAX_REDIRECTS),
+        host_redirects: block.host_redirects,
+        cookie_jar: !block.disable_cookie,
+        unsafe_raw: block.unsafe_,
+    })
+}
+
+fn path_spec(
+    path: &str,
+    parse: &dyn Fn(&str) -> Result<TemplateString, EngineError>,
+) -> Result<PathSpec, EngineError> {
+    let mut text = path.trim_start().to_string();
+    let mut port_override = None;
+    for var in ["{{BaseURL}}:", "{{RootURL}}:"] {
+        if let Some(rest) = text.strip_prefix(var) {
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+            if !digits.is_empty() {
+                text = format!("{}{}", &var[..var.len() - 1], &rest[digits.len()..]);
+                port_override = Some(digits);
+            }
+            break;
+        }
+    }
+    let trailing_slash = starts_with_variable_then_slash(&text);
+    Ok(PathSpec {
+        template: parse(&text)?,
+        port_override,
+        trailing_slash,
+        source: path.to_string(),
+    })
+}
+
+/// `{{Name}}/...` (Nuclei's `^{{[a-zA-Z]+}}/`).
+fn starts_with_variable_then_slash(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix("{{") else {
+        return false;
+    };
+    let name_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
+    name_len > 0 && rest[name_len..].starts_with("}}/")
+}
+
+/// Any `_<digits>` in a DSL expression or part name (Nuclei's test for
+/// whether a block needs the numbered history).
+fn refers_to_history(block: &HttpBlock) -> bool {
+    let has = |s: &str| {
+        let b = s.as_bytes();
+        b.windows(2).any(|w| w[0] == b'_' && w[1].is_ascii_digit())
+    };
+    block.matchers.iter().any(|m| {
+        m.part.as_deref().is_some_and(has)
+            || m.dsl.as_ref().is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
+    }) || block.extractors.iter().any(|x| {
+        x.part.as_deref().is_some_and(has)
+            || x.dsl.as_ref().is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
+    })
+}
+
+/// The template's `variables` as (name, text), in order.
+fn template_variables(template: &Template) -> Vec<(String, String)> {
+    template
+        .variables
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The block's payload lists as (name, values), in order.
+fn block_payloads(block: &HttpBlock) -> Vec<(String, Vec<String>)> {
+    block
+        .payloads
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Templates with the same key send the same single request and can share
+/// its response. Only a lone path request without payloads, template
+/// variables or history qualifies: anything else could differ per template.
+fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> {
+    if blocks.len() != 1 || !template.variables.is_empty() {
+        return None;
+    }
+    let block = &template.http[0];
+    let compiled = &blocks[0];
+    if compiled.requests.len() != 1 || !compiled.payloads.is_empty() || compiled.needs_history {
+        return None;
+    }
+    let RequestSpec::Path(path) = &compiled.requests[0] else {
+        return None;
+    };
+    let mut headers: Vec<String> = block
+        .headers
+        .iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    headers.sort();
+    Some(format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
+        block.method.as_deref().unwrap_or("GET").to_ascii_uppercase(),
+        path.source,
+        headers.join("\u{1}"),
+        block.body.as_deref().unwrap_or(""),
+        compiled.redirects,
+        compiled.max_redirects,
+        compiled.host_redirects,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailing_slash_rule_needs_a_variable_then_a_slash() {
+        assert!(starts_with_variable_then_slash("{{BaseURL}}/x"));
+        assert!(!starts_with_variable_then_slash("{{BaseURL}}?x"));
+        assert!(!starts_with_variable_then_slash("/x"));
+    }
+}

@@ -1,0 +1,214 @@
+//! Findings as the engine reports them, one JSON Lines object each.
+
+use chrono::{DateTime, Utc};
+use scanfleet_common::Severity;
+use serde::Serialize;
+
+/// One finding. Field names are the JSON Lines fields of the design.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScanResult {
+    pub template_id: String,
+    pub name: String,
+    /// One of the five severities; anything else in a template becomes `info`.
+    pub severity: Severity,
+    /// The input target (`scheme://host[:port]`).
+    pub host: String,
+    /// The final URL of the response that matched (after redirects).
+    pub matched_at: String,
+    pub extracted_results: Vec<String>,
+    pub matcher_name: Option<String>,
+    pub description: String,
+    pub remediation: String,
+    pub timestamp: DateTime<Utc>,
+}
+
+impl ScanResult {
+    /// The finding as a scanner node sends it to the rest of the system.
+    pub fn to_finding_event(&self) -> scanfleet_common::events::FindingEvent {
+        scanfleet_common::events::FindingEvent {
+            template_id: self.template_id.clone(),
+            name: self.name.clone(),
+            severity: self.severity,
+            host: self.host.clone(),
+            matched_at: self.matched_at.clone(),
+            description: self.description.clone(),
+            remediation: self.remediation.clone(),
+            extracted_results: self.extracted_results.clone(),
+            matcher_name: self.matcher_name.clone(),
+        }
+    }
+
+    /// One JSON object on one line.
+    pub fn to_json_line(&self) -> String {
+        // Serialising plain strings, numbers and a timestamp cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// What one evaluation of a block's operators produced, reduced to what
+/// result building needs (kept independent of the operators' own types so
+/// the multiplicity rules can be tested alone).
+#[derive(Debug, Clone, Default)]
+pub struct MatchOutcome {
+    pub has_matchers: bool,
+    pub matched: bool,
+    /// True when the block's matchers combine with `or` (the default).
+    pub or_condition: bool,
+    /// Names of the named matchers that matched, in template order.
+    pub matched_names: Vec<String>,
+    /// Non-internal extractor output: (name, values), in template order.
+    pub extracts: Vec<(Option<String>, Vec<String>)>,
+}
+
+/// The fixed part of every result of one template on one target.
+#[derive(Debug, Clone)]
+pub struct ResultHead {
+    pub template_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub host: String,
+    pub description: String,
+    pub remediation: String,
+}
+
+/// Turns one match event into results, with Nuclei's multiplicity:
+/// - matchers exist and none matched: nothing;
+/// - under `or`, one result per matched named matcher;
+/// - no matchers: one result per named extractor with values (or one for
+///   unnamed extractor output);
+/// - otherwise one result for the event.
+pub fn build_results(head: &ResultHead, matched_at: &str, outcome: &MatchOutcome) -> Vec<ScanResult> {
+    let all_values: Vec<String> = outcome
+        .extracts
+        .iter()
+        .flat_map(|(_, v)| v.iter().cloned())
+        .collect();
+    let make = |matcher_name: Option<String>, extracted: Vec<String>| ScanResult {
+        template_id: head.template_id.clone(),
+        name: head.name.clone(),
+        severity: head.severity,
+        host: head.host.clone(),
+        matched_at: matched_at.to_string(),
+        extracted_results: extracted,
+        matcher_name,
+        description: head.description.clone(),
+        remediation: head.remediation.clone(),
+        timestamp: Utc::now(),
+    };
+    if outcome.has_matchers {
+        if !outcome.matched {
+            return Vec::new();
+        }
+        if outcome.or_condition && !outcome.matched_names.is_empty() {
+            return outcome
+                .matched_names
+                .iter()
+                .map(|n| make(Some(n.clone()), all_values.clone()))
+                .collect();
+        }
+        return vec![make(None, all_values)];
+    }
+    let named: Vec<_> = outcome
+        .extracts
+        .iter()
+        .filter_map(|(n, v)| n.as_ref().map(|n| (n, v)))
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    if !named.is_empty() {
+        return named
+            .into_iter()
+            .map(|(n, v)| make(Some(n.clone()), v.clone()))
+            .collect();
+    }
+    if all_values.is_empty() {
+        return Vec::new();
+    }
+    vec![make(None, all_values)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head() -> ResultHead {
+        ResultHead {
+            template_id: "t".into(),
+            name: "T".into(),
+            severity: Severity::Low,
+            host: "http://h".into(),
+            description: String::new(),
+            remediation: String::new(),
+        }
+    }
+
+    #[test]
+    fn unmatched_matchers_give_no_result_even_with_extracts() {
+        let o = MatchOutcome {
+            has_matchers: true,
+            matched: false,
+            or_condition: true,
+            matched_names: vec![],
+            extracts: vec![(None, vec!["v".into()])],
+        };
+        assert!(build_results(&head(), "u", &o).is_empty());
+    }
+
+    #[test]
+    fn or_with_two_named_matches_gives_two_results() {
+        let o = MatchOutcome {
+            has_matchers: true,
+            matched: true,
+            or_condition: true,
+            matched_names: vec!["a".into(), "b".into()],
+            extracts: vec![],
+        };
+        let r = build_results(&head(), "u", &o);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].matcher_name.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn extractor_only_templates_give_one_result_per_named_extractor() {
+        let o = MatchOutcome {
+            has_matchers: false,
+            matched: false,
+            or_condition: true,
+            matched_names: vec![],
+            extracts: vec![
+                (Some("x".into()), vec!["1".into()]),
+                (Some("y".into()), vec!["2".into(), "3".into()]),
+                (Some("z".into()), vec![]),
+            ],
+        };
+        let r = build_results(&head(), "u", &o);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[1].extracted_results, vec!["2".to_string(), "3".to_string()]);
+    }
+
+    #[test]
+    fn json_line_uses_the_design_field_names() {
+        let o = MatchOutcome {
+            has_matchers: true,
+            matched: true,
+            or_condition: false,
+            ..Default::default()
+        };
+        let line = build_results(&head(), "http://h/x", &o)[0].to_json_line();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        for k in [
+            "template_id",
+            "name",
+            "severity",
+            "host",
+            "matched_at",
+            "extracted_results",
+            "matcher_name",
+            "description",
+            "remediation",
+            "timestamp",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+        assert_eq!(v["severity"], "low");
+    }
+}

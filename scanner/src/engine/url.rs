@@ -1,0 +1,382 @@
+//! The input URL as request building sees it, and Nuclei's rules for joining
+//! template paths onto it.
+//!
+//! Nothing here normalises: paths and queries stay byte for byte as written,
+//! because templates depend on sending `/..;/` or `%2e` unchanged.
+
+use std::collections::HashMap;
+
+use super::error::EngineError;
+
+/// An absolute http(s) input URL split into the parts the request variables
+/// are made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputUrl {
+    /// `http` or `https`, lower case.
+    pub scheme: String,
+    /// `host[:port]` exactly as written in the input (`{{Hostname}}`).
+    pub authority: String,
+    /// Host without port or IPv6 brackets (`{{Host}}`).
+    pub host: String,
+    /// Explicit port, or the scheme's default (`{{Port}}`).
+    pub port: String,
+    /// Path as written, possibly empty.
+    pub path: String,
+    /// Query without the `?`, when the input has one.
+    pub query: Option<String>,
+    /// The input as given.
+    pub original: String,
+}
+
+impl InputUrl {
+    pub fn parse(input: &str) -> Result<InputUrl, EngineError> {
+        let invalid = |reason: &str| EngineError::InvalidTarget {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        let trimmed = input.trim();
+        let (scheme, rest) = trimmed
+            .split_once("://")
+            .ok_or_else(|| invalid("expected scheme://host"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(invalid("only http and https targets are supported"));
+        }
+        // A fragment never reaches the server.
+        let rest = rest.split('#').next().unwrap_or_default();
+        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let mut authority = &rest[..auth_end];
+        if let Some(at) = authority.rfind('@') {
+            authority = &authority[at + 1..];
+        }
+        if authority.is_empty() {
+            return Err(invalid("missing host"));
+        }
+        let after = &rest[auth_end..];
+        let (path, query) = match after.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None => (after.to_string(), None),
+        };
+        let (host, port) = split_host_port(authority).ok_or_else(|| invalid("bad port"))?;
+        let port = match port {
+            Some(p) => p.to_string(),
+            None if scheme == "https" => "443".to_string(),
+            None => "80".to_string(),
+        };
+        Ok(InputUrl {
+            scheme,
+            authority: authority.to_string(),
+            host: host.to_string(),
+            port,
+            path,
+            query: query.filter(|q| !q.is_empty()),
+            original: trimmed.to_string(),
+        })
+    }
+
+    /// The input from a parsed target (the port is written only when it is
+    /// not the scheme's default, as the client writes the Host header).
+    pub fn from_target(target: &crate::http::TargetUrl) -> InputUrl {
+        let port = target.port.to_string();
+        let authority = target.authority();
+        let query = target.query.clone().filter(|q| !q.is_empty());
+        InputUrl {
+            scheme: target.scheme.as_str().to_string(),
+            authority,
+            host: target.host.clone(),
+            port,
+            path: target.path.clone(),
+            query,
+            original: target.base_url(),
+        }
+    }
+
+    /// `scheme://authority`, where requests are sent (`{{RootURL}}`).
+    pub fn root_url(&self) -> String {
+        format!("{}://{}", self.scheme, self.authority)
+    }
+
+    /// A copy with another port, for paths written `{{BaseURL}}:8080/...`.
+    pub fn with_port(&self, port: &str) -> InputUrl {
+        let mut copy = self.clone();
+        let host_part = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        copy.authority = format!("{host_part}:{port}");
+        copy.port = port.to_string();
+        copy
+    }
+
+    /// The variables Nuclei derives from the input (`BaseURL`, `RootURL`,
+    /// `Hostname`, `Host`, `Port`, `Path`, `File`, `Scheme`, `Query`, `Input`).
+    ///
+    /// `trim_trailing_slash` is set when the template writes `{{BaseURL}}/...`,
+    /// so `http://h/app/` + `/.git/config` gives `/app/.git/config`.
+    ///
+    /// `BaseURL` carries no query: the input's query is merged into every
+    /// built request instead (see [`merge_query`]), which sends it exactly once
+    /// whatever the template appends after `{{BaseURL}}`.
+    pub fn variables(&self, trim_trailing_slash: bool) -> HashMap<String, String> {
+        let path = if trim_trailing_slash {
+            self.path.strip_suffix('/').unwrap_or(&self.path)
+        } else {
+            &self.path
+        };
+        let mut dir = go_path_dir(path);
+        if dir == "." {
+            dir = String::new();
+        }
+        let mut file = go_path_base(path);
+        if file == "." {
+            file = String::new();
+        }
+        let root = self.root_url();
+        let mut vars = HashMap::with_capacity(12);
+        vars.insert("BaseURL".to_string(), format!("{root}{path}"));
+        vars.insert("RootURL".to_string(), root);
+        vars.insert("Hostname".to_string(), self.authority.clone());
+        vars.insert("Host".to_string(), self.host.clone());
+        vars.insert("Port".to_string(), self.port.clone());
+        vars.insert("Path".to_string(), dir);
+        vars.insert("File".to_string(), file);
+        vars.insert("Scheme".to_string(), self.scheme.clone());
+        vars.insert(
+            "Query".to_string(),
+            self.query.as_ref().map(|q| format!("?{q}")).unwrap_or_default(),
+        );
+        vars.insert("Input".to_string(), self.original.clone());
+        vars.insert("FQDN".to_string(), self.host.clone());
+        vars
+    }
+}
+
+/// Splits `host[:port]`, keeping IPv6 literals intact; the host comes back
+/// without brackets.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let host = &rest[..end];
+        let tail = &rest[end + 1..];
+        return match tail.strip_prefix(':') {
+            Some(p) if valid_port(p) => Some((host, Some(p))),
+            Some(_) => None,
+            None if tail.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) if valid_port(p) => Some((h, Some(p))),
+        Some((_, "")) => None,
+        Some(_) => None,
+        None => Some((authority, None)),
+    }
+}
+
+fn valid_port(p: &str) -> bool {
+    !p.is_empty() && p.parse::<u16>().is_ok()
+}
+
+/// Go's `path.Dir`: everything before the last slash, cleaned.
+fn go_path_dir(path: &str) -> String {
+    match path.rfind('/') {
+        Some(i) => go_path_clean(&path[..=i]),
+        None => go_path_clean(""),
+    }
+}
+
+/// Go's `path.Base`: the last element, trailing slashes ignored.
+fn go_path_base(path: &str) -> String {
+    if path.is_empty() {
+        return ".".to_string();
+    }
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/".to_string();
+    }
+    match trimmed.rfind('/') {
+        Some(i) => trimmed[i + 1..].to_string(),
+        None => trimmed.to_string(),
+    }
+}
+
+/// Go's `path.Clean` (lexical: `.`/`..` resolved, duplicate slashes removed).
+fn go_path_clean(path: &str) -> String {
+    if path.is_empty() {
+        return ".".to_string();
+    }
+    let rooted = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !rooted {
+                    parts.push("..");
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    let joined = parts.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".to_string(),
+        (false, false) => joined,
+    }
+}
+
+/// Nuclei's path merge (`urlutil.mergePaths`): joins the input path and a
+/// template path without normalising, and does not repeat a path the input
+/// already ends with or the template already starts with.
+pub fn merge_paths(base: &str, rel: &str) -> String {
+    let mut rel = rel;
+    if base.ends_with('/') && rel.starts_with('/') {
+        rel = rel.trim_start_matches('/');
+    }
+    if base.is_empty() {
+        return rel.to_string();
+    }
+    if rel.is_empty() {
+        return base.to_string();
+    }
+    let rel: String = if !base.ends_with('/') && !rel.starts_with('/') {
+        format!("/{rel}")
+    } else {
+        rel.to_string()
+    };
+    if base == rel {
+        base.to_string()
+    } else if base.len() > rel.len() && base.ends_with(rel.as_str()) {
+        base.to_string()
+    } else if base.len() < rel.len() && rel.starts_with(base) {
+        rel
+    } else {
+        format!("{base}{rel}")
+    }
+}
+
+/// Merges the input's query with a request's query. The input's parameters
+/// come first (Nuclei gives the target's parameters precedence); a request
+/// parameter identical to one already present is not repeated. Bytes are
+/// kept as written: nothing is decoded or re-encoded.
+pub fn merge_query(input: Option<&str>, request: Option<&str>) -> Option<String> {
+    let mut pairs: Vec<&str> = Vec::new();
+    for q in [input, request].into_iter().flatten() {
+        for pair in q.split('&') {
+            if !pair.is_empty() && !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+    }
+    if pairs.is_empty() {
+        // Keep a bare `?` the template wrote on purpose.
+        return request.map(|_| String::new());
+    }
+    Some(pairs.join("&"))
+}
+
+/// Splits a request target into path and optional query (fragment dropped).
+pub fn split_target(target: &str) -> (&str, Option<&str>) {
+    let target = target.split('#').next().unwrap_or_default();
+    match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    }
+}
+
+/// Joins a path and an optional query into a request target.
+pub fn join_target(path: &str, query: Option<&str>) -> String {
+    let path = if path.is_empty() { "/" } else { path };
+    match query {
+        Some(q) => format!("{path}?{q}"),
+        None => path.to_string(),
+    }
+}
+
+/// Splits an absolute URL produced by rendering a template path into
+/// `scheme`, `authority` and request target. `None` for a relative path.
+pub fn split_absolute(url: &str) -> Option<(String, String, String)> {
+    let (scheme, rest) = url.split_once("://")?;
+    if scheme.is_empty() || !scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.') {
+        return None;
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = rest[..end].to_string();
+    let target = rest[end..].to_string();
+    Some((scheme.to_ascii_lowercase(), authority, target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_follow_nuclei_for_a_url_with_port_and_file() {
+        let u = InputUrl::parse("http://localhost:9001/test/123").unwrap();
+        let v = u.variables(false);
+        assert_eq!(v["BaseURL"], "http://localhost:9001/test/123");
+        assert_eq!(v["RootURL"], "http://localhost:9001");
+        assert_eq!(v["Hostname"], "localhost:9001");
+        assert_eq!(v["Host"], "localhost");
+        assert_eq!(v["Port"], "9001");
+        assert_eq!(v["Path"], "/test");
+        assert_eq!(v["File"], "123");
+        assert_eq!(v["Scheme"], "http");
+    }
+
+    #[test]
+    fn variables_of_a_bare_https_host_use_the_default_port() {
+        let v = InputUrl::parse("https://example.com").unwrap().variables(false);
+        assert_eq!(v["Port"], "443");
+        assert_eq!(v["Path"], "");
+        assert_eq!(v["File"], "");
+        assert_eq!(v["Hostname"], "example.com");
+    }
+
+    #[test]
+    fn trailing_slash_is_trimmed_only_when_asked() {
+        let u = InputUrl::parse("http://h/app/").unwrap();
+        assert_eq!(u.variables(true)["BaseURL"], "http://h/app");
+        assert_eq!(u.variables(false)["BaseURL"], "http://h/app/");
+    }
+
+    #[test]
+    fn ipv6_hosts_lose_their_brackets_only_in_host() {
+        let u = InputUrl::parse("http://[::1]:8080/x").unwrap();
+        assert_eq!(u.host, "::1");
+        assert_eq!(u.authority, "[::1]:8080");
+        assert_eq!(u.port, "8080");
+    }
+
+    #[test]
+    fn merge_paths_matches_the_documented_examples() {
+        assert_eq!(merge_paths("/blog", "/admin"), "/blog/admin");
+        assert_eq!(merge_paths("/blog/wp", "/wp-content"), "/blog/wp/wp-content");
+        assert_eq!(merge_paths("/blog/admin", "/blog/admin/profile"), "/blog/admin/profile");
+        assert_eq!(merge_paths("/blog/admin", "/blog"), "/blog/admin/blog");
+        assert_eq!(merge_paths("/app/", "/.git/config"), "/app/.git/config");
+        assert_eq!(merge_paths("", "/x"), "/x");
+        assert_eq!(merge_paths("/x", ""), "/x");
+    }
+
+    #[test]
+    fn queries_merge_input_first_without_repeating_pairs() {
+        assert_eq!(merge_query(Some("a=1"), Some("b=2")).as_deref(), Some("a=1&b=2"));
+        assert_eq!(merge_query(Some("a=1"), Some("a=1")).as_deref(), Some("a=1"));
+        assert_eq!(merge_query(None, None), None);
+        assert_eq!(merge_query(None, Some("%2e=x")).as_deref(), Some("%2e=x"));
+    }
+
+    #[test]
+    fn go_path_helpers_behave_like_go() {
+        assert_eq!(go_path_dir("/app/"), "/app");
+        assert_eq!(go_path_dir("/a"), "/");
+        assert_eq!(go_path_base("/app/"), "app");
+        assert_eq!(go_path_base("/"), "/");
+        assert_eq!(go_path_dir(""), ".");
+    }
+}

@@ -1,0 +1,90 @@
+//! Variable scopes: the layered maps that request rendering and matching
+//! look names up in.
+//!
+//! Layers are shared through `Arc` so a response body or the target's
+//! variables are never copied per request, and a scope can be moved to the
+//! rayon pool as a whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::dsl::{Value, Vars};
+
+/// One layer of variables.
+pub type VarMap = HashMap<String, Value>;
+
+/// Layers looked up from the first to the last: earlier layers win.
+#[derive(Clone, Default)]
+pub struct Scope {
+    layers: Vec<Arc<VarMap>>,
+}
+
+impl Scope {
+    pub fn new() -> Scope {
+        Scope { layers: Vec::new() }
+    }
+
+    /// Adds a layer below all existing ones (lowest precedence).
+    pub fn below(mut self, layer: Arc<VarMap>) -> Scope {
+        self.layers.push(layer);
+        self
+    }
+
+    /// Adds a layer above all existing ones (highest precedence).
+    pub fn above(mut self, layer: Arc<VarMap>) -> Scope {
+        self.layers.insert(0, layer);
+        self
+    }
+}
+
+impl Vars for Scope {
+    fn get(&self, name: &str) -> Option<Value> {
+        self.layers.iter().find_map(|l| l.get(name).cloned())
+    }
+}
+
+pub fn str_value(s: &str) -> Value {
+    Value::from(s)
+}
+
+pub fn string_value(s: String) -> Value {
+    Value::from(s)
+}
+
+pub fn bytes_value(b: Vec<u8>) -> Value {
+    Value::from(b)
+}
+
+pub fn int_value(i: i64) -> Value {
+    Value::from(i)
+}
+
+pub fn float_value(f: f64) -> Value {
+    Value::from(f)
+}
+
+/// A map of plain strings as a variable layer.
+pub fn layer_from_strings<I: IntoIterator<Item = (String, String)>>(items: I) -> VarMap {
+    items.into_iter().map(|(k, v)| (k, string_value(v))).collect()
+}
+
+/// The variables of one request, split around the place where the
+/// input-derived variables go (they depend on the path being built).
+#[derive(Clone, Default)]
+pub struct RequestLayers {
+    /// Payload values, template variables, `--var` options: above the input's.
+    pub upper: Vec<Arc<VarMap>>,
+    /// Extracted values and earlier blocks' history: below the input's.
+    pub lower: Vec<Arc<VarMap>>,
+}
+
+impl RequestLayers {
+    /// The full scope with the input variables in their place.
+    pub fn with_input(&self, input_layer: Arc<VarMap>) -> Scope {
+        let mut layers = Vec::with_capacity(self.upper.len() + 1 + self.lower.len());
+        layers.extend(self.upper.iter().cloned());
+        layers.push(input_layer);
+        layers.extend(self.lower.iter().cloned());
+        Scope { layers }
+    }
+}
