@@ -1,0 +1,179 @@
+//! Events a scanner node appends to a scan's Redis stream. The ingester writes
+//! them to Postgres idempotently; the WebSocket forwards them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::Severity;
+
+/// Scan statuses. They only move forward: see [`ScanStatus::can_move_to`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScanStatus {
+    Queued,
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Stopped,
+}
+
+impl ScanStatus {
+    pub const ALL: [ScanStatus; 6] = [
+        ScanStatus::Queued,
+        ScanStatus::Pending,
+        ScanStatus::Running,
+        ScanStatus::Completed,
+        ScanStatus::Failed,
+        ScanStatus::Stopped,
+    ];
+
+    pub fn parse(value: &str) -> Option<ScanStatus> {
+        ScanStatus::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanStatus::Queued => "queued",
+            ScanStatus::Pending => "pending",
+            ScanStatus::Running => "running",
+            ScanStatus::Completed => "completed",
+            ScanStatus::Failed => "failed",
+            ScanStatus::Stopped => "stopped",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            ScanStatus::Completed | ScanStatus::Failed | ScanStatus::Stopped
+        )
+    }
+
+    fn order(self) -> u8 {
+        match self {
+            ScanStatus::Queued => 0,
+            ScanStatus::Pending => 1,
+            ScanStatus::Running => 2,
+            ScanStatus::Completed | ScanStatus::Failed | ScanStatus::Stopped => 3,
+        }
+    }
+
+    /// Statuses only move forward, and a terminal status never changes, so
+    /// replayed or reordered events cannot undo progress.
+    pub fn can_move_to(self, next: ScanStatus) -> bool {
+        !self.is_terminal() && next.order() > self.order()
+    }
+}
+
+/// Scan stages, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Stage {
+    Resolve,
+    Discover,
+    Probe,
+    Validate,
+    Report,
+}
+
+/// One finding as a scanner node reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FindingEvent {
+    pub template_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub host: String,
+    pub matched_at: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub remediation: String,
+    #[serde(default)]
+    pub extracted_results: Vec<String>,
+    #[serde(default)]
+    pub matcher_name: Option<String>,
+}
+
+impl FindingEvent {
+    /// The dedup rule of the contract: `template_id:matched_at`.
+    pub fn dedup_key(&self) -> String {
+        format!("{}:{}", self.template_id, self.matched_at)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ScanEventKind {
+    Status {
+        status: ScanStatus,
+        #[serde(default)]
+        error: Option<String>,
+    },
+    Progress {
+        stage: Stage,
+        progress: u8,
+        #[serde(default)]
+        current_tool: Option<String>,
+    },
+    Finding(FindingEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanEvent {
+    pub scan_id: Uuid,
+    pub at: DateTime<Utc>,
+    #[serde(flatten)]
+    pub kind: ScanEventKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_only_move_forward() {
+        use ScanStatus::*;
+        assert!(Queued.can_move_to(Pending));
+        assert!(Queued.can_move_to(Stopped));
+        assert!(Running.can_move_to(Completed));
+        assert!(!Running.can_move_to(Pending));
+        assert!(!Completed.can_move_to(Failed));
+        assert!(!Stopped.can_move_to(Running));
+        assert!(!Pending.can_move_to(Pending));
+    }
+
+    #[test]
+    fn finding_dedup_key_joins_template_and_location() {
+        let f = FindingEvent {
+            template_id: "git-config".into(),
+            name: "n".into(),
+            severity: Severity::High,
+            host: "a.example".into(),
+            matched_at: "https://a.example/.git/config".into(),
+            description: String::new(),
+            remediation: String::new(),
+            extracted_results: vec![],
+            matcher_name: None,
+        };
+        assert_eq!(f.dedup_key(), "git-config:https://a.example/.git/config");
+    }
+
+    #[test]
+    fn events_round_trip_as_json() {
+        let e = ScanEvent {
+            scan_id: Uuid::nil(),
+            at: Utc::now(),
+            kind: ScanEventKind::Progress {
+                stage: Stage::Validate,
+                progress: 40,
+                current_tool: Some("templates".into()),
+            },
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains("\"kind\":\"progress\""));
+        assert!(text.contains("\"stage\":\"VALIDATE\""));
+        assert_eq!(serde_json::from_str::<ScanEvent>(&text).unwrap(), e);
+    }
+}

@@ -1,0 +1,60 @@
+//! The job a scanner node takes from the queue.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Scan engines: which stages and templates a scan runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Discovery, HTTP probe, every template.
+    Full,
+    /// The domain itself, HTTP probe, templates of severity medium and above.
+    Quick,
+    /// Discovery and probe, technology findings only.
+    Recon,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 3] = [Engine::Full, Engine::Quick, Engine::Recon];
+
+    pub fn parse(value: &str) -> Option<Engine> {
+        match value {
+            "full" => Some(Engine::Full),
+            "quick" => Some(Engine::Quick),
+            "recon" => Some(Engine::Recon),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Full => "full",
+            Engine::Quick => "quick",
+            Engine::Recon => "recon",
+        }
+    }
+}
+
+/// Pushed by the api (and the scheduler) for every created scan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanJob {
+    pub scan_id: Uuid,
+    pub target_id: Uuid,
+    pub domain: String,
+    pub engine: Engine,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engines_round_trip_through_their_names() {
+        for e in Engine::ALL {
+            assert_eq!(Engine::parse(e.as_str()), Some(e));
+        }
+        assert_eq!(Engine::parse("deep"), None);
+        assert_eq!(Engine::parse("FULL"), None);
+    }
+}

@@ -1,0 +1,28 @@
+//! Contracts shared by every scanfleet process: settings, job and event
+//! payloads that cross Redis, Redis key names, severities and ids.
+//!
+//! Data flow: client -> api -> Redis queue (`jobs::ScanJob`) -> scanner node
+//! -> Redis stream (`events::ScanEvent`) -> ingester -> Postgres -> WebSocket.
+//! Everything that two processes must agree on lives here, and nothing else:
+//! no HTTP or SQL types.
+//!
+//! # Layout
+//! - [`settings`]: typed configuration loaded once from defaults, an optional
+//!   file and environment variables.
+//! - [`secret`]: a wrapper that keeps secrets out of `Debug` output.
+//! - [`severity`]: the five finding severities and their normalisation.
+//! - [`keys`]: Redis key names, all under the deployment's prefix.
+//! - [`jobs`], [`events`]: payloads on the queue and on scan event streams.
+//! - [`telemetry`]: tracing set-up shared by the binaries.
+
+pub mod events;
+pub mod jobs;
+pub mod keys;
+pub mod secret;
+pub mod settings;
+pub mod severity;
+pub mod telemetry;
+
+pub use secret::Secret;
+pub use settings::Settings;
+pub use severity::Severity;

@@ -1,0 +1,349 @@
+//! Typed settings, loaded once at start-up: defaults for local use, then an
+//! optional file named by `SCANFLEET_CONFIG_FILE` (lines of `NAME=value`), then
+//! environment variables, which win. Names follow `SCANFLEET_SECTION__KEY`;
+//! `DATABASE_URL` and `REDIS_URL` keep their conventional names.
+//!
+//! Nothing else in the code base reads the environment: binaries load
+//! [`Settings`] and pass it down, and tests build it directly.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use crate::Secret;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{name}: {message}")]
+    Invalid { name: &'static str, message: String },
+    #[error("SCANFLEET_JWT_SECRET is required in production mode")]
+    MissingJwtSecret,
+    #[error("cannot read the settings file {path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the `dev` payment provider is refused in production mode")]
+    DevPaymentsInProduction,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Dev,
+    Production,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaymentProvider {
+    Stripe,
+    Dev,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub bind: SocketAddr,
+    /// Base URL clients reach the service at; used in upgrade prompts.
+    pub public_url: String,
+    pub access_token_ttl_secs: i64,
+    pub refresh_token_ttl_secs: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ScannerSettings {
+    /// Scans a node runs at once.
+    pub concurrency: usize,
+    pub allow_private: bool,
+    /// Raw `HOST:PORT:ADDR:PORT` list; the scanner parses it.
+    pub connect_to: String,
+    /// Raw `name=ip` list; the scanner parses it.
+    pub hosts: String,
+    pub hosts_only: bool,
+    /// Directory of templates replacing the built-in pack, when set.
+    pub templates_dir: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RateSettings {
+    pub enabled: bool,
+    pub anon_rpm: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct PaymentSettings {
+    pub provider: PaymentProvider,
+    pub api_base: String,
+    pub secret_key: Option<Secret>,
+    pub webhook_secret: Option<Secret>,
+    pub price_monthly: Option<String>,
+    pub price_yearly: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub mode: Mode,
+    pub database_url: Secret,
+    pub redis_url: Secret,
+    pub redis_prefix: String,
+    pub jwt_secret: Option<Secret>,
+    pub admin_email: Option<String>,
+    pub admin_password: Option<Secret>,
+    pub api: ApiSettings,
+    pub scanner: ScannerSettings,
+    pub rate: RateSettings,
+    pub payments: PaymentSettings,
+    pub log_format: LogFormat,
+}
+
+impl Settings {
+    /// Defaults, then `SCANFLEET_CONFIG_FILE` if set, then the process environment.
+    pub fn load() -> Result<Settings, SettingsError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        let mut vars = HashMap::new();
+        if let Some(path) = env.get("SCANFLEET_CONFIG_FILE") {
+            vars.extend(read_env_file(Path::new(path))?);
+        }
+        vars.extend(env);
+        Settings::from_vars(&vars)
+    }
+
+    /// Builds settings from a name -> value map (the environment, in production).
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Settings, SettingsError> {
+        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let mode = match get("SCANFLEET_MODE").unwrap_or("dev") {
+            "dev" | "development" => Mode::Dev,
+            "production" | "prod" => Mode::Production,
+            other => return Err(invalid("SCANFLEET_MODE", other, "dev or production")),
+        };
+        let log_format = match get("SCANFLEET_LOG_FORMAT").unwrap_or("text") {
+            "text" => LogFormat::Text,
+            "json" => LogFormat::Json,
+            other => return Err(invalid("SCANFLEET_LOG_FORMAT", other, "text or json")),
+        };
+        let provider = match get("SCANFLEET_PAYMENTS__PROVIDER") {
+            None if mode == Mode::Dev => PaymentProvider::Dev,
+            None => PaymentProvider::Stripe,
+            Some("stripe") => PaymentProvider::Stripe,
+            Some("dev") => PaymentProvider::Dev,
+            Some(other) => {
+                return Err(invalid(
+                    "SCANFLEET_PAYMENTS__PROVIDER",
+                    other,
+                    "stripe or dev",
+                ))
+            }
+        };
+        let jwt_secret = get("SCANFLEET_JWT_SECRET").map(Secret::new);
+        if mode == Mode::Production && jwt_secret.is_none() {
+            return Err(SettingsError::MissingJwtSecret);
+        }
+        if mode == Mode::Production && provider == PaymentProvider::Dev {
+            return Err(SettingsError::DevPaymentsInProduction);
+        }
+        let bind: SocketAddr = parse(&get, "SCANFLEET_API__BIND", "127.0.0.1:8080")?;
+        let public_url = get("SCANFLEET_API__PUBLIC_URL")
+            .map(|s| s.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| format!("http://{bind}"));
+        let settings = Settings {
+            mode,
+            database_url: Secret::new(
+                get("DATABASE_URL").unwrap_or("postgres://postgres@127.0.0.1:5432/scanfleet"),
+            ),
+            redis_url: Secret::new(get("REDIS_URL").unwrap_or("redis://127.0.0.1:6379")),
+            redis_prefix: get("SCANFLEET_REDIS_PREFIX")
+                .unwrap_or("scanfleet")
+                .to_string(),
+            jwt_secret,
+            admin_email: get("SCANFLEET_ADMIN_EMAIL").map(str::to_string),
+            admin_password: get("SCANFLEET_ADMIN_PASSWORD").map(Secret::new),
+            api: ApiSettings {
+                bind,
+                public_url,
+                access_token_ttl_secs: parse(&get, "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS", "900")?,
+                refresh_token_ttl_secs: parse(
+                    &get,
+                    "SCANFLEET_API__REFRESH_TOKEN_TTL_SECS",
+                    "2592000",
+                )?,
+            },
+            scanner: ScannerSettings {
+                concurrency: parse(&get, "SCANFLEET_SCANNER__CONCURRENCY", "2")?,
+                allow_private: parse_bool(&get, "SCANFLEET_SCANNER__ALLOW_PRIVATE", false)?,
+                connect_to: get("SCANFLEET_SCANNER__CONNECT_TO")
+                    .unwrap_or("")
+                    .to_string(),
+                hosts: get("SCANFLEET_SCANNER__HOSTS").unwrap_or("").to_string(),
+                hosts_only: parse_bool(&get, "SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
+                templates_dir: get("SCANFLEET_SCANNER__TEMPLATES_DIR").map(str::to_string),
+            },
+            rate: RateSettings {
+                enabled: parse_bool(&get, "SCANFLEET_RATE__ENABLED", true)?,
+                anon_rpm: parse(&get, "SCANFLEET_RATE__ANON_RPM", "60")?,
+            },
+            payments: PaymentSettings {
+                provider,
+                api_base: get("SCANFLEET_PAYMENTS__API_BASE")
+                    .unwrap_or("https://api.stripe.com")
+                    .trim_end_matches('/')
+                    .to_string(),
+                secret_key: get("SCANFLEET_PAYMENTS__SECRET_KEY").map(Secret::new),
+                webhook_secret: get("SCANFLEET_PAYMENTS__WEBHOOK_SECRET").map(Secret::new),
+                price_monthly: get("SCANFLEET_PAYMENTS__PRICE_MONTHLY").map(str::to_string),
+                price_yearly: get("SCANFLEET_PAYMENTS__PRICE_YEARLY").map(str::to_string),
+            },
+            log_format,
+        };
+        if settings.api.access_token_ttl_secs <= 0 || settings.api.refresh_token_ttl_secs <= 0 {
+            return Err(SettingsError::Invalid {
+                name: "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS",
+                message: "token lifetimes must be positive".into(),
+            });
+        }
+        if settings.scanner.concurrency == 0 {
+            return Err(invalid("SCANFLEET_SCANNER__CONCURRENCY", "0", "at least 1"));
+        }
+        Ok(settings)
+    }
+}
+
+fn invalid(name: &'static str, value: &str, expected: &str) -> SettingsError {
+    SettingsError::Invalid {
+        name,
+        message: format!("`{value}` is not valid: expected {expected}"),
+    }
+}
+
+fn parse<'a, T: FromStr>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    name: &'static str,
+    default: &'a str,
+) -> Result<T, SettingsError>
+where
+    T::Err: std::fmt::Display,
+{
+    let raw = get(name).unwrap_or(default);
+    raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
+        name,
+        message: format!("`{raw}`: {e}"),
+    })
+}
+
+fn parse_bool<'a>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    name: &'static str,
+    default: bool,
+) -> Result<bool, SettingsError> {
+    match get(name) {
+        None => Ok(default),
+        Some("1" | "true" | "yes" | "on") => Ok(true),
+        Some("0" | "false" | "no" | "off") => Ok(false),
+        Some(other) => Err(invalid(name, other, "true or false")),
+    }
+}
+
+fn read_env_file(path: &Path) -> Result<HashMap<String, String>, SettingsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SettingsError::File {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_for_local_use() {
+        let s = Settings::from_vars(&HashMap::new()).unwrap();
+        assert_eq!(s.mode, Mode::Dev);
+        assert_eq!(s.api.bind.to_string(), "127.0.0.1:8080");
+        assert_eq!(
+            s.database_url.expose(),
+            "postgres://postgres@127.0.0.1:5432/scanfleet"
+        );
+        assert_eq!(s.redis_url.expose(), "redis://127.0.0.1:6379");
+        assert_eq!(s.redis_prefix, "scanfleet");
+        assert_eq!(s.scanner.concurrency, 2);
+        assert!(!s.scanner.allow_private);
+        assert!(s.rate.enabled);
+        assert_eq!(s.rate.anon_rpm, 60);
+        assert_eq!(s.payments.provider, PaymentProvider::Dev);
+        assert_eq!(s.api.access_token_ttl_secs, 900);
+        assert!(s.jwt_secret.is_none());
+    }
+
+    #[test]
+    fn production_without_a_jwt_secret_is_an_error() {
+        let err = Settings::from_vars(&vars(&[("SCANFLEET_MODE", "production")])).unwrap_err();
+        assert!(matches!(err, SettingsError::MissingJwtSecret));
+        let ok = Settings::from_vars(&vars(&[
+            ("SCANFLEET_MODE", "production"),
+            ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.payments.provider, PaymentProvider::Stripe);
+    }
+
+    #[test]
+    fn environment_names_set_their_fields() {
+        let s = Settings::from_vars(&vars(&[
+            ("SCANFLEET_API__BIND", "0.0.0.0:9000"),
+            ("SCANFLEET_SCANNER__CONCURRENCY", "8"),
+            ("SCANFLEET_SCANNER__ALLOW_PRIVATE", "true"),
+            ("SCANFLEET_RATE__ENABLED", "false"),
+            ("SCANFLEET_REDIS_PREFIX", "t-123"),
+            ("SCANFLEET_LOG_FORMAT", "json"),
+        ]))
+        .unwrap();
+        assert_eq!(s.api.bind.port(), 9000);
+        assert_eq!(s.scanner.concurrency, 8);
+        assert!(s.scanner.allow_private);
+        assert!(!s.rate.enabled);
+        assert_eq!(s.redis_prefix, "t-123");
+        assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = Settings::from_vars(&vars(&[("SCANFLEET_SCANNER__CONCURRENCY", "many")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SCANFLEET_SCANNER__CONCURRENCY"), "{err}");
+        let err = Settings::from_vars(&vars(&[("SCANFLEET_RATE__ENABLED", "maybe")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SCANFLEET_RATE__ENABLED"), "{err}");
+    }
+
+    #[test]
+    fn secrets_do_not_show_in_debug_output() {
+        let s = Settings::from_vars(&vars(&[
+            ("SCANFLEET_JWT_SECRET", "very-secret-signing-key"),
+            ("DATABASE_URL", "postgres://u:pw-in-url@h/db"),
+        ]))
+        .unwrap();
+        let dbg = format!("{s:?}");
+        assert!(!dbg.contains("very-secret-signing-key"));
+        assert!(!dbg.contains("pw-in-url"));
+    }
+}

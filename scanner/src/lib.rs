@@ -1,0 +1,22 @@
+//! The scanfleet template engine: runs Nuclei-format HTTP templates against
+//! targets, as a library, as the `scanfleet-scanner` CLI and as a scanner node.
+//!
+//! Data flow: templates are loaded and compiled once ([`template`]); the
+//! [`engine`] builds requests per target, sends them through the byte-exact
+//! [`http`] client on tokio, and hands responses to a rayon pool where the
+//! [`operators`] (matchers and extractors, using the [`dsl`]) decide results.
+//!
+//! # Layout
+//! - [`dsl`]: expression language and `{{...}}` interpolation.
+//! - [`http`]: raw HTTP/1.1 client with address safety checks.
+//! - [`template`]: YAML model, loader, and runnability classification.
+//! - [`operators`]: matchers and extractors.
+//! - [`engine`]: request building, payloads, multi-step execution, results.
+//! - [`pack`]: the default template pack shipped in the binary.
+
+pub mod dsl;
+pub mod engine;
+pub mod http;
+pub mod operators;
+pub mod pack;
+pub mod template;

@@ -1,0 +1,100 @@
+//! YAML shapes of matchers and extractors as Nuclei templates write them.
+//! Field names follow the template format; unknown fields are kept in `extra`
+//! so the loader can report them as unsupported features by name.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// A YAML field that templates write either as one scalar or as a list.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StringOrList {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StringOrList::One(s) => vec![s],
+            StringOrList::Many(v) => v,
+        }
+    }
+    pub fn to_vec(&self) -> Vec<String> {
+        self.clone().into_vec()
+    }
+}
+
+/// One `matchers:` entry.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub struct MatcherDef {
+    /// word, regex, status, size, binary, dsl, xpath.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `and` or `or` between the values of this matcher (default `or`).
+    pub condition: Option<String>,
+    /// Which part of the response to match (default `body`).
+    pub part: Option<String>,
+    #[serde(default)]
+    pub negative: bool,
+    pub name: Option<String>,
+    #[serde(default)]
+    pub words: Option<StringOrList>,
+    #[serde(default)]
+    pub regex: Option<StringOrList>,
+    #[serde(default)]
+    pub status: Option<Vec<u16>>,
+    #[serde(default)]
+    pub size: Option<Vec<usize>>,
+    #[serde(default)]
+    pub binary: Option<StringOrList>,
+    #[serde(default)]
+    pub dsl: Option<StringOrList>,
+    #[serde(default)]
+    pub xpath: Option<StringOrList>,
+    /// `hex` means `words` are hex-encoded.
+    pub encoding: Option<String>,
+    #[serde(default)]
+    pub case_insensitive: bool,
+    #[serde(default)]
+    pub match_all: bool,
+    #[serde(default)]
+    pub internal: bool,
+    /// Fields this engine does not know; reported as unsupported features.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// One `extractors:` entry.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub struct ExtractorDef {
+    /// regex, kval, json, xpath, dsl.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: Option<String>,
+    pub part: Option<String>,
+    /// Values of an internal extractor feed later requests and are not reported.
+    #[serde(default)]
+    pub internal: bool,
+    #[serde(default)]
+    pub regex: Option<StringOrList>,
+    /// Capture group of `regex` (0 = whole match).
+    #[serde(default)]
+    pub group: Option<usize>,
+    #[serde(default)]
+    pub kval: Option<StringOrList>,
+    #[serde(default)]
+    pub json: Option<StringOrList>,
+    #[serde(default)]
+    pub xpath: Option<StringOrList>,
+    pub attribute: Option<String>,
+    #[serde(default)]
+    pub dsl: Option<StringOrList>,
+    #[serde(default)]
+    pub case_insensitive: bool,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
