@@ -115,7 +115,7 @@ fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &
         headers,
         body,
     };
-    let dump = request.to_bytes();
+    let dump = dump(&request);
     Ok(Built {
         outgoing: Outgoing::Normal(request),
         url: full_url,
@@ -125,19 +125,33 @@ fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &
 
 fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scope: &RequestLayers) -> Result<Built, Skip> {
     let scope = with_input_vars(scope, input, false);
-    let rendered = render(raw, &scope, "raw request")?;
-    let text = rendered;
-    // Annotation lines (`@Host: ...`) precede the request line.
-    let mut start = 0;
-    while text[start..].first() == Some(&b'@') {
-        match text[start..].iter().position(|&b| b == b'\n') {
-            Some(i) => start += i + 1,
-            None => break,
-        }
+    let text = render(raw, &scope, "raw request")?;
+    let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
+    if !block.unsafe_raw {
+        // The client's raw parser applies Nuclei's rules: target merged onto
+        // the input path and query, Host defaulted, CRLF line ends,
+        // Content-Length recomputed.
+        let request = Request::parse_raw(&text, &base).map_err(|e| Skip(format!("invalid raw request: {e}")))?;
+        let dump = dump(&request);
+        return Ok(Built {
+            url: request.full_url(),
+            outgoing: Outgoing::Normal(request),
+            dump,
+        });
     }
-    // Leading blank lines are YAML artefacts, not part of the request.
-    while matches!(text.get(start), Some(b'\r' | b'\n')) {
-        start += 1;
+    // Unsafe: only the request-target is rewritten (merged onto the input
+    // path, as Nuclei does); every other byte goes out as written.
+    let mut start = 0;
+    loop {
+        let rest = &text[start..];
+        let line_end = rest.iter().position(|&b| b == b'\n');
+        let line = &rest[..line_end.unwrap_or(rest.len())];
+        let blank = line.iter().all(|b| b.is_ascii_whitespace());
+        if (blank || line.first() == Some(&b'@')) && line_end.is_some() {
+            start += line_end.map_or(rest.len(), |e| e + 1);
+            continue;
+        }
+        break;
     }
     let text = &text[start..];
     let line_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
@@ -146,42 +160,45 @@ fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scop
     if parts.len() == 2 && parts[1].starts_with("HTTP/") {
         parts.insert(1, "");
     }
-    if parts.len() < 3 && !block.unsafe_raw {
-        return Err(Skip(format!("malformed raw request line {line:?}")));
-    }
     let template_target = parts.get(1).copied().unwrap_or("");
-    let new_target = merged_raw_target(template_target, input, block.unsafe_raw);
-    let new_line = {
-        let mut p: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
-        if p.len() >= 2 {
-            p[1] = new_target.clone();
+    let new_target = merged_raw_target(template_target, input, true);
+    let mut bytes = text.to_vec();
+    if !template_target.is_empty() {
+        if let Some(at) = super::url::find_bytes(&text[..line_end], template_target.as_bytes()) {
+            bytes.splice(at..at + template_target.len(), new_target.bytes());
         }
-        p.join(" ")
-    };
-    let mut bytes = Vec::with_capacity(text.len() + new_target.len());
-    bytes.extend_from_slice(new_line.as_bytes());
-    bytes.extend_from_slice(&text[line_end..]);
-    let url = TargetUrl::parse(&input.root_url()).map_err(|e| Skip(format!("bad target: {e}")))?;
-    let full_url = format!("{}{}", input.root_url(), new_target);
-    if block.unsafe_raw {
-        return Ok(Built {
-            outgoing: Outgoing::Unsafe { url, bytes: bytes.clone() },
-            url: full_url,
-            dump: bytes,
-        });
     }
-    let request = Request::parse_raw(&bytes, &url).map_err(|e| Skip(format!("invalid raw request: {e}")))?;
-    let dump = request.to_bytes();
+    let url = TargetUrl::parse(&input.root_url()).map_err(|e| Skip(format!("bad target: {e}")))?;
+    let full_url = format!("{}{}", input.root_url(), if new_target.starts_with('/') { new_target.clone() } else { format!("/{new_target}") });
     Ok(Built {
-        outgoing: Outgoing::Normal(request),
+        outgoing: Outgoing::Unsafe { url, bytes: bytes.clone() },
         url: full_url,
-        dump,
+        dump: bytes,
     })
+}
+
+/// The request in HTTP/1.1 form, for the `request` variable (the client
+/// adds its defaults on the wire; they do not matter to templates).
+fn dump(req: &Request) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + req.body.len());
+    out.extend_from_slice(req.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(if req.target.is_empty() { b"/" } else { &req.target });
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if req.header("host").is_none() {
+        out.extend_from_slice(format!("Host: {}\r\n", req.url.authority()).as_bytes());
+    }
+    for (n, v) in &req.headers {
+        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&req.body);
+    out
 }
 
 /// The request-target a raw request is sent with: the template's target
 /// merged onto the input path, the input's query first.
-fn merged_raw_target(template_target: &str, input: &InputUrl, unsafe_raw: bool) -> String {
+pub(crate) fn merged_raw_target(template_target: &str, input: &InputUrl, unsafe_raw: bool) -> String {
     if template_target.is_empty() {
         return join_target(&input.path, input.query.as_deref());
     }

@@ -310,6 +310,14 @@ pub fn split_absolute(url: &str) -> Option<(String, String, String)> {
     Some((scheme.to_ascii_lowercase(), authority, target))
 }
 
+/// Position of `needle` in `haystack`.
+pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

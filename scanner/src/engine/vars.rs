@@ -30,6 +30,12 @@ impl Scope {
         self
     }
 
+    /// Adds all layers of `other` below the existing ones.
+    pub fn below_all(mut self, other: &Scope) -> Scope {
+        self.layers.extend(other.layers.iter().cloned());
+        self
+    }
+
     /// Adds a layer above all existing ones (highest precedence).
     pub fn above(mut self, layer: Arc<VarMap>) -> Scope {
         self.layers.insert(0, layer);

@@ -1,0 +1,198 @@
+//! `scanfleet-scanner run`: templates in, targets in, findings out.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::compile::CompiledTemplate;
+use super::error::TargetErrorKind;
+use super::run::{parse_variables, Engine, EngineConfig, Event};
+use crate::http::{ClientConfig, TargetUrl};
+
+/// Arguments of `run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Template file or directory (repeatable); the built-in pack when absent.
+    #[arg(short = 't', long = "templates")]
+    pub templates: Vec<PathBuf>,
+    /// Target URL (repeatable).
+    #[arg(short = 'u', long = "target", required = true)]
+    pub targets: Vec<String>,
+    /// One JSON object per finding per line.
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Allow loopback, private and other non-public target addresses.
+    #[arg(long)]
+    pub allow_private: bool,
+    /// A template variable, `name=value` (repeatable).
+    #[arg(long = "var")]
+    pub vars: Vec<String>,
+    /// Most requests per second to one host.
+    #[arg(long)]
+    pub rate_limit: Option<u32>,
+    /// Most requests in flight at once.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+}
+
+/// Exit code for a target refused by the address safety check.
+const EXIT_REFUSED: u8 = 2;
+/// Exit code for bad arguments or templates that cannot be loaded.
+const EXIT_USAGE: u8 = 1;
+
+/// The client settings from the environment (`SCANFLEET_SCANNER__*`) and flags.
+fn client_config(args: &RunArgs) -> Result<ClientConfig, String> {
+    let mut cfg = ClientConfig::default();
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let truthy = |v: &str| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on");
+    cfg.allow_private = args.allow_private || env("SCANFLEET_SCANNER__ALLOW_PRIVATE").is_some_and(|v| truthy(&v));
+    if let Some(v) = env("SCANFLEET_SCANNER__CONNECT_TO") {
+        cfg.connect_to = ClientConfig::parse_connect_to(&v).map_err(|e| e.to_string())?;
+    }
+    if let Some(v) = env("SCANFLEET_SCANNER__HOSTS") {
+        cfg.hosts = ClientConfig::parse_hosts(&v).map_err(|e| e.to_string())?;
+    }
+    cfg.hosts_only = env("SCANFLEET_SCANNER__HOSTS_ONLY").is_some_and(|v| truthy(&v));
+    if let Some(n) = args.concurrency {
+        cfg.max_concurrency = n.max(1);
+    }
+    if let Some(r) = args.rate_limit {
+        cfg.per_host_rps = Some(r.max(1));
+    }
+    Ok(cfg)
+}
+
+/// Loads and compiles templates; unrunnable ones are reported on stderr
+/// with their reason and left out.
+pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, String> {
+    let mut loaded = Vec::new();
+    let mut problems: Vec<String> = Vec::new();
+    if paths.is_empty() {
+        for (path, yaml) in crate::pack::default_pack() {
+            match crate::template::parse_str(yaml, Path::new(path)) {
+                Ok(t) => loaded.push(t),
+                Err(e) => problems.push(format!("{path}: {e}")),
+            }
+        }
+    }
+    for path in paths {
+        if path.is_dir() {
+            let report = crate::template::load_dir(path);
+            for failure in &report.failures {
+                problems.push(failure.to_string());
+            }
+            loaded.extend(report.templates);
+        } else {
+            match crate::template::load_file(path) {
+                Ok(t) => loaded.push(t),
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+    let mut compiled = Vec::with_capacity(loaded.len());
+    for t in loaded {
+        if let Err(reason) = crate::template::check(&t) {
+            problems.push(format!("{}: not runnable: {reason}", t.id));
+            continue;
+        }
+        match CompiledTemplate::compile(t) {
+            Ok(c) => compiled.push(Arc::new(c)),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    for p in &problems {
+        eprintln!("warning: {p}");
+    }
+    Ok(compiled)
+}
+
+/// Runs the subcommand; the exit code says how it went (0 ok, 1 usage or
+/// template error, 2 a target refused by the address safety check).
+pub async fn run_command(args: RunArgs) -> ExitCode {
+    let fail = |msg: String, code: u8| {
+        eprintln!("error: {msg}");
+        ExitCode::from(code)
+    };
+    let client = match client_config(&args) {
+        Ok(c) => c,
+        Err(e) => return fail(e, EXIT_USAGE),
+    };
+    let variables = match parse_variables(&args.vars) {
+        Ok(v) => v,
+        Err(e) => return fail(e.to_string(), EXIT_USAGE),
+    };
+    let mut targets = Vec::new();
+    for t in &args.targets {
+        match TargetUrl::parse(t) {
+            Ok(u) => targets.push(u),
+            Err(e) => return fail(e.to_string(), EXIT_USAGE),
+        }
+    }
+    let templates = match load_templates(&args.templates) {
+        Ok(t) => t,
+        Err(e) => return fail(e, EXIT_USAGE),
+    };
+    if templates.is_empty() {
+        return fail("no runnable templates".to_string(), EXIT_USAGE);
+    }
+    let engine = match Engine::new(EngineConfig {
+        template_concurrency: client.max_concurrency,
+        client,
+        variables,
+        ..EngineConfig::default()
+    }) {
+        Ok(e) => e,
+        Err(e) => return fail(e.to_string(), EXIT_USAGE),
+    };
+    let cancel = CancellationToken::new();
+    let ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let mut refused = false;
+    let mut findings = 0usize;
+    let mut stdout = std::io::stdout().lock();
+    let jsonl = args.jsonl;
+    engine
+        .run_with(templates, targets, cancel, |ev| match ev {
+            Event::Result(r) => {
+                findings += 1;
+                let line = if jsonl {
+                    r.to_json_line()
+                } else {
+                    let extra = if r.extracted_results.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [{}]", r.extracted_results.join(","))
+                    };
+                    let name = r.matcher_name.as_deref().map(|m| format!(":{m}")).unwrap_or_default();
+                    format!("[{}{}] [{}] {}{}", r.template_id, name, r.severity, r.matched_at, extra)
+                };
+                // A closed stdout (piped into `head`) is not worth a panic.
+                let _ = writeln!(stdout, "{line}");
+            }
+            Event::Error(e) => match e.kind {
+                TargetErrorKind::Refused => {
+                    refused = true;
+                    eprintln!("error: {e}");
+                }
+                TargetErrorKind::Request | TargetErrorKind::Skipped => {
+                    tracing::debug!(target = %e.target, template = ?e.template_id, "{}", e.message);
+                }
+            },
+        })
+        .await;
+    let _ = stdout.flush();
+    if !jsonl {
+        eprintln!("{findings} finding(s)");
+    }
+    if refused {
+        return ExitCode::from(EXIT_REFUSED);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,393 @@
+//! Running one template (or one cluster of templates) against one target.
+//!
+//! Requests go out on tokio; every response is handed to the rayon pool,
+//! where its variable map is built and the operators evaluated, and the
+//! outcome comes back through a oneshot channel. Matching is CPU work
+//! (regexes over bodies of up to 10 MiB, DSL) and would stall the reactor
+//! if it ran on a tokio worker; `spawn_blocking` would do, but its pool is
+//! sized for blocking I/O, while rayon's is sized to the cores and also
+//! runs the per-cluster fan-out in parallel.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::build::{build, Built, Outgoing, Skip};
+use super::compile::{CompiledBlock, CompiledTemplate};
+use super::error::{TargetError, TargetErrorKind};
+use super::response::{numbered, prefixed, response_vars};
+use super::result::{build_results, MatchOutcome, ScanResult};
+use super::url::InputUrl;
+use super::vars::{layer_from_strings, string_value, RequestLayers, Scope, VarMap};
+use super::Event;
+use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
+use crate::operators::OperatorResult;
+
+/// After this many failed requests in a row a target is given up (Nuclei's
+/// `max-host-error` default): a dead host would otherwise cost a timeout
+/// per remaining request.
+const MAX_CONSECUTIVE_FAILURES: usize = 30;
+
+/// What every job of a run shares.
+pub(crate) struct RunShared {
+    pub client: Arc<HttpClient>,
+    /// `--var name=value` options.
+    pub option_vars: Arc<VarMap>,
+    /// Results and errors go out here; the run's receiver drains it. Closed
+    /// when the last job (and so the driving task) ends.
+    pub sink: mpsc::Sender<Event>,
+}
+
+/// One target of a run.
+pub(crate) struct TargetRun {
+    pub target: TargetUrl,
+    pub input: InputUrl,
+    /// What results report as `host`.
+    pub host: String,
+    /// Child of the run's token; cancelled when the run stops or the target
+    /// is refused or unreachable, so its remaining jobs end at once.
+    pub cancel: CancellationToken,
+    refused: AtomicBool,
+    failures: AtomicUsize,
+}
+
+impl TargetRun {
+    pub fn new(target: TargetUrl, cancel: CancellationToken) -> TargetRun {
+        let input = InputUrl::from_target(&target);
+        TargetRun {
+            host: input.root_url(),
+            input,
+            target,
+            cancel,
+            refused: AtomicBool::new(false),
+            failures: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Runs `f` on the rayon pool and waits for it without blocking tokio.
+/// `None` if `f` panicked (the sender is dropped unsent).
+async fn on_rayon<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.await.ok()
+}
+
+async fn emit(shared: &RunShared, event: Event) {
+    // A closed receiver means nobody wants the rest: not an error.
+    let _ = shared.sink.send(event).await;
+}
+
+async fn report(shared: &RunShared, target: &TargetRun, template_id: Option<&str>, kind: TargetErrorKind, message: String) {
+    emit(
+        shared,
+        Event::Error(TargetError {
+            target: target.target.to_string(),
+            template_id: template_id.map(str::to_string),
+            kind,
+            message,
+        }),
+    )
+    .await;
+}
+
+/// Sends one request unless the target is cancelled. `None` when the
+/// request failed (already reported) or the target stopped.
+async fn send(
+    shared: &RunShared,
+    target: &TargetRun,
+    template_id: &str,
+    built: &Built,
+    options: &SendOptions,
+) -> Option<Response> {
+    if target.cancel.is_cancelled() {
+        return None;
+    }
+    let fut = async {
+        match &built.outgoing {
+            Outgoing::Normal(req) => shared.client.send(req, options).await,
+            Outgoing::Unsafe { url, bytes } => shared.client.send_raw(url, bytes, options).await,
+        }
+    };
+    let outcome = tokio::select! {
+        _ = target.cancel.cancelled() => return None,
+        r = fut => r,
+    };
+    match outcome {
+        Ok(resp) => {
+            target.failures.store(0, Ordering::Relaxed);
+            Some(resp)
+        }
+        Err(e @ HttpError::ForbiddenAddress { .. }) => {
+            if !target.refused.swap(true, Ordering::SeqCst) {
+                report(shared, target, None, TargetErrorKind::Refused, e.to_string()).await;
+            }
+            target.cancel.cancel();
+            None
+        }
+        Err(e) => {
+            let n = target.failures.fetch_add(1, Ordering::Relaxed) + 1;
+            report(
+                shared,
+                target,
+                Some(template_id),
+                TargetErrorKind::Request,
+                format!("{}: {e}", built.url),
+            )
+            .await;
+            if n == MAX_CONSECUTIVE_FAILURES {
+                report(
+                    shared,
+                    target,
+                    None,
+                    TargetErrorKind::Request,
+                    format!("giving up after {n} failed requests in a row"),
+                )
+                .await;
+                target.cancel.cancel();
+            }
+            None
+        }
+    }
+}
+
+fn send_options(block: &CompiledBlock, jar: Option<&CookieJar>) -> SendOptions {
+    SendOptions {
+        follow_redirects: block.redirects,
+        max_redirects: block.max_redirects,
+        host_redirects_only: block.host_redirects,
+        cookie_jar: if block.cookie_jar { jar.cloned() } else { None },
+    }
+}
+
+/// Evaluates template `variables` in order, each seeing the earlier ones.
+/// Done once per template execution, so `rand_*` helpers give one value for
+/// all its requests. A variable that does not resolve is left out: the
+/// requests using it are then skipped as unresolved.
+fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -> VarMap {
+    let input_layer = Arc::new(layer_from_strings(input.variables(false)));
+    let mut out = VarMap::new();
+    for (name, value) in &tpl.variables {
+        let scope = Scope::new()
+            .below(Arc::new(out.clone()))
+            .below(shared.option_vars.clone())
+            .below(input_layer.clone());
+        let rendered = value.render(&scope);
+        if rendered.unresolved.is_empty() {
+            let v = match String::from_utf8(rendered.bytes) {
+                Ok(s) => string_value(s),
+                Err(e) => super::vars::bytes_value(e.into_bytes()),
+            };
+            out.insert(name.clone(), v);
+        }
+    }
+    out
+}
+
+fn outcome_of(block: &CompiledBlock, r: &OperatorResult) -> MatchOutcome {
+    MatchOutcome {
+        has_matchers: r.has_matchers,
+        matched: r.matched,
+        or_condition: block.or_condition,
+        matched_names: r.matched_names.clone(),
+        extracts: r.extracts.clone(),
+    }
+}
+
+/// Extracted values that later requests may use: internal and named ones,
+/// first value each.
+fn carry_extracts(r: &OperatorResult, dynamic: &mut VarMap) -> bool {
+    let mut changed = false;
+    for (name, values) in &r.internal {
+        if let Some(v) = values.first() {
+            dynamic.insert(name.clone(), string_value(v.clone()));
+            changed = true;
+        }
+    }
+    for (name, values) in &r.extracts {
+        if let (Some(name), Some(v)) = (name, values.first()) {
+            dynamic.insert(name.clone(), string_value(v.clone()));
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Runs every block of `tpl` against `target`, emitting results as they come.
+pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Arc<CompiledTemplate>) {
+    let tid = tpl.head.template_id.clone();
+    let head = {
+        let mut h = tpl.head.clone();
+        h.host = target.host.clone();
+        h
+    };
+    let jar = tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new);
+    let template_layer = Arc::new(template_vars(&tpl, shared, &target.input));
+    // Extracted values, visible to every later request and block.
+    let mut dynamic = VarMap::new();
+    // Responses of earlier blocks that have an `id`, as `{id}_{name}`.
+    let mut block_history: Vec<Arc<VarMap>> = Vec::new();
+
+    'blocks: for (bi, block) in tpl.blocks.iter().enumerate() {
+        let options = send_options(block, jar.as_ref());
+        let mut numbered_history: Vec<Arc<VarMap>> = Vec::new();
+        let mut last_response: Option<(Arc<VarMap>, String)> = None;
+        let mut count = 0usize;
+        for combo in block.payloads.combinations() {
+            let payload_layer: VarMap = combo.into_iter().map(|(k, v)| (k, string_value(v))).collect();
+            let payload_layer = Arc::new(payload_layer);
+            for spec in &block.requests {
+                if target.cancel.is_cancelled() {
+                    return;
+                }
+                let dynamic_layer = Arc::new(dynamic.clone());
+                let mut lower = vec![dynamic_layer];
+                lower.extend(block_history.iter().cloned());
+                let layers = RequestLayers {
+                    upper: vec![payload_layer.clone(), template_layer.clone(), shared.option_vars.clone()],
+                    lower,
+                };
+                let built = match build(block, spec, &target.input, &layers) {
+                    Ok(b) => b,
+                    Err(Skip(reason)) => {
+                        report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
+                        continue;
+                    }
+                };
+                let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+                    if target.cancel.is_cancelled() {
+                        return;
+                    }
+                    continue;
+                };
+                count += 1;
+                let matched_at = resp.final_url.clone();
+                let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let history_now = numbered_history.clone();
+                let tpl_job = tpl.clone();
+                let host = target.host.clone();
+                let dump = built.dump;
+                let job = move || {
+                    let block = &tpl_job.blocks[bi];
+                    let resp_layer = Arc::new(response_vars(&resp, &host, &dump, &tpl_job.head.template_id));
+                    let numbered_layer = block.needs_history.then(|| Arc::new(numbered(&resp_layer, count)));
+                    let mut scope = Scope::new().below(resp_layer.clone());
+                    if let Some(n) = &numbered_layer {
+                        scope = scope.below(n.clone());
+                    }
+                    for h in history_now.iter().rev() {
+                        scope = scope.below(h.clone());
+                    }
+                    let scope = scope.below_all(&request_scope);
+                    let result = block.operators.evaluate(&scope);
+                    (resp_layer, numbered_layer, result)
+                };
+                let Some((resp_layer, numbered_layer, result)) = on_rayon(job).await else {
+                    report(shared, target, Some(&tid), TargetErrorKind::Request, "matching panicked".into()).await;
+                    continue;
+                };
+                if let Some(n) = numbered_layer {
+                    numbered_history.push(n);
+                }
+                carry_extracts(&result, &mut dynamic);
+                last_response = Some((resp_layer, matched_at.clone()));
+                if block.req_condition {
+                    continue;
+                }
+                let results = build_results(&head, &matched_at, &outcome_of(block, &result));
+                let matched = !results.is_empty();
+                for r in results {
+                    emit(shared, Event::Result(r)).await;
+                }
+                if matched && block.stop_at_first_match {
+                    break 'blocks;
+                }
+            }
+        }
+        if let Some((resp_layer, matched_at)) = &last_response {
+            if block.req_condition {
+                let tpl_job = tpl.clone();
+                let history = numbered_history.clone();
+                let last = resp_layer.clone();
+                let layers = RequestLayers {
+                    upper: vec![template_layer.clone(), shared.option_vars.clone()],
+                    lower: std::iter::once(Arc::new(dynamic.clone())).chain(block_history.iter().cloned()).collect(),
+                };
+                let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let job = move || {
+                    let mut scope = Scope::new().below(last);
+                    for h in history.iter().rev() {
+                        scope = scope.below(h.clone());
+                    }
+                    let scope = scope.below_all(&request_scope);
+                    tpl_job.blocks[bi].operators.evaluate(&scope)
+                };
+                if let Some(result) = on_rayon(job).await {
+                    carry_extracts(&result, &mut dynamic);
+                    for r in build_results(&head, matched_at, &outcome_of(block, &result)) {
+                        emit(shared, Event::Result(r)).await;
+                    }
+                }
+            }
+            if let Some(id) = &block.id {
+                block_history.insert(0, Arc::new(prefixed(resp_layer, id)));
+            }
+        }
+    }
+}
+
+/// Sends the one request shared by a cluster of templates and matches its
+/// response against all of them in parallel on rayon.
+pub(crate) async fn run_cluster(shared: &RunShared, target: &TargetRun, members: Arc<Vec<Arc<CompiledTemplate>>>) {
+    let Some(first) = members.first() else { return };
+    let tid = first.head.template_id.clone();
+    let block = &first.blocks[0];
+    let Some(spec) = block.requests.first() else { return };
+    let layers = RequestLayers {
+        upper: vec![shared.option_vars.clone()],
+        lower: Vec::new(),
+    };
+    let built = match build(block, spec, &target.input, &layers) {
+        Ok(b) => b,
+        Err(Skip(reason)) => {
+            report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
+            return;
+        }
+    };
+    // One request, a fresh jar: cookies cannot matter, so none is kept.
+    let options = send_options(block, None);
+    let Some(resp) = send(shared, target, &tid, &built, &options).await else { return };
+    let matched_at = resp.final_url.clone();
+    let host = target.host.clone();
+    let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+    let dump = built.dump;
+    let job = move || {
+        let resp_layer = Arc::new(response_vars(&resp, &host, &dump, ""));
+        let scope = Scope::new().below(resp_layer).below_all(&request_scope);
+        members
+            .par_iter()
+            .map(|tpl| {
+                let block = &tpl.blocks[0];
+                let result = block.operators.evaluate(&scope);
+                let mut head = tpl.head.clone();
+                head.host = host.clone();
+                build_results(&head, &matched_at, &outcome_of(block, &result))
+            })
+            .flatten()
+            .collect::<Vec<ScanResult>>()
+    };
+    match on_rayon(job).await {
+        Some(results) => {
+            for r in results {
+                emit(shared, Event::Result(r)).await;
+            }
+        }
+        None => report(shared, target, Some(&tid), TargetErrorKind::Request, "matching panicked".into()).await,
+    }
+}
+

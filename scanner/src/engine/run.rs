@@ -1,0 +1,205 @@
+//! The engine: runs compiled templates against targets and streams events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::compile::CompiledTemplate;
+use super::error::{EngineError, TargetError};
+use super::exec::{run_cluster, run_template, RunShared, TargetRun};
+use super::result::ScanResult;
+use super::vars::{layer_from_strings, VarMap};
+use crate::http::{ClientConfig, HttpClient, TargetUrl};
+
+/// Settings of an [`Engine`].
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The HTTP client: timeout, body cap, address safety, global
+    /// concurrency bound and per-host request-rate ceiling.
+    pub client: ClientConfig,
+    /// `--var name=value` values, visible to every template.
+    pub variables: Vec<(String, String)>,
+    /// Template executions in flight at once (each sends its requests in
+    /// order; the client bounds the requests themselves).
+    pub template_concurrency: usize,
+    /// Send identical single requests of several templates once per target.
+    pub clustering: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            client: ClientConfig::default(),
+            variables: Vec::new(),
+            template_concurrency: 25,
+            clustering: true,
+        }
+    }
+}
+
+/// What a run produces, in the order it happens.
+#[derive(Debug, Clone)]
+pub enum Event {
+    Result(ScanResult),
+    Error(TargetError),
+}
+
+/// Everything a finished run produced.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    pub results: Vec<ScanResult>,
+    pub errors: Vec<TargetError>,
+    /// The run was stopped through its cancellation token.
+    pub cancelled: bool,
+}
+
+/// Runs templates against targets. Cloning is cheap and shares the client
+/// (and so its connection pool, concurrency bound and rate limits).
+#[derive(Clone)]
+pub struct Engine {
+    client: Arc<HttpClient>,
+    config: Arc<EngineConfig>,
+    option_vars: Arc<VarMap>,
+}
+
+/// Events buffered between the jobs and a slow consumer.
+const EVENT_BUFFER: usize = 1024;
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let client = HttpClient::new(config.client.clone()).map_err(EngineError::Client)?;
+        let option_vars = Arc::new(layer_from_strings(config.variables.iter().cloned()));
+        Ok(Engine {
+            client: Arc::new(client),
+            config: Arc::new(config),
+            option_vars,
+        })
+    }
+
+    /// Starts a run and returns its events as they happen. The channel
+    /// closes when the run is over: every job finished, or `cancel` fired
+    /// (jobs stop at their next request).
+    pub fn start(
+        &self,
+        templates: Vec<Arc<CompiledTemplate>>,
+        targets: Vec<TargetUrl>,
+        cancel: CancellationToken,
+    ) -> mpsc::Receiver<Event> {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let shared = Arc::new(RunShared {
+            client: self.client.clone(),
+            option_vars: self.option_vars.clone(),
+            sink: tx,
+        });
+        let units = plan(&templates, self.config.clustering);
+        let limit = self.config.template_concurrency.max(1);
+        tokio::spawn(async move {
+            let targets: Vec<Arc<TargetRun>> = targets
+                .into_iter()
+                .map(|t| Arc::new(TargetRun::new(t, cancel.child_token())))
+                .collect();
+            // Units outside, targets inside: consecutive jobs hit different
+            // hosts, which spreads load and keeps per-host rate limits from
+            // serialising the whole run.
+            let jobs = units
+                .into_iter()
+                .flat_map(|u| targets.iter().map(move |t| (u.clone(), t.clone())));
+            futures::stream::iter(jobs)
+                .take_until(cancel.cancelled())
+                .for_each_concurrent(limit, |(unit, target)| {
+                    let shared = shared.clone();
+                    async move {
+                        if target.cancel.is_cancelled() {
+                            return;
+                        }
+                        match unit {
+                            Unit::Single(t) => run_template(&shared, &target, t).await,
+                            Unit::Cluster(members) => run_cluster(&shared, &target, members).await,
+                        }
+                    }
+                })
+                .await;
+        });
+        rx
+    }
+
+    /// Runs to the end, handing each event to `on_event` as it happens
+    /// (a scanner node forwards findings this way). Returns whether the
+    /// run was cancelled.
+    pub async fn run_with<F: FnMut(Event)>(
+        &self,
+        templates: Vec<Arc<CompiledTemplate>>,
+        targets: Vec<TargetUrl>,
+        cancel: CancellationToken,
+        mut on_event: F,
+    ) -> bool {
+        let mut rx = self.start(templates, targets, cancel.clone());
+        while let Some(ev) = rx.recv().await {
+            on_event(ev);
+        }
+        cancel.is_cancelled()
+    }
+
+    /// Runs to the end and collects everything.
+    pub async fn run(&self, templates: &[Arc<CompiledTemplate>], targets: &[TargetUrl]) -> RunReport {
+        let mut report = RunReport::default();
+        report.cancelled = self
+            .run_with(templates.to_vec(), targets.to_vec(), CancellationToken::new(), |ev| match ev {
+                Event::Result(r) => report.results.push(r),
+                Event::Error(e) => report.errors.push(e),
+            })
+            .await;
+        report
+    }
+}
+
+/// One schedulable piece of work per target.
+#[derive(Clone)]
+enum Unit {
+    Single(Arc<CompiledTemplate>),
+    /// Templates sharing one identical request, sent once.
+    Cluster(Arc<Vec<Arc<CompiledTemplate>>>),
+}
+
+/// Groups clusterable templates by their request; the rest run alone.
+fn plan(templates: &[Arc<CompiledTemplate>], clustering: bool) -> Vec<Unit> {
+    let mut units = Vec::new();
+    let mut groups: HashMap<&str, Vec<Arc<CompiledTemplate>>> = HashMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for t in templates {
+        match (&t.cluster_key, clustering) {
+            (Some(key), true) => {
+                let entry = groups.entry(key.as_str()).or_default();
+                if entry.is_empty() {
+                    order.push(key.as_str());
+                }
+                entry.push(t.clone());
+            }
+            _ => units.push(Unit::Single(t.clone())),
+        }
+    }
+    for key in order {
+        if let Some(mut members) = groups.remove(key) {
+            if members.len() == 1 {
+                units.push(Unit::Single(members.remove(0)));
+            } else {
+                units.push(Unit::Cluster(Arc::new(members)));
+            }
+        }
+    }
+    units
+}
+
+/// Parses `name=value` options.
+pub fn parse_variables(items: &[String]) -> Result<Vec<(String, String)>, EngineError> {
+    items
+        .iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(EngineError::InvalidVariable(item.clone())),
+        })
+        .collect()
+}
