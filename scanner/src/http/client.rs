@@ -1,0 +1,458 @@
+//! The client: resolution and safety checks, pooled connections, one
+//! exchange per hop, retries and redirects.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+use super::config::ClientConfig;
+use super::conn::{Conn, Pool, PoolKey};
+use super::cookies::CookieJar;
+use super::error::HttpError;
+use super::rate::HostRateLimiter;
+use super::request::{Request, WireDefaults};
+use super::resolve::{check_address, resolve};
+use super::response::Response;
+use super::tls;
+use super::url::{Scheme, TargetUrl};
+use super::wire::{header_value, read_response, WireError, WireResponse};
+
+/// Idle connections kept per (scheme, host, port, address).
+const POOL_PER_KEY: usize = 8;
+/// Idle connections kept in total.
+const POOL_TOTAL: usize = 512;
+/// Idle connections older than this are not reused: many servers close
+/// idle keep-alive connections after 5 to 15 seconds.
+const POOL_IDLE: Duration = Duration::from_secs(10);
+
+/// How one request is sent: redirect policy and the cookie jar of its run.
+#[derive(Debug, Clone)]
+pub struct SendOptions {
+    pub follow_redirects: bool,
+    /// Most redirects followed; the last redirect response is returned when
+    /// the limit is reached.
+    pub max_redirects: u32,
+    /// Follow only redirects whose target host equals the current host.
+    pub host_redirects_only: bool,
+    pub cookie_jar: Option<CookieJar>,
+}
+
+impl Default for SendOptions {
+    fn default() -> Self {
+        SendOptions {
+            follow_redirects: false,
+            max_redirects: 10,
+            host_redirects_only: false,
+            cookie_jar: None,
+        }
+    }
+}
+
+/// HTTP/1.1 client for scanning; cheap to clone, all clones share the
+/// pool, the concurrency bound and the rate limiter.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: ClientConfig,
+    tls: tokio_rustls::TlsConnector,
+    pool: Pool,
+    /// Bounds exchanges in flight across every clone of the client. An
+    /// exchange takes a permit after its name is resolved and holds it until
+    /// its response is read; waiters queue in order. Never closed.
+    permits: Semaphore,
+    rate: Option<HostRateLimiter>,
+}
+
+/// Outcome of one exchange on one connection.
+enum RoundTrip {
+    Done(WireResponse),
+    /// The connection failed before any response byte arrived: for a pooled
+    /// connection this means the server had closed it while idle.
+    Stale(HttpError),
+    Failed(HttpError),
+}
+
+impl HttpClient {
+    pub fn new(cfg: ClientConfig) -> Result<HttpClient, HttpError> {
+        if cfg.max_concurrency == 0 {
+            return Err(HttpError::InvalidConfig {
+                reason: "max_concurrency must be at least 1".to_string(),
+            });
+        }
+        if cfg.per_host_rps == Some(0) {
+            return Err(HttpError::InvalidConfig {
+                reason: "per_host_rps must be at least 1 when set".to_string(),
+            });
+        }
+        if cfg.timeout.is_zero() {
+            return Err(HttpError::InvalidConfig {
+                reason: "timeout must be greater than zero".to_string(),
+            });
+        }
+        Ok(HttpClient {
+            inner: Arc::new(Inner {
+                tls: tls::connector()?,
+                pool: Pool::new(POOL_PER_KEY, POOL_TOTAL, POOL_IDLE),
+                permits: Semaphore::new(cfg.max_concurrency),
+                rate: cfg.per_host_rps.map(HostRateLimiter::new),
+                cfg,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    /// Idle pooled connections (for tests and metrics).
+    pub fn idle_connections(&self) -> usize {
+        self.inner.pool.idle_count()
+    }
+
+    /// Sends one request; follows redirects per `opts`; returns the final
+    /// response with the chain of URLs before it.
+    pub async fn send(&self, req: &Request, opts: &SendOptions) -> Result<Response, HttpError> {
+        self.run(req.clone(), opts, Vec::new(), Duration::ZERO)
+            .await
+    }
+
+    /// Sends `bytes` verbatim to `endpoint` (for `unsafe: true` templates):
+    /// nothing is added or rewritten, and the connection is not pooled, since
+    /// such requests are often built to desynchronise it. Set-Cookie answers
+    /// still go to the jar; a followed redirect continues as a normal GET.
+    pub async fn send_raw(
+        &self,
+        endpoint: &TargetUrl,
+        bytes: &[u8],
+        opts: &SendOptions,
+    ) -> Result<Response, HttpError> {
+        let line_end = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(bytes.len());
+        let line = String::from_utf8_lossy(&bytes[..line_end]);
+        let mut fields = line.split_ascii_whitespace();
+        let method = fields.next().unwrap_or("GET").to_string();
+        let target = fields.next().unwrap_or("/").as_bytes().to_vec();
+        let (resp, took) = self
+            .exchange(endpoint, bytes, method.eq_ignore_ascii_case("HEAD"), false)
+            .await?;
+        let current = Request {
+            url: endpoint.clone(),
+            method,
+            target,
+            headers: Vec::new(),
+            body: Vec::new(),
+        };
+        if let Some(jar) = &opts.cookie_jar {
+            store_cookies(jar, &current, &resp);
+        }
+        match next_hop(&current, &resp, opts, 0)? {
+            Some(next) => self.run(next, opts, vec![current.full_url()], took).await,
+            None => Ok(into_response(resp, current.full_url(), took, Vec::new())),
+        }
+    }
+
+    async fn run(
+        &self,
+        mut current: Request,
+        opts: &SendOptions,
+        mut chain: Vec<String>,
+        mut spent: Duration,
+    ) -> Result<Response, HttpError> {
+        let defaults = WireDefaults {
+            user_agent: &self.inner.cfg.user_agent,
+        };
+        loop {
+            let cookie = opts
+                .cookie_jar
+                .as_ref()
+                .and_then(|jar| jar.header_for(&current.url, &current.target));
+            let wire = current.to_wire(&defaults, cookie.as_deref());
+            let head = current.method.eq_ignore_ascii_case("HEAD");
+            let (resp, took) = self
+                .exchange(&current.url, &wire, head, current.allows_keep_alive())
+                .await?;
+            spent += took;
+            if let Some(jar) = &opts.cookie_jar {
+                store_cookies(jar, &current, &resp);
+            }
+            match next_hop(&current, &resp, opts, chain.len())? {
+                Some(next) => {
+                    chain.push(current.full_url());
+                    current = next;
+                }
+                None => return Ok(into_response(resp, current.full_url(), spent, chain)),
+            }
+        }
+    }
+
+    /// One request/response exchange with `url`'s origin, retried per
+    /// `cfg.retries` on refused or reset connections. Returns the response
+    /// and the time spent on the wire.
+    async fn exchange(
+        &self,
+        url: &TargetUrl,
+        wire: &[u8],
+        head: bool,
+        keep_alive: bool,
+    ) -> Result<(WireResponse, Duration), HttpError> {
+        let cfg = &self.inner.cfg;
+        let timed_out = || HttpError::Timeout {
+            host: url.host.clone(),
+            after: cfg.timeout,
+        };
+        let addrs = tokio::time::timeout(cfg.timeout, resolve(cfg, &url.host, url.port))
+            .await
+            .map_err(|_| timed_out())??;
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| HttpError::InvalidConfig {
+                reason: "the client's request slots were closed".to_string(),
+            })?;
+        if let Some(rate) = &self.inner.rate {
+            rate.acquire(&url.host).await;
+        }
+        let started = Instant::now();
+        let attempts = async {
+            let mut retries_left = cfg.retries;
+            loop {
+                match self.attempt(url, &addrs, wire, head, keep_alive).await {
+                    Err(e) if e.is_retryable_now() && retries_left > 0 => {
+                        retries_left -= 1;
+                        tracing::debug!(host = %url.host, error = %e, "retrying after transport error");
+                    }
+                    other => return other,
+                }
+            }
+        };
+        let resp = tokio::time::timeout(cfg.timeout, attempts)
+            .await
+            .map_err(|_| timed_out())??;
+        Ok((resp, started.elapsed()))
+    }
+
+    /// One try: a pooled connection first (a stale one is replaced by a
+    /// fresh one without counting as a retry), else a new connection.
+    async fn attempt(
+        &self,
+        url: &TargetUrl,
+        addrs: &[SocketAddr],
+        wire: &[u8],
+        head: bool,
+        keep_alive: bool,
+    ) -> Result<WireResponse, HttpError> {
+        let key_for = |addr: SocketAddr| PoolKey {
+            scheme: url.scheme,
+            host: url.host.clone(),
+            port: url.port,
+            addr,
+        };
+        if keep_alive {
+            for &addr in addrs {
+                let key = key_for(addr);
+                while let Some(mut conn) = self.inner.pool.take(&key) {
+                    match self.round_trip(&mut conn, url, wire, head).await {
+                        RoundTrip::Done(resp) => {
+                            if resp.reusable {
+                                self.inner.pool.put(key, conn);
+                            }
+                            return Ok(resp);
+                        }
+                        RoundTrip::Stale(e) => {
+                            tracing::debug!(host = %url.host, error = %e, "pooled connection was stale");
+                        }
+                        RoundTrip::Failed(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        let mut conn = self.connect(url, addrs).await?;
+        match self.round_trip(&mut conn, url, wire, head).await {
+            RoundTrip::Done(resp) => {
+                if keep_alive && resp.reusable {
+                    self.inner.pool.put(key_for(conn.peer), conn);
+                }
+                Ok(resp)
+            }
+            RoundTrip::Stale(e) | RoundTrip::Failed(e) => Err(e),
+        }
+    }
+
+    async fn round_trip(
+        &self,
+        conn: &mut Conn,
+        url: &TargetUrl,
+        wire: &[u8],
+        head: bool,
+    ) -> RoundTrip {
+        if let Err(source) = conn.write_all(wire).await {
+            return RoundTrip::Stale(HttpError::Io {
+                host: url.host.clone(),
+                stage: "writing the request",
+                source,
+            });
+        }
+        match read_response(conn, head, self.inner.cfg.body_cap).await {
+            Ok(resp) => RoundTrip::Done(resp),
+            Err(WireError::Io {
+                source,
+                received_any,
+            }) => {
+                let e = HttpError::Io {
+                    host: url.host.clone(),
+                    stage: "reading the response",
+                    source,
+                };
+                if received_any {
+                    RoundTrip::Failed(e)
+                } else {
+                    RoundTrip::Stale(e)
+                }
+            }
+            Err(WireError::Protocol(reason)) => RoundTrip::Failed(HttpError::Protocol {
+                host: url.host.clone(),
+                reason,
+            }),
+        }
+    }
+
+    /// Connects to the first reachable address, checks the peer address
+    /// (DNS rebinding cannot get past it) and does the TLS handshake.
+    async fn connect(&self, url: &TargetUrl, addrs: &[SocketAddr]) -> Result<Conn, HttpError> {
+        let cfg = &self.inner.cfg;
+        let mut last_error = None;
+        for &addr in addrs {
+            check_address(cfg, &url.host, addr.ip())?;
+            let tcp = match TcpStream::connect(addr).await {
+                Ok(tcp) => tcp,
+                Err(source) => {
+                    last_error = Some(HttpError::Connect {
+                        host: url.host.clone(),
+                        addr,
+                        source,
+                    });
+                    continue;
+                }
+            };
+            let peer = tcp.peer_addr().unwrap_or(addr);
+            check_address(cfg, &url.host, peer.ip())?;
+            // Requests are small and written at once; Nagle would only add
+            // latency to the header/body split.
+            let _ = tcp.set_nodelay(true);
+            return match url.scheme {
+                Scheme::Http => Ok(Conn::new(Box::new(tcp), peer)),
+                Scheme::Https => {
+                    let name = tls::server_name(&url.host)?;
+                    let stream =
+                        self.inner
+                            .tls
+                            .connect(name, tcp)
+                            .await
+                            .map_err(|e| HttpError::Tls {
+                                host: url.host.clone(),
+                                reason: e.to_string(),
+                            })?;
+                    Ok(Conn::new(Box::new(stream), peer))
+                }
+            };
+        }
+        Err(last_error.unwrap_or_else(|| HttpError::Dns {
+            host: url.host.clone(),
+            reason: "no addresses to connect to".to_string(),
+        }))
+    }
+}
+
+fn store_cookies(jar: &CookieJar, req: &Request, resp: &WireResponse) {
+    let values = resp
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+        .map(|(_, v)| v.as_str());
+    jar.store(&req.url, &req.target, values);
+}
+
+fn into_response(
+    resp: WireResponse,
+    final_url: String,
+    duration: Duration,
+    redirect_chain: Vec<String>,
+) -> Response {
+    Response {
+        status: resp.status,
+        proto: resp.proto,
+        reason: resp.reason,
+        headers: resp.headers,
+        body: resp.body,
+        body_truncated: resp.body_truncated,
+        content_decoded: resp.content_decoded,
+        final_url,
+        duration,
+        redirect_chain,
+    }
+}
+
+/// The request to send after `resp`, when it is a redirect to follow.
+fn next_hop(
+    current: &Request,
+    resp: &WireResponse,
+    opts: &SendOptions,
+    followed: usize,
+) -> Result<Option<Request>, HttpError> {
+    if !opts.follow_redirects || !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
+        return Ok(None);
+    }
+    if followed >= opts.max_redirects as usize {
+        return Ok(None);
+    }
+    let Some(location) = header_value(&resp.headers, "location").filter(|l| !l.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let (url, target) = current.url.resolve_location(&current.target, location)?;
+    let same_host = url.host == current.url.host;
+    if opts.host_redirects_only && !same_host {
+        return Ok(None);
+    }
+    let is_post = current.method.eq_ignore_ascii_case("POST");
+    let is_head = current.method.eq_ignore_ascii_case("HEAD");
+    let to_get = (resp.status == 303 && !is_head) || (matches!(resp.status, 301 | 302) && is_post);
+    let (method, body) = if to_get {
+        ("GET".to_string(), Vec::new())
+    } else {
+        (current.method.clone(), current.body.clone())
+    };
+    // Host is recomputed for the new origin; body headers go with the body;
+    // credentials do not travel to another host (as browsers and Go do).
+    let headers = current
+        .headers
+        .iter()
+        .filter(|(n, _)| {
+            let n = n.to_ascii_lowercase();
+            let body_header = matches!(
+                n.as_str(),
+                "content-length" | "content-type" | "transfer-encoding"
+            );
+            let credential = matches!(n.as_str(), "authorization" | "cookie" | "cookie2");
+            n != "host" && !(to_get && body_header) && !(credential && !same_host)
+        })
+        .cloned()
+        .collect();
+    Ok(Some(Request {
+        url,
+        method,
+        target,
+        headers,
+        body,
+    }))
+}

@@ -1,0 +1,116 @@
+//! Connections and the keep-alive pool.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::url::Scheme;
+
+/// A byte stream the client can speak HTTP over: plain TCP or TLS.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// One open connection plus the bytes read from it but not yet parsed.
+pub(crate) struct Conn {
+    io: Box<dyn Io>,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) peer: SocketAddr,
+}
+
+impl Conn {
+    pub(crate) fn new(io: Box<dyn Io>, peer: SocketAddr) -> Conn {
+        Conn {
+            io,
+            buf: Vec::new(),
+            peer,
+        }
+    }
+
+    /// Reads more bytes into `buf`; 0 means the peer closed.
+    pub(crate) async fn fill(&mut self) -> io::Result<usize> {
+        let mut chunk = [0u8; 16 * 1024];
+        let n = self.io.read(&mut chunk).await?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    pub(crate) async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.io.write_all(bytes).await?;
+        self.io.flush().await
+    }
+}
+
+/// Identifies connections that may be shared: same scheme, same host name
+/// (it went into SNI and Host), same port, same peer address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PoolKey {
+    pub(crate) scheme: Scheme,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) addr: SocketAddr,
+}
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+/// Idle keep-alive connections, bounded per key and in total. Connections
+/// idle longer than `idle_timeout` are dropped when next looked at, since
+/// servers commonly close idle connections after a few seconds.
+pub(crate) struct Pool {
+    idle: Mutex<HashMap<PoolKey, Vec<Idle>>>,
+    max_per_key: usize,
+    max_total: usize,
+    idle_timeout: Duration,
+}
+
+impl Pool {
+    pub(crate) fn new(max_per_key: usize, max_total: usize, idle_timeout: Duration) -> Pool {
+        Pool {
+            idle: Mutex::new(HashMap::new()),
+            max_per_key,
+            max_total,
+            idle_timeout,
+        }
+    }
+
+    /// The most recently returned live connection for `key`, if any.
+    pub(crate) fn take(&self, key: &PoolKey) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let list = idle.get_mut(key)?;
+        let now = Instant::now();
+        list.retain(|c| now.duration_since(c.since) < self.idle_timeout);
+        let conn = list.pop().map(|c| c.conn);
+        if list.is_empty() {
+            idle.remove(key);
+        }
+        conn
+    }
+
+    /// Keeps `conn` for reuse, or drops (closes) it when the pool is full.
+    pub(crate) fn put(&self, key: PoolKey, conn: Conn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = idle.values().map(Vec::len).sum();
+        if total >= self.max_total {
+            return;
+        }
+        let list = idle.entry(key).or_default();
+        if list.len() < self.max_per_key {
+            list.push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Number of idle connections held (for tests and metrics).
+    pub(crate) fn idle_count(&self) -> usize {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.values().map(Vec::len).sum()
+    }
+}

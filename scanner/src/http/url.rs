@@ -1,0 +1,349 @@
+//! Target URLs, kept as written.
+//!
+//! Unlike a WHATWG URL parser this one never normalises the path or query:
+//! `/..;/`, `%2e` and `/a/../b` stay exactly as the template wrote them,
+//! because sending them unchanged is the point of many checks.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use super::error::HttpError;
+
+/// The two schemes the client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a request goes: scheme, host and port to connect to, plus the path
+/// and query of the input URL (the base that template paths are joined to).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TargetUrl {
+    pub scheme: Scheme,
+    /// Lower-cased host name or IP literal, without IPv6 brackets.
+    pub host: String,
+    pub port: u16,
+    /// Path as written, possibly empty (`http://host` has the empty path).
+    pub path: String,
+    /// Query as written, without the `?`.
+    pub query: Option<String>,
+}
+
+impl TargetUrl {
+    /// Parses `scheme://host[:port][/path][?query][#fragment]`. A missing
+    /// scheme means `http`, as scanner inputs are often bare host names. The
+    /// fragment is dropped: it never goes on the wire.
+    pub fn parse(input: &str) -> Result<TargetUrl, HttpError> {
+        let invalid = |reason: &str| HttpError::InvalidUrl {
+            input: input.to_string(),
+            reason: reason.to_string(),
+        };
+        let trimmed = input.trim();
+        let (scheme, rest) = match trimmed.find("://") {
+            Some(i) => {
+                let scheme = match trimmed[..i].to_ascii_lowercase().as_str() {
+                    "http" => Scheme::Http,
+                    "https" => Scheme::Https,
+                    _ => return Err(invalid("only http and https are supported")),
+                };
+                (scheme, &trimmed[i + 3..])
+            }
+            None => (Scheme::Http, trimmed),
+        };
+        let rest = match rest.find('#') {
+            Some(i) => &rest[..i],
+            None => rest,
+        };
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        let after = &rest[authority_end..];
+        // Credentials in the authority are not supported; drop them rather
+        // than mistake `user@host` for a host name.
+        let authority = match authority.rfind('@') {
+            Some(i) => &authority[i + 1..],
+            None => authority,
+        };
+        let (host, port) = split_host_port(authority).map_err(|r| invalid(&r))?;
+        if host.is_empty() {
+            return Err(invalid("missing host"));
+        }
+        let port = port.unwrap_or(scheme.default_port());
+        let (path, query) = match after.find('?') {
+            Some(i) => (after[..i].to_string(), Some(after[i + 1..].to_string())),
+            None => (after.to_string(), None),
+        };
+        Ok(TargetUrl {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port,
+            path,
+            query,
+        })
+    }
+
+    /// `scheme://host[:port]`, the port only when it is not the default.
+    pub fn root_url(&self) -> String {
+        format!("{}://{}", self.scheme, self.authority())
+    }
+
+    /// The whole input URL: root plus path and query, as written.
+    pub fn base_url(&self) -> String {
+        let mut s = self.root_url();
+        s.push_str(&self.path);
+        if let Some(q) = &self.query {
+            s.push('?');
+            s.push_str(q);
+        }
+        s
+    }
+
+    /// `host:port`, always with the port (IPv6 hosts in brackets).
+    pub fn host_port(&self) -> String {
+        format!("{}:{}", self.bracketed_host(), self.port)
+    }
+
+    /// The value of the Host header: host, plus `:port` when not the default.
+    pub fn authority(&self) -> String {
+        if self.is_default_port() {
+            self.bracketed_host()
+        } else {
+            self.host_port()
+        }
+    }
+
+    pub fn is_default_port(&self) -> bool {
+        self.port == self.scheme.default_port()
+    }
+
+    /// The request-target of the base URL itself: path (or `/`) and query.
+    pub fn request_target(&self) -> String {
+        let mut s = if self.path.is_empty() {
+            "/".to_string()
+        } else {
+            self.path.clone()
+        };
+        if let Some(q) = &self.query {
+            s.push('?');
+            s.push_str(q);
+        }
+        s
+    }
+
+    /// The URL of a request sent to this origin with `target` as its
+    /// request-target (used for `final_url` and redirect chains).
+    pub fn with_target(&self, target: &[u8]) -> String {
+        let target = String::from_utf8_lossy(target);
+        if target.starts_with('/') || target.starts_with('?') {
+            format!("{}{}", self.root_url(), target)
+        } else if target.contains("://") {
+            target.into_owned()
+        } else {
+            format!("{}/{}", self.root_url(), target)
+        }
+    }
+
+    fn bracketed_host(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
+
+    /// The host as an IP address, when it is a literal.
+    pub fn ip_literal(&self) -> Option<IpAddr> {
+        self.host.parse().ok()
+    }
+
+    /// Resolves a `Location` value against this URL whose request-target is
+    /// `current_target`. Returns the new origin and the new request-target,
+    /// both as written (no dot-segment removal).
+    pub fn resolve_location(
+        &self,
+        current_target: &[u8],
+        location: &str,
+    ) -> Result<(TargetUrl, Vec<u8>), HttpError> {
+        let location = location.trim();
+        let lower = location.to_ascii_lowercase();
+        if lower.starts_with("http://") || lower.starts_with("https://") {
+            let next = TargetUrl::parse(location)?;
+            let target = next.request_target().into_bytes();
+            return Ok((next, target));
+        }
+        if let Some(rest) = location.strip_prefix("//") {
+            let next = TargetUrl::parse(&format!("{}://{}", self.scheme, rest))?;
+            let target = next.request_target().into_bytes();
+            return Ok((next, target));
+        }
+        let origin = TargetUrl {
+            path: String::new(),
+            query: None,
+            ..self.clone()
+        };
+        let current = String::from_utf8_lossy(current_target);
+        let current_path = current.split('?').next().unwrap_or("");
+        let target = if location.starts_with('/') {
+            location.to_string()
+        } else if location.is_empty() {
+            current.into_owned()
+        } else if location.starts_with('?') {
+            format!("{current_path}{location}")
+        } else {
+            let dir = match current_path.rfind('/') {
+                Some(i) => &current_path[..=i],
+                None => "/",
+            };
+            format!("{dir}{location}")
+        };
+        let target = match target.find('#') {
+            Some(i) => target[..i].to_string(),
+            None => target,
+        };
+        Ok((origin, target.into_bytes()))
+    }
+}
+
+impl fmt::Display for TargetUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.base_url())
+    }
+}
+
+/// Splits `host[:port]` or `[v6][:port]`.
+pub(crate) fn split_host_port(authority: &str) -> Result<(String, Option<u16>), String> {
+    let parse_port = |p: &str| -> Result<Option<u16>, String> {
+        if p.is_empty() {
+            return Ok(None);
+        }
+        p.parse::<u16>()
+            .map(Some)
+            .map_err(|_| format!("invalid port {p:?}"))
+    };
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest.find(']').ok_or("unclosed '[' in host")?;
+        let host = &rest[..end];
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(format!("invalid IPv6 address {host:?}"));
+        }
+        let after = &rest[end + 1..];
+        let port = match after.strip_prefix(':') {
+            Some(p) => parse_port(p)?,
+            None if after.is_empty() => None,
+            None => return Err("unexpected text after IPv6 address".to_string()),
+        };
+        return Ok((host.to_string(), port));
+    }
+    match authority.rfind(':') {
+        Some(i) if !authority[..i].contains(':') => {
+            Ok((authority[..i].to_string(), parse_port(&authority[i + 1..])?))
+        }
+        Some(_) => Err("IPv6 addresses must be written in brackets".to_string()),
+        None => Ok((authority.to_string(), None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsing_keeps_path_and_query_exactly_as_written() {
+        let u = TargetUrl::parse("HTTPS://Example.COM:8443/a/../%2e%2e/..;/x?q=1&b=%20#frag")
+            .expect("parses");
+        assert_eq!(u.scheme, Scheme::Https);
+        assert_eq!(u.host, "example.com");
+        assert_eq!(u.port, 8443);
+        assert_eq!(u.path, "/a/../%2e%2e/..;/x");
+        assert_eq!(u.query.as_deref(), Some("q=1&b=%20"));
+        assert_eq!(u.root_url(), "https://example.com:8443");
+        assert_eq!(
+            u.base_url(),
+            "https://example.com:8443/a/../%2e%2e/..;/x?q=1&b=%20"
+        );
+        assert_eq!(u.host_port(), "example.com:8443");
+        assert!(!u.is_default_port());
+    }
+
+    #[test]
+    fn default_ports_and_ipv6_hosts_are_rendered_like_browsers_do() {
+        let u = TargetUrl::parse("http://[::1]").expect("parses");
+        assert_eq!(u.host, "::1");
+        assert_eq!(u.port, 80);
+        assert!(u.is_default_port());
+        assert_eq!(u.root_url(), "http://[::1]");
+        assert_eq!(u.host_port(), "[::1]:80");
+        assert_eq!(u.path, "");
+        let bare = TargetUrl::parse("example.org:8080").expect("parses");
+        assert_eq!((bare.scheme, bare.port), (Scheme::Http, 8080));
+    }
+
+    #[test]
+    fn malformed_urls_are_rejected_with_a_reason() {
+        for bad in [
+            "ftp://x",
+            "http://",
+            "http://h:99999/",
+            "http://[::1/",
+            "http://::1/",
+        ] {
+            assert!(
+                matches!(TargetUrl::parse(bad), Err(HttpError::InvalidUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn relative_locations_resolve_against_the_current_target() {
+        let u = TargetUrl::parse("http://h:8080/").expect("parses");
+        let cases: [(&str, &str, &str); 5] = [
+            ("/a/b?x=1", "/c", "/c"),
+            ("/a/b?x=1", "c/d", "/a/c/d"),
+            ("/a/b", "?y=2", "/a/b?y=2"),
+            ("/a/", "../up#f", "/a/../up"),
+            ("/", "//other.test/p", "/p"),
+        ];
+        for (current, location, want) in cases {
+            let (origin, target) = u
+                .resolve_location(current.as_bytes(), location)
+                .expect("resolves");
+            assert_eq!(String::from_utf8_lossy(&target), want, "{location}");
+            if location.starts_with("//") {
+                assert_eq!(origin.host, "other.test");
+                assert_eq!(origin.port, 80);
+            } else {
+                assert_eq!(origin.host_port(), "h:8080");
+            }
+        }
+        let (abs, target) = u
+            .resolve_location(b"/", "https://x.test/p?q")
+            .expect("resolves");
+        assert_eq!(
+            (abs.scheme, abs.port, target),
+            (Scheme::Https, 443, b"/p?q".to_vec())
+        );
+    }
+}
