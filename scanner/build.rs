@@ -24,7 +24,8 @@ fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
 }
 
 fn main() -> io::Result<()> {
-    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").map_err(io::Error::other)?);
+    let manifest_dir =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").map_err(io::Error::other)?);
     let root = manifest_dir.join("templates");
     println!("cargo:rerun-if-changed=templates");
 
