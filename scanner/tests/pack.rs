@@ -251,17 +251,26 @@ async fn fetch(addr: std::net::SocketAddr, method: &str, target: &str) -> Vec<u8
     response
 }
 
-/// Until the engine runs the pack end to end, this checks the lab is wired at
-/// the paths the templates request: for every template, at least one of its
-/// request paths answers differently on the vulnerable and hardened routes.
+/// Checks the lab is wired at the paths the templates request: for every
+/// template, at least one of its requests is answered differently on the
+/// vulnerable route than on the hardened route, and than on the catch-all
+/// site. (The engine-driven checks live in lab/engine_pack.rs.)
 #[tokio::test]
 async fn the_lab_answers_differently_on_vulnerable_and_hardened_routes() {
     let lab = lab::Lab::start().await.expect("start the lab");
     let addr = lab.addr();
+    let origin = format!("http://{addr}");
     let mut undistinguished = Vec::new();
     for (path, template) in parsed_pack() {
         let id = text(&template, "/id");
-        let mut differs = false;
+        let bases = [
+            lab.vulnerable_url(id),
+            lab.hardened_url(id),
+            lab.catchall_url(id),
+        ];
+        let [vulnerable_base, hardened_base, catchall_base] =
+            bases.map(|url| url.trim_start_matches(&origin).to_string());
+        let (mut differs_from_hardened, mut differs_from_catchall) = (false, false);
         for request in requests(&template) {
             let method = request
                 .get("method")
@@ -279,17 +288,19 @@ async fn the_lab_answers_differently_on_vulnerable_and_hardened_routes() {
             for (method, target) in targets {
                 // Payload placeholders: try the payload the lab honours.
                 let target = target.replace("{{param}}", "redirect");
-                let vulnerable = fetch(addr, &method, &format!("/vuln/{id}{target}")).await;
-                let hardened = fetch(addr, &method, &format!("/hardened/{id}{target}")).await;
-                differs |= vulnerable != hardened;
+                let vulnerable = fetch(addr, &method, &format!("{vulnerable_base}{target}")).await;
+                let hardened = fetch(addr, &method, &format!("{hardened_base}{target}")).await;
+                let catchall = fetch(addr, &method, &format!("{catchall_base}{target}")).await;
+                differs_from_hardened |= vulnerable != hardened;
+                differs_from_catchall |= vulnerable != catchall;
             }
         }
-        if !differs {
+        if !(differs_from_hardened && differs_from_catchall) {
             undistinguished.push(path);
         }
     }
     assert!(
         undistinguished.is_empty(),
-        "same answers on both routes: {undistinguished:?}"
+        "same answers on the vulnerable and a safe route: {undistinguished:?}"
     );
 }
