@@ -1,1 +1,22 @@
-//! Not yet written.
+//! Templates: the YAML model, the loader, and the runnability check.
+//!
+//! # Layout
+//! - [`model`]: [`Template`], [`Info`], [`HttpBlock`] as the YAML writes them.
+//! - [`loader`]: [`parse_str`], [`load_file`], [`load_dir`] (parallel), payload files.
+//! - [`check`]: [`check`] decides whether the engine can run a template, with
+//!   [`Reason`]s that group well in reports.
+//! - `yaml`: lenient readers for the scalar and list shapes templates use.
+//! - `scan`: finding `{{...}}` markers and helper calls in template text.
+
+pub mod check;
+pub mod loader;
+pub mod model;
+mod scan;
+mod yaml;
+
+pub use check::{check, Reason, Unrunnable};
+pub use loader::{
+    load_dir, load_dir_with, load_file, load_file_with, parse_str, parse_str_with, LoadError,
+    LoadOptions, LoadReport,
+};
+pub use model::{Classification, HttpBlock, Info, PayloadDef, PayloadFile, Template, OTHER_PROTOCOLS};

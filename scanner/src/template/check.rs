@@ -1,0 +1,376 @@
+//! Runnability: whether the engine can run a loaded template, and if not,
+//! why, as short stable reasons that group well in a report.
+//!
+//! The engine runs path and raw (also unsafe) requests, every matcher and
+//! extractor type, the DSL, payloads with the three attack types, multi-step
+//! blocks with extracted values and `_N` history, variables, redirects and
+//! cookies. Anything else a template needs is named here: another protocol,
+//! JavaScript `flow`, out-of-band interactions, self-contained requests, and
+//! each unsupported request feature, matcher type or DSL helper by name.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::model::{HttpBlock, PayloadDef, Template};
+use super::scan;
+use crate::operators::{ExtractorDef, MatcherDef};
+
+/// One reason a template cannot run. The variants are listed from the most
+/// to the least fundamental; a template's first reason is the one reports
+/// group it under.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// The file did not parse (reported by the loader, not by [`check`]).
+    ParseError,
+    /// A DNS, TCP, headless, ... section.
+    UnsupportedProtocol(String),
+    /// No `http` block at all.
+    NoHttpRequests,
+    /// Execution orchestrated by JavaScript (`flow:`).
+    Flow,
+    /// Requests that ignore the target (`self-contained: true`).
+    SelfContained,
+    /// Needs an interactsh server to catch out-of-band callbacks.
+    Interactsh,
+    /// A request feature the engine does not implement, by name.
+    UnsupportedFeature(String),
+    /// An `attack` other than batteringram, pitchfork or clusterbomb.
+    UnsupportedAttack(String),
+    /// A payload word-list file that could not be found.
+    MissingPayloadFile,
+    /// A payload with no values (Nuclei refuses these too).
+    EmptyPayload,
+    /// A block with neither `path` nor `raw`.
+    NoRequestInBlock,
+    UnsupportedMatcherType(String),
+    UnsupportedExtractorType(String),
+    /// A DSL helper function the engine does not provide.
+    UnsupportedDslHelper(String),
+    /// A DSL expression the engine's parser rejects.
+    UnsupportedDslExpression,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::ParseError => f.write_str("parse error"),
+            Reason::UnsupportedProtocol(p) => write!(f, "unsupported protocol: {p}"),
+            Reason::NoHttpRequests => f.write_str("no http requests"),
+            Reason::Flow => f.write_str("uses flow (javascript)"),
+            Reason::SelfContained => f.write_str("self-contained request"),
+            Reason::Interactsh => f.write_str("needs interactsh (out-of-band)"),
+            Reason::UnsupportedFeature(x) => write!(f, "unsupported feature: {x}"),
+            Reason::UnsupportedAttack(a) => write!(f, "unsupported attack type: {a}"),
+            Reason::MissingPayloadFile => f.write_str("missing payload file"),
+            Reason::EmptyPayload => f.write_str("empty payload list"),
+            Reason::NoRequestInBlock => f.write_str("http block without path or raw"),
+            Reason::UnsupportedMatcherType(t) => write!(f, "unsupported matcher type: {t}"),
+            Reason::UnsupportedExtractorType(t) => write!(f, "unsupported extractor type: {t}"),
+            Reason::UnsupportedDslHelper(h) => write!(f, "unsupported DSL helper: {h}"),
+            Reason::UnsupportedDslExpression => f.write_str("unsupported DSL expression"),
+        }
+    }
+}
+
+/// Why a template cannot run: at least one reason, most fundamental first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unrunnable {
+    reasons: Vec<Reason>,
+}
+
+impl Unrunnable {
+    /// A single reason (the loader uses this for parse errors).
+    pub fn new(reason: Reason) -> Unrunnable {
+        Unrunnable {
+            reasons: vec![reason],
+        }
+    }
+
+    /// The reason to group this template under.
+    pub fn primary(&self) -> &Reason {
+        // Never empty: built from a non-empty set only.
+        &self.reasons[0]
+    }
+
+    /// All reasons, most fundamental first, without repeats.
+    pub fn reasons(&self) -> &[Reason] {
+        &self.reasons
+    }
+}
+
+impl fmt::Display for Unrunnable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.reasons.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Unrunnable {}
+
+/// Decides whether the engine can run `template`.
+pub fn check(template: &Template) -> Result<(), Unrunnable> {
+    let mut reasons = BTreeSet::new();
+    for p in &template.other_protocols {
+        reasons.insert(Reason::UnsupportedProtocol(p.clone()));
+    }
+    if template.http.is_empty() && template.other_protocols.is_empty() {
+        reasons.insert(Reason::NoHttpRequests);
+    }
+    if template.flow.as_deref().is_some_and(|f| !f.trim().is_empty()) {
+        reasons.insert(Reason::Flow);
+    }
+    if template.self_contained || template.http.iter().any(|b| b.self_contained) {
+        reasons.insert(Reason::SelfContained);
+    }
+    if template.signature.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+        reasons.insert(Reason::UnsupportedFeature("signature".into()));
+    }
+    for field in &template.unknown_fields {
+        if let Some(name) = unknown_field_feature(field) {
+            reasons.insert(Reason::UnsupportedFeature(name));
+        }
+    }
+    for (_, value) in &template.variables {
+        check_request_text(value, &mut reasons);
+    }
+    for block in &template.http {
+        check_block(block, &mut reasons);
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(Unrunnable {
+            reasons: reasons.into_iter().collect(),
+        })
+    }
+}
+
+/// The feature name for an unknown key, or `None` when the key cannot
+/// affect execution (anything under `info`).
+fn unknown_field_feature(path: &str) -> Option<String> {
+    let mut segments = path.split('.').filter(|s| !s.is_empty());
+    let first = segments.next()?;
+    if first == "info" {
+        return None;
+    }
+    // `http.0.analyzer` names `analyzer`; a top-level key names itself.
+    let name = path
+        .split('.')
+        .filter(|s| !s.is_empty() && !s.bytes().all(|b| b.is_ascii_digit()))
+        .next_back()
+        .unwrap_or(first);
+    Some(name.to_string())
+}
+
+fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
+    let mut feature = |name: &str| {
+        reasons.insert(Reason::UnsupportedFeature(name.to_string()));
+    };
+    if block.fuzzing.is_some() || block.pre_condition.is_some() {
+        feature("fuzzing");
+    }
+    if block.race || block.race_count.is_some_and(|n| n > 0) {
+        feature("race");
+    }
+    if block.pipeline {
+        feature("pipeline");
+    }
+    if block.digest_username.is_some() || block.digest_password.is_some() {
+        feature("digest auth");
+    }
+    if block.signature.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+        feature("signature");
+    }
+    if block.global_matchers {
+        feature("global-matchers");
+    }
+    if block.iterate_all {
+        feature("iterate-all");
+    }
+    if block.disable_path_automerge {
+        feature("disable-path-automerge");
+    }
+
+    if block.path.is_empty() && block.raw.is_empty() {
+        reasons.insert(Reason::NoRequestInBlock);
+    }
+    if let Some(attack) = block.attack.as_deref() {
+        let a = attack.trim().to_ascii_lowercase();
+        if !matches!(a.as_str(), "" | "batteringram" | "pitchfork" | "clusterbomb") {
+            reasons.insert(Reason::UnsupportedAttack(attack.trim().to_string()));
+        }
+    }
+    if block.payload_files.iter().any(|f| f.resolved.is_none()) {
+        reasons.insert(Reason::MissingPayloadFile);
+    }
+    if block.payloads.iter().any(|(_, values)| values.is_empty()) {
+        reasons.insert(Reason::EmptyPayload);
+    }
+
+    for text in block.request_texts() {
+        check_request_text(text, reasons);
+    }
+    for (name, value) in &block.headers {
+        check_request_text(name, reasons);
+        check_request_text(value, reasons);
+    }
+    if let Some(body) = &block.body {
+        check_request_text(body, reasons);
+    }
+    if let Some(method) = &block.method {
+        check_request_text(method, reasons);
+    }
+    for (_, def) in &block.payload_defs {
+        if let PayloadDef::List(values) = def {
+            for v in values {
+                check_request_text(v, reasons);
+            }
+        }
+    }
+    for m in &block.matchers {
+        check_matcher(m, reasons);
+    }
+    for x in &block.extractors {
+        check_extractor(x, reasons);
+    }
+}
+
+fn check_matcher(m: &MatcherDef, reasons: &mut BTreeSet<Reason>) {
+    let kind = m.kind.trim().to_ascii_lowercase();
+    if !matches!(
+        kind.as_str(),
+        "word" | "regex" | "status" | "size" | "binary" | "dsl" | "xpath"
+    ) {
+        reasons.insert(Reason::UnsupportedMatcherType(m.kind.trim().to_string()));
+    }
+    for key in m.extra.keys() {
+        reasons.insert(Reason::UnsupportedFeature(key.clone()));
+    }
+    if let Some(enc) = m.encoding.as_deref() {
+        if !enc.trim().eq_ignore_ascii_case("hex") && !enc.trim().is_empty() {
+            reasons.insert(Reason::UnsupportedFeature(format!("encoding: {}", enc.trim())));
+        }
+    }
+    check_part(m.part.as_deref(), reasons);
+    if let Some(words) = &m.words {
+        for w in words.to_vec() {
+            check_request_text(&w, reasons);
+        }
+    }
+    if let Some(dsl) = &m.dsl {
+        for e in dsl.to_vec() {
+            check_dsl(&e, reasons);
+        }
+    }
+}
+
+fn check_extractor(x: &ExtractorDef, reasons: &mut BTreeSet<Reason>) {
+    let kind = x.kind.trim().to_ascii_lowercase();
+    if !matches!(kind.as_str(), "regex" | "kval" | "json" | "xpath" | "dsl") {
+        reasons.insert(Reason::UnsupportedExtractorType(x.kind.trim().to_string()));
+    }
+    for key in x.extra.keys() {
+        reasons.insert(Reason::UnsupportedFeature(key.clone()));
+    }
+    check_part(x.part.as_deref(), reasons);
+    if let Some(dsl) = &x.dsl {
+        for e in dsl.to_vec() {
+            check_dsl(&e, reasons);
+        }
+    }
+}
+
+/// Parts named after interactsh data only exist with an interactsh server.
+fn check_part(part: Option<&str>, reasons: &mut BTreeSet<Reason>) {
+    if part.is_some_and(|p| p.contains("interactsh")) {
+        reasons.insert(Reason::Interactsh);
+    }
+}
+
+/// Text that is interpolated before sending (paths, raw requests, headers,
+/// bodies, variables, payload values, matcher words).
+///
+/// A marker calling a helper Nuclei does not have is left as written by
+/// Nuclei (SSTI probes such as `{{7*7}}` or `{{phpinfo()}}` rely on that),
+/// so only helpers Nuclei knows and this engine lacks make a reason.
+fn check_request_text(text: &str, reasons: &mut BTreeSet<Reason>) {
+    if text.contains("interactsh") {
+        reasons.insert(Reason::Interactsh);
+    }
+    if !text.contains("{{") {
+        return;
+    }
+    for marker in scan::markers(text) {
+        if scan::is_plain_variable(marker) {
+            continue;
+        }
+        for name in scan::called_functions(marker) {
+            if helpers::is_nuclei_helper(name) && !helpers::is_supported(name) {
+                reasons.insert(Reason::UnsupportedDslHelper(name.to_string()));
+            }
+        }
+    }
+}
+
+/// A DSL matcher or extractor expression: every helper it calls must exist.
+fn check_dsl(expr: &str, reasons: &mut BTreeSet<Reason>) {
+    if expr.contains("interactsh") {
+        reasons.insert(Reason::Interactsh);
+    }
+    for name in scan::called_functions(expr) {
+        if !helpers::is_supported(name) {
+            reasons.insert(Reason::UnsupportedDslHelper(name.to_string()));
+        }
+    }
+}
+
+/// Which helper names exist in Nuclei and which ones this engine runs.
+mod helpers {
+    /// Helpers Nuclei's DSL registers (each also reachable without
+    /// underscores), plus the ones Nuclei adds for HTTP templates.
+    const NUCLEI: &[&str] = &[
+        "aes_cbc", "aes_gcm", "base64", "base64_decode", "base64_py", "bin_to_dec",
+        "compare_versions", "concat", "contains", "contains_all", "contains_any", "count",
+        "date_time", "dec_to_hex", "deflate", "ends_with", "equals_any", "generate_java_gadget",
+        "generate_jwt", "gzip", "gzip_decode", "hex_decode", "hex_encode", "hex_to_dec", "hmac",
+        "html_escape", "html_unescape", "index", "inflate", "ip_format", "jarm", "join",
+        "json_minify", "json_prettify", "len", "line_ends_with", "line_starts_with",
+        "llm_prompt", "md5", "mmh3", "oct_to_dec", "padding", "print_debug", "public_ip",
+        "rand_base", "rand_char", "rand_int", "rand_ip", "rand_text_alpha",
+        "rand_text_alphanumeric", "rand_text_numeric", "regex", "regex_all", "regex_any",
+        "remove_bad_chars", "repeat", "replace", "replace_regex", "resolve", "reverse", "sha1",
+        "sha256", "sha512", "sort", "split", "starts_with", "substr", "to_lower", "to_number",
+        "to_string", "to_title", "to_unix_time", "to_upper", "trim", "trim_left", "trim_prefix",
+        "trim_right", "trim_space", "trim_suffix", "uniq", "unix_time", "unpack", "url_decode",
+        "url_encode", "wait_for", "xor", "zip", "zlib", "zlib_decode", "getNetworkPort",
+    ];
+
+    /// Helpers the engine's DSL evaluates.
+    const SUPPORTED: &[&str] = &[
+        "base64", "base64_decode", "base64_py", "compare_versions", "concat", "contains",
+        "contains_all", "contains_any", "date_time", "ends_with", "hex_decode", "hex_encode",
+        "html_escape", "html_unescape", "join", "len", "line_ends_with", "line_starts_with",
+        "md5", "mmh3", "rand_base", "rand_int", "rand_text_alpha", "rand_text_alphanumeric",
+        "rand_text_numeric", "regex", "repeat", "replace", "replace_regex", "reverse", "sha1",
+        "sha256", "starts_with", "to_lower", "to_number", "to_string", "to_upper", "trim",
+        "trim_left", "trim_right", "unix_time", "url_decode", "url_encode",
+    ];
+
+    fn listed(list: &[&str], name: &str) -> bool {
+        list.iter()
+            .any(|h| *h == name || (h.contains('_') && h.replace('_', "") == name))
+    }
+
+    pub fn is_nuclei_helper(name: &str) -> bool {
+        listed(NUCLEI, name)
+    }
+
+    pub fn is_supported(name: &str) -> bool {
+        listed(SUPPORTED, name)
+    }
+}
