@@ -1,0 +1,600 @@
+//! Compiled expressions: the syntax tree and the parser that builds it.
+//!
+//! Operator precedence follows govaluate's planner, lowest first: ternary
+//! `?:` and `??`; `||`; `&&`; comparators (`== != < > <= >= =~ !~ in`);
+//! bitwise `& | ^`; shifts; `+ -`; `* / %`; prefix `- ! ~`; `**`. Note that
+//! govaluate binds `&`, `|`, `^` tighter than comparisons, unlike C.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use regex::bytes::Regex;
+
+use super::error::DslError;
+use super::eval;
+use super::helpers::{self, Helper};
+use super::lexer::{tokenize, Tok, Token};
+use super::template::TemplateString;
+use super::value::Value;
+use super::vars::Vars;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnOp {
+    Neg,
+    Not,
+    BitNot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Pow,
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+}
+
+impl BinOp {
+    pub(crate) fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Pow => "**",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Gt => ">",
+            BinOp::Le => "<=",
+            BinOp::Ge => ">=",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+        }
+    }
+}
+
+/// A regular expression operand: compiled once when it is a literal.
+/// A literal that does not compile keeps its error, raised at evaluation, so
+/// one broken matcher does not make the whole template unloadable (Nuclei
+/// behaves the same way).
+#[derive(Debug)]
+pub(crate) enum Pattern {
+    Fixed(Result<Arc<Regex>, DslError>),
+    Dynamic(Box<Node>),
+}
+
+#[derive(Debug)]
+pub(crate) enum Node {
+    Lit(Value),
+    /// A string literal holding `{{...}}` or `§...§` markers, resolved
+    /// against the evaluation scope (Nuclei resolves them before compiling).
+    Interp(Box<TemplateString>),
+    Var(Box<str>),
+    Unary(UnOp, Box<Node>),
+    Binary(BinOp, Box<Node>, Box<Node>),
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Coalesce(Box<Node>, Box<Node>),
+    Ternary(Box<Node>, Box<Node>, Option<Box<Node>>),
+    Match {
+        negate: bool,
+        left: Box<Node>,
+        pattern: Pattern,
+    },
+    In(Box<Node>, Box<Node>),
+    Call {
+        helper: &'static Helper,
+        args: Vec<Node>,
+        /// The helper's pattern argument, precompiled when it is a literal.
+        regex: Option<Result<Arc<Regex>, DslError>>,
+    },
+    List(Vec<Node>),
+}
+
+/// A parsed expression: compile once, evaluate many times, share freely
+/// between threads (cloning is a reference-count bump).
+#[derive(Clone)]
+pub struct Expr {
+    src: Arc<str>,
+    root: Arc<Node>,
+}
+
+impl fmt::Debug for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Expr").field(&self.src).finish()
+    }
+}
+
+impl Expr {
+    /// Parses an expression. Calls to functions that are not helpers fail
+    /// here with [`DslError::UnknownFunction`]; so do calls with a number of
+    /// arguments the helper never accepts.
+    pub fn parse(src: &str) -> Result<Expr, DslError> {
+        let tokens = tokenize(src)?;
+        if tokens.is_empty() {
+            return Err(DslError::Syntax {
+                at: 0,
+                message: "empty expression".into(),
+            });
+        }
+        let mut p = Parser {
+            src,
+            tokens: &tokens,
+            pos: 0,
+        };
+        let root = p.ternary()?;
+        if let Some(t) = p.peek() {
+            return Err(DslError::Syntax {
+                at: t.at,
+                message: format!("unexpected '{}'", &src[t.at..t.end]),
+            });
+        }
+        Ok(Expr {
+            src: Arc::from(src),
+            root: Arc::new(root),
+        })
+    }
+
+    /// Evaluates against a scope of variables.
+    pub fn eval(&self, vars: &dyn Vars) -> Result<Value, DslError> {
+        eval::eval(&self.root, vars)
+    }
+
+    /// Evaluates and requires a boolean, as Nuclei's DSL matchers do.
+    pub fn eval_bool(&self, vars: &dyn Vars) -> Result<bool, DslError> {
+        match self.eval(vars)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(DslError::TypeMismatch {
+                op: "dsl result",
+                left: other.type_name(),
+                right: "bool",
+            }),
+        }
+    }
+
+    /// The source text the expression was parsed from.
+    pub fn source(&self) -> &str {
+        &self.src
+    }
+
+    /// Names of the variables the expression reads (including those inside
+    /// `{{...}}` markers in its string literals), sorted, without repeats.
+    pub fn variables(&self) -> Vec<String> {
+        let mut out = BTreeSet::new();
+        collect(&self.root, &mut out, &mut BTreeSet::new());
+        out.into_iter().collect()
+    }
+
+    /// Names of the helpers the expression calls, sorted, without repeats.
+    pub fn functions(&self) -> Vec<String> {
+        let mut out = BTreeSet::new();
+        collect(&self.root, &mut BTreeSet::new(), &mut out);
+        out.into_iter().collect()
+    }
+
+    /// True when the expression contains no variable at all, so its value
+    /// never changes (`{{7*7}}` in a payload is such a literal, and Nuclei
+    /// leaves it as written).
+    pub fn is_literal_only(&self) -> bool {
+        self.variables().is_empty() && self.functions().is_empty()
+    }
+}
+
+fn collect(node: &Node, vars: &mut BTreeSet<String>, funcs: &mut BTreeSet<String>) {
+    match node {
+        Node::Lit(_) => {}
+        Node::Interp(t) => {
+            vars.extend(t.variables());
+            funcs.extend(t.functions());
+        }
+        Node::Var(name) => {
+            vars.insert(name.to_string());
+        }
+        Node::Unary(_, a) => collect(a, vars, funcs),
+        Node::Binary(_, a, b)
+        | Node::And(a, b)
+        | Node::Or(a, b)
+        | Node::Coalesce(a, b)
+        | Node::In(a, b) => {
+            collect(a, vars, funcs);
+            collect(b, vars, funcs);
+        }
+        Node::Ternary(a, b, c) => {
+            collect(a, vars, funcs);
+            collect(b, vars, funcs);
+            if let Some(c) = c {
+                collect(c, vars, funcs);
+            }
+        }
+        Node::Match { left, pattern, .. } => {
+            collect(left, vars, funcs);
+            if let Pattern::Dynamic(p) = pattern {
+                collect(p, vars, funcs);
+            }
+        }
+        Node::Call { helper, args, .. } => {
+            funcs.insert(helper.name.to_string());
+            for a in args {
+                collect(a, vars, funcs);
+            }
+        }
+        Node::List(items) => {
+            for a in items {
+                collect(a, vars, funcs);
+            }
+        }
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    tokens: &'a [Token],
+    pos: usize,
+}
+
+type PResult = Result<Node, DslError>;
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<&'a Token> {
+        self.tokens.get(self.pos)
+    }
+
+    fn peek_op(&self) -> Option<&'static str> {
+        match self.peek() {
+            Some(Token {
+                tok: Tok::Op(op), ..
+            }) => Some(op),
+            _ => None,
+        }
+    }
+
+    fn eat_op(&mut self, op: &str) -> bool {
+        if self.peek_op() == Some(op) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn end_offset(&self) -> usize {
+        self.src.len()
+    }
+
+    fn error_here(&self, message: &str) -> DslError {
+        match self.peek() {
+            Some(t) => DslError::Syntax {
+                at: t.at,
+                message: format!("{message}, found '{}'", &self.src[t.at..t.end]),
+            },
+            None => DslError::Syntax {
+                at: self.end_offset(),
+                message: format!("{message}, found end of expression"),
+            },
+        }
+    }
+
+    fn ternary(&mut self) -> PResult {
+        let cond = self.coalesce()?;
+        if self.eat_op("?") {
+            let then = self.ternary()?;
+            let otherwise = if self.eat_op(":") {
+                Some(Box::new(self.ternary()?))
+            } else {
+                None
+            };
+            return Ok(Node::Ternary(Box::new(cond), Box::new(then), otherwise));
+        }
+        Ok(cond)
+    }
+
+    fn coalesce(&mut self) -> PResult {
+        let mut left = self.or()?;
+        while self.eat_op("??") {
+            let right = self.or()?;
+            left = Node::Coalesce(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn or(&mut self) -> PResult {
+        let mut left = self.and()?;
+        while self.eat_op("||") {
+            let right = self.and()?;
+            left = Node::Or(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> PResult {
+        let mut left = self.comparison()?;
+        while self.eat_op("&&") {
+            let right = self.comparison()?;
+            left = Node::And(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn comparison(&mut self) -> PResult {
+        let mut left = self.bitwise()?;
+        loop {
+            if matches!(self.peek(), Some(Token { tok: Tok::In, .. })) {
+                self.pos += 1;
+                let right = self.bitwise()?;
+                left = Node::In(Box::new(left), Box::new(right));
+                continue;
+            }
+            let op = match self.peek_op() {
+                Some("==") => BinOp::Eq,
+                Some("!=") => BinOp::Ne,
+                Some("<") => BinOp::Lt,
+                Some(">") => BinOp::Gt,
+                Some("<=") => BinOp::Le,
+                Some(">=") => BinOp::Ge,
+                Some(op @ ("=~" | "!~")) => {
+                    self.pos += 1;
+                    let right = self.bitwise()?;
+                    let pattern = match right {
+                        Node::Lit(Value::Str(p)) => Pattern::Fixed(compile_regex(&p)),
+                        other => Pattern::Dynamic(Box::new(other)),
+                    };
+                    left = Node::Match {
+                        negate: op == "!~",
+                        left: Box::new(left),
+                        pattern,
+                    };
+                    continue;
+                }
+                _ => return Ok(left),
+            };
+            self.pos += 1;
+            let right = self.bitwise()?;
+            left = Node::Binary(op, Box::new(left), Box::new(right));
+        }
+    }
+
+    fn binary_level(&mut self, ops: &[(&str, BinOp)], next: fn(&mut Self) -> PResult) -> PResult {
+        let mut left = next(self)?;
+        'outer: loop {
+            let Some(found) = self.peek_op() else {
+                return Ok(left);
+            };
+            for (sym, op) in ops {
+                if *sym == found {
+                    self.pos += 1;
+                    let right = next(self)?;
+                    left = Node::Binary(*op, Box::new(left), Box::new(right));
+                    continue 'outer;
+                }
+            }
+            return Ok(left);
+        }
+    }
+
+    fn bitwise(&mut self) -> PResult {
+        self.binary_level(
+            &[
+                ("&", BinOp::BitAnd),
+                ("|", BinOp::BitOr),
+                ("^", BinOp::BitXor),
+            ],
+            Self::shift,
+        )
+    }
+
+    fn shift(&mut self) -> PResult {
+        self.binary_level(&[("<<", BinOp::Shl), (">>", BinOp::Shr)], Self::additive)
+    }
+
+    fn additive(&mut self) -> PResult {
+        self.binary_level(
+            &[("+", BinOp::Add), ("-", BinOp::Sub)],
+            Self::multiplicative,
+        )
+    }
+
+    fn multiplicative(&mut self) -> PResult {
+        self.binary_level(
+            &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Mod)],
+            Self::unary,
+        )
+    }
+
+    fn unary(&mut self) -> PResult {
+        let op = match self.peek_op() {
+            Some("-") => UnOp::Neg,
+            Some("!") => UnOp::Not,
+            Some("~") => UnOp::BitNot,
+            _ => return self.power(),
+        };
+        self.pos += 1;
+        let operand = self.unary()?;
+        // Fold negative number literals so `-1` is a constant.
+        if op == UnOp::Neg {
+            match operand {
+                Node::Lit(Value::Int(i)) => {
+                    if let Some(n) = i.checked_neg() {
+                        return Ok(Node::Lit(Value::Int(n)));
+                    }
+                }
+                Node::Lit(Value::Float(f)) => return Ok(Node::Lit(Value::Float(-f))),
+                _ => {}
+            }
+            return Ok(Node::Unary(op, Box::new(operand)));
+        }
+        Ok(Node::Unary(op, Box::new(operand)))
+    }
+
+    fn power(&mut self) -> PResult {
+        let base = self.primary()?;
+        if self.eat_op("**") {
+            let exp = self.unary()?;
+            return Ok(Node::Binary(BinOp::Pow, Box::new(base), Box::new(exp)));
+        }
+        Ok(base)
+    }
+
+    fn primary(&mut self) -> PResult {
+        let Some(token) = self.peek() else {
+            return Err(self.error_here("expected a value"));
+        };
+        match &token.tok {
+            Tok::Num(n) => {
+                self.pos += 1;
+                Ok(Node::Lit(n.value()))
+            }
+            Tok::Bool(b) => {
+                self.pos += 1;
+                Ok(Node::Lit(Value::Bool(*b)))
+            }
+            Tok::Str(bytes) => {
+                self.pos += 1;
+                Ok(string_literal(bytes))
+            }
+            Tok::Ident(name) => {
+                self.pos += 1;
+                if matches!(
+                    self.peek(),
+                    Some(Token {
+                        tok: Tok::LParen,
+                        ..
+                    })
+                ) {
+                    self.pos += 1;
+                    return self.call(name, token.at);
+                }
+                Ok(Node::Var(name.clone().into_boxed_str()))
+            }
+            Tok::LParen => {
+                self.pos += 1;
+                let first = self.ternary()?;
+                if matches!(
+                    self.peek(),
+                    Some(Token {
+                        tok: Tok::Comma,
+                        ..
+                    })
+                ) {
+                    let mut items = vec![first];
+                    while matches!(
+                        self.peek(),
+                        Some(Token {
+                            tok: Tok::Comma,
+                            ..
+                        })
+                    ) {
+                        self.pos += 1;
+                        items.push(self.ternary()?);
+                    }
+                    self.expect_close()?;
+                    return Ok(Node::List(items));
+                }
+                self.expect_close()?;
+                Ok(first)
+            }
+            _ => Err(self.error_here("expected a value")),
+        }
+    }
+
+    fn expect_close(&mut self) -> Result<(), DslError> {
+        if matches!(
+            self.peek(),
+            Some(Token {
+                tok: Tok::RParen,
+                ..
+            })
+        ) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.error_here("expected ')'"))
+        }
+    }
+
+    fn call(&mut self, name: &str, at: usize) -> PResult {
+        let helper =
+            helpers::lookup(name).ok_or_else(|| DslError::UnknownFunction(name.to_string()))?;
+        let mut args = Vec::new();
+        if matches!(
+            self.peek(),
+            Some(Token {
+                tok: Tok::RParen,
+                ..
+            })
+        ) {
+            self.pos += 1;
+        } else {
+            loop {
+                args.push(self.ternary()?);
+                match self.peek() {
+                    Some(Token {
+                        tok: Tok::Comma, ..
+                    }) => self.pos += 1,
+                    Some(Token {
+                        tok: Tok::RParen, ..
+                    }) => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error_here("expected ',' or ')' in call")),
+                }
+            }
+        }
+        helper.check_arity(args.len()).map_err(|e| match e {
+            DslError::Syntax { message, .. } => DslError::Syntax { at, message },
+            other => other,
+        })?;
+        let regex = helper.regex_arg.and_then(|i| match args.get(i) {
+            Some(Node::Lit(Value::Str(p))) => Some(compile_regex(p)),
+            _ => None,
+        });
+        Ok(Node::Call {
+            helper,
+            args,
+            regex,
+        })
+    }
+}
+
+fn string_literal(bytes: &[u8]) -> Node {
+    let has_marker = memchr::memmem::find(bytes, b"{{").is_some()
+        || memchr::memmem::find(bytes, "§".as_bytes()).is_some();
+    if has_marker {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            if let Ok(t) = TemplateString::parse(text) {
+                if !t.is_plain() {
+                    return Node::Interp(Box::new(t));
+                }
+            }
+        }
+    }
+    Node::Lit(Value::str(bytes))
+}
+
+pub(crate) fn compile_regex(pattern: &[u8]) -> Result<Arc<Regex>, DslError> {
+    let text = String::from_utf8_lossy(pattern);
+    Regex::new(&text)
+        .map(Arc::new)
+        .map_err(|e| DslError::InvalidRegex {
+            pattern: text.into_owned(),
+            message: e.to_string(),
+        })
+}
