@@ -1,1 +1,29 @@
-//! placeholder
+//! The scanfleet api: the REST and WebSocket surface, authentication, rate
+//! limits, the storage layer, and the ingester of scan events.
+//!
+//! Data flow: client -> **api** -> Redis queue -> scanner nodes -> Redis event
+//! streams -> **ingester** (in this crate) -> Postgres -> **WebSocket**. The
+//! OpenAPI document is generated from the route definitions, so the contract
+//! cannot drift from the code.
+//!
+//! # Layout
+//! - [`app`]: builds and runs one api process ([`app::Application`]).
+//! - [`routes`]: one module per endpoint group, plus the OpenAPI service.
+//! - [`auth`]: passwords, tokens, security schemes, identities.
+//! - [`store`]: every SQL statement, and the migrations.
+//! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
+//! - [`validate`]: parsing of request values at the edge.
+//! - [`state`]: what every handler shares.
+
+pub mod app;
+pub mod auth;
+pub mod error;
+pub mod problem;
+pub mod routes;
+pub mod state;
+pub mod store;
+pub mod validate;
+
+pub use app::Application;
+pub use error::Error;
+pub use routes::openapi_json;

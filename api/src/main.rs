@@ -1,1 +1,77 @@
-fn main() {}
+//! `scanfleet-api`: serves the API (no arguments), or
+//! `scanfleet-api create-admin EMAIL` (password from SCANFLEET_ADMIN_PASSWORD),
+//! or `scanfleet-api openapi` (prints the contract).
+
+use anyhow::Context;
+use scanfleet_api::Application;
+use scanfleet_common::{telemetry, Settings};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("openapi") {
+        print!("{}", scanfleet_api::openapi_json());
+        return Ok(());
+    }
+    let settings = Settings::load()?;
+    telemetry::init(settings.log_format);
+    match args.first().map(String::as_str) {
+        None | Some("serve") => {
+            let app = Application::build(settings).await?;
+            app.run_until_stopped(shutdown_signal()).await?;
+            tracing::info!("api stopped");
+        }
+        Some("create-admin") => {
+            let email = args
+                .get(1)
+                .cloned()
+                .or_else(|| settings.admin_email.clone())
+                .context("usage: scanfleet-api create-admin EMAIL (password in SCANFLEET_ADMIN_PASSWORD)")?;
+            let password = settings
+                .admin_password
+                .clone()
+                .context("set SCANFLEET_ADMIN_PASSWORD to the new admin's password")?;
+            let mut settings = settings;
+            settings.admin_email = None;
+            settings.api.bind = "127.0.0.1:0".parse()?;
+            let app = Application::build(settings).await?;
+            let created =
+                scanfleet_api::app::create_admin(app.state(), &email, password.expose()).await?;
+            println!(
+                "{}",
+                if created {
+                    "admin created"
+                } else {
+                    "an account with this email already exists; left unchanged"
+                }
+            );
+        }
+        Some(other) => {
+            anyhow::bail!("unknown command `{other}`: expected serve, create-admin or openapi")
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}

@@ -1,0 +1,173 @@
+//! Building and running one api process: connect, migrate, seed, bind, serve
+//! until told to stop. Tests boot the same [`Application`] on port 0.
+
+use std::future::Future;
+use std::net::TcpListener as StdTcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use fred::interfaces::ClientLike;
+use fred::prelude::{Builder, Config as RedisConfig};
+use poem::listener::{Acceptor, TcpAcceptor};
+use poem::middleware::Tracing;
+use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Route, Server};
+use scanfleet_common::keys::Keys;
+use scanfleet_common::settings::Mode;
+use scanfleet_common::Settings;
+
+use crate::auth::password;
+use crate::auth::tokens::{random_token, JwtKeys};
+use crate::error::Error;
+use crate::problem::problem_guard;
+use crate::routes::{self, health};
+use crate::state::AppState;
+use crate::store::{self, migrate, users};
+
+pub struct Application {
+    listener: StdTcpListener,
+    port: u16,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects to Postgres and Redis, applies migrations, creates the first
+    /// admin when configured, and binds the listen address (port 0 picks one).
+    pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let db = store::connect(settings.database_url.expose())?;
+        migrate::run(&db)
+            .await
+            .context("applying database migrations")?;
+
+        let redis = Builder::from_config(
+            RedisConfig::from_url(settings.redis_url.expose())
+                .context("REDIS_URL is not a valid Redis URL")?,
+        )
+        .build()
+        .context("building the Redis client")?;
+        redis.init().await.context("connecting to Redis")?;
+
+        let secret = match &settings.jwt_secret {
+            Some(s) => s.expose().to_string(),
+            None => {
+                // Production refuses to start without a secret (see Settings);
+                // in dev a random one means tokens do not survive a restart.
+                debug_assert_eq!(settings.mode, Mode::Dev);
+                tracing::warn!(
+                    "SCANFLEET_JWT_SECRET is not set: using a random signing secret (dev mode)"
+                );
+                random_token("")
+            }
+        };
+        let jwt = JwtKeys::new(secret.as_bytes(), settings.api.access_token_ttl_secs);
+        let dummy_password_hash: Arc<str> = password::hash(random_token("")).await?.into();
+
+        let listener = StdTcpListener::bind(settings.api.bind)
+            .with_context(|| format!("binding {}", settings.api.bind))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+
+        let state = AppState {
+            db,
+            redis,
+            keys: Keys::new(settings.redis_prefix.clone()),
+            settings: Arc::new(settings),
+            jwt,
+            dummy_password_hash,
+        };
+        seed_admin(&state).await?;
+        Ok(Application {
+            listener,
+            port,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests for up
+    /// to 10 seconds.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let acceptor = TcpAcceptor::from_std(self.listener)?;
+        tracing::info!(addr = ?acceptor.local_addr(), "api listening");
+        let app = endpoint(self.state);
+        Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
+            .await
+    }
+}
+
+/// The whole HTTP surface of one api process.
+pub fn endpoint(state: AppState) -> impl Endpoint {
+    let api = routes::openapi_service();
+    let spec = api.spec_endpoint();
+    let docs = api.swagger_ui();
+    Route::new()
+        .nest("/", api)
+        .at("/api/v1/openapi.json", spec)
+        .nest("/api/v1/docs", docs)
+        .at("/api/v1/ws/scans/:scan_id", get(scan_websocket))
+        .at("/healthz", get(health::healthz))
+        .at("/readyz", get(health::readyz))
+        .data(state)
+        .around(problem_guard)
+        .with(Tracing)
+}
+
+/// Live scan progress; provided by a later version.
+#[handler]
+fn scan_websocket() -> poem::Response {
+    Error::NotImplemented("the scan progress WebSocket").into_response()
+}
+
+/// Creates the first admin from `SCANFLEET_ADMIN_EMAIL`/`_PASSWORD` once; an
+/// existing account with that email is never overwritten.
+async fn seed_admin(state: &AppState) -> anyhow::Result<()> {
+    let (Some(email), Some(pass)) = (&state.settings.admin_email, &state.settings.admin_password)
+    else {
+        return Ok(());
+    };
+    match create_admin(state, email, pass.expose()).await {
+        Ok(true) => tracing::info!(%email, "created the first admin"),
+        Ok(false) => tracing::debug!(%email, "admin account already exists"),
+        Err(e) => return Err(anyhow::anyhow!("creating the admin {email}: {e}")),
+    }
+    Ok(())
+}
+
+/// Creates an admin account unless the email is taken; true when created.
+pub async fn create_admin(state: &AppState, email: &str, pass: &str) -> Result<bool, Error> {
+    let email = crate::validate::normalize_email(email)?;
+    password::validate("password", pass)?;
+    let db = state.db.get().await?;
+    if users::find_by_email(&**db, &email).await?.is_some() {
+        return Ok(false);
+    }
+    let hash = password::hash(pass.to_string()).await?;
+    match users::create(
+        &**db,
+        users::NewUser {
+            email: &email,
+            password_hash: &hash,
+            full_name: "Administrator",
+            role: "admin",
+            tier_slug: "admin",
+        },
+    )
+    .await
+    {
+        Ok(_) => Ok(true),
+        // Another process created it between the check and the insert.
+        Err(Error::Conflict { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

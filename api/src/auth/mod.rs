@@ -1,0 +1,16 @@
+//! Authentication: passwords, tokens, and turning request credentials into
+//! an [`Identity`].
+//!
+//! # Layout
+//! - [`password`]: argon2id hashing, off the async runtime.
+//! - [`tokens`]: JWT access tokens and opaque refresh tokens.
+//! - [`scheme`]: the OpenAPI security schemes (Bearer JWT, `X-API-Key`).
+//! - [`identity`]: who is calling, and what they may do.
+
+pub mod identity;
+pub mod password;
+pub mod scheme;
+pub mod tokens;
+
+pub use identity::{Access, Identity};
+pub use scheme::{BearerAuth, Credentials};

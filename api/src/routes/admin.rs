@@ -1,0 +1,143 @@
+//! `/admin`: user administration for the admin role.
+
+use chrono::{DateTime, Utc};
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use uuid::Uuid;
+
+use super::{page, ApiTags};
+use crate::auth::BearerAuth;
+use crate::error::{Error, Result};
+use crate::state::AppState;
+use crate::store::users::{self, AdminChange, User};
+use crate::store::{sessions, tiers};
+
+/// A user as administrators see it.
+#[derive(Debug, Object)]
+pub struct AdminUser {
+    pub id: Uuid,
+    pub email: String,
+    pub full_name: String,
+    pub role: String,
+    pub tier_slug: String,
+    pub disabled: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<User> for AdminUser {
+    fn from(u: User) -> Self {
+        AdminUser {
+            id: u.id,
+            email: u.email,
+            full_name: u.full_name,
+            role: u.role,
+            tier_slug: u.tier_slug,
+            disabled: u.disabled,
+            created_at: u.created_at,
+        }
+    }
+}
+
+/// Any of the fields; absent ones stay as they are.
+#[derive(Debug, Object)]
+pub struct AdminUserUpdate {
+    /// `demo`, `monthly`, `yearly` or `admin`.
+    pub tier_slug: Option<String>,
+    /// `user` or `admin`.
+    pub role: Option<String>,
+    /// A disabled user cannot log in; their sessions are revoked.
+    pub disabled: Option<bool>,
+}
+
+#[derive(ApiResponse)]
+pub enum UserList {
+    /// Users, newest first.
+    #[oai(status = 200)]
+    Ok(Json<Vec<AdminUser>>, #[oai(header = "X-Total-Count")] i64),
+}
+
+pub struct AdminApi;
+
+#[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Admin")]
+impl AdminApi {
+    /// List users
+    #[oai(
+        path = "/admin/users",
+        method = "get",
+        operation_id = "admin_list_users"
+    )]
+    async fn list_users(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<UserList> {
+        state.authenticate_bearer(&auth).await?.require_admin()?;
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (list, total) = users::list(&**db, page).await?;
+        Ok(UserList::Ok(
+            Json(list.into_iter().map(Into::into).collect()),
+            total,
+        ))
+    }
+
+    /// Change a user's tier, role or disabled flag
+    #[oai(
+        path = "/admin/users/:user_id",
+        method = "patch",
+        operation_id = "admin_update_user"
+    )]
+    async fn update_user(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        user_id: Path<Uuid>,
+        body: Json<AdminUserUpdate>,
+    ) -> Result<Json<AdminUser>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        me.require_admin()?;
+        let db = state.db.get().await?;
+        if let Some(slug) = &body.tier_slug {
+            if tiers::get(&**db, slug).await?.is_none() {
+                return Err(Error::invalid(
+                    "tier_slug",
+                    "must be one of demo, monthly, yearly, admin",
+                ));
+            }
+        }
+        if let Some(role) = &body.role {
+            if role != "user" && role != "admin" {
+                return Err(Error::invalid("role", "must be `user` or `admin`"));
+            }
+        }
+        if user_id.0 == me.user.id
+            && (body.disabled == Some(true) || body.role.as_deref() == Some("user"))
+        {
+            return Err(Error::conflict(
+                "self_lockout",
+                "administrators cannot disable or demote themselves",
+            ));
+        }
+        let user = users::admin_update(
+            &**db,
+            user_id.0,
+            AdminChange {
+                tier_slug: body.tier_slug.as_deref(),
+                role: body.role.as_deref(),
+                disabled: body.disabled,
+            },
+        )
+        .await?;
+        if body.disabled == Some(true) {
+            sessions::revoke_all_except(&**db, user.id, None, "account disabled").await?;
+        }
+        tracing::info!(admin = %me.user.id, user_id = %user.id, "user changed by admin");
+        Ok(Json(user.into()))
+    }
+}

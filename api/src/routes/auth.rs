@@ -1,0 +1,328 @@
+//! `/auth`: registration, login, token refresh with reuse detection, logout,
+//! and the caller's profile and password.
+
+use chrono::{DateTime, Duration, Utc};
+use poem::web::Data;
+use poem_openapi::param::Query;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use uuid::Uuid;
+
+use super::ApiTags;
+use crate::auth::tokens::{random_token, sha256};
+use crate::auth::{password, BearerAuth};
+use crate::error::{Error, Result};
+use crate::state::AppState;
+use crate::store::sessions::{self, Rotation};
+use crate::store::users::{self, NewUser, User};
+use crate::validate::{normalize_email, validate_full_name};
+
+/// A user's profile.
+#[derive(Debug, Object)]
+pub struct UserOut {
+    pub id: Uuid,
+    pub email: String,
+    pub full_name: String,
+    /// `user` or `admin`.
+    pub role: String,
+    /// `demo`, `monthly`, `yearly` or `admin`.
+    pub tier_slug: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<User> for UserOut {
+    fn from(u: User) -> Self {
+        UserOut {
+            id: u.id,
+            email: u.email,
+            full_name: u.full_name,
+            role: u.role,
+            tier_slug: u.tier_slug,
+            created_at: u.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct RegisterRequest {
+    pub email: String,
+    /// 8 to 128 characters.
+    pub password: String,
+    #[oai(default)]
+    pub full_name: String,
+}
+
+#[derive(Debug, Object)]
+pub struct LoginRequest {
+    pub email: String,
+    pub password: String,
+}
+
+#[derive(Debug, Object)]
+pub struct LoginResponse {
+    pub access_token: String,
+    pub refresh_token: String,
+    /// Always `bearer`.
+    pub token_type: String,
+    /// Seconds until the access token expires.
+    pub expires_in: i64,
+    pub user: UserOut,
+}
+
+#[derive(Debug, Object)]
+pub struct RefreshRequest {
+    pub refresh_token: String,
+}
+
+#[derive(Debug, Object)]
+pub struct TokenPair {
+    pub access_token: String,
+    /// Replaces the refresh token that was sent, which is now invalid.
+    pub refresh_token: String,
+    pub token_type: String,
+    pub expires_in: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct LogoutRequest {
+    pub refresh_token: String,
+}
+
+#[derive(Debug, Object)]
+pub struct ChangePasswordRequest {
+    pub current_password: String,
+    /// 8 to 128 characters.
+    pub new_password: String,
+}
+
+#[derive(Debug, Object)]
+pub struct MessageResponse {
+    pub message: String,
+}
+
+#[derive(ApiResponse)]
+pub enum RegisterResponse {
+    /// The account was created.
+    #[oai(status = 201)]
+    Created(Json<UserOut>),
+}
+
+pub struct AuthApi;
+
+#[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Auth")]
+impl AuthApi {
+    /// Create an account
+    ///
+    /// New accounts have role `user` on the `demo` tier.
+    #[oai(path = "/auth/register", method = "post", operation_id = "register")]
+    async fn register(
+        &self,
+        state: Data<&AppState>,
+        body: Json<RegisterRequest>,
+    ) -> Result<RegisterResponse> {
+        let email = normalize_email(&body.email)?;
+        password::validate("password", &body.password)?;
+        let full_name = validate_full_name(&body.full_name)?;
+        let hash = password::hash(body.0.password).await?;
+        let db = state.db.get().await?;
+        let user = users::create(
+            &**db,
+            NewUser {
+                email: &email,
+                password_hash: &hash,
+                full_name: &full_name,
+                role: "user",
+                tier_slug: "demo",
+            },
+        )
+        .await?;
+        tracing::info!(user_id = %user.id, "user registered");
+        Ok(RegisterResponse::Created(Json(user.into())))
+    }
+
+    /// Log in
+    ///
+    /// Returns an access token and a refresh token. A wrong email and a wrong
+    /// password give the same answer in the same time.
+    #[oai(path = "/auth/login", method = "post", operation_id = "login")]
+    async fn login(
+        &self,
+        state: Data<&AppState>,
+        body: Json<LoginRequest>,
+    ) -> Result<Json<LoginResponse>> {
+        let email = normalize_email(&body.email)?;
+        let db = state.db.get().await?;
+        let user = users::find_by_email(&**db, &email).await?;
+        // Verify against a real hash either way so timing does not reveal
+        // whether the email exists.
+        let stored = user
+            .as_ref()
+            .map(|u| u.password_hash.clone())
+            .unwrap_or_else(|| state.dummy_password_hash.to_string());
+        let matches = password::verify(body.0.password, stored).await?;
+        let user = match user {
+            Some(u) if matches => u,
+            _ => return Err(Error::Unauthenticated("invalid email or password".into())),
+        };
+        if user.disabled {
+            return Err(Error::forbidden(
+                "account_disabled",
+                "this account is disabled",
+            ));
+        }
+        let refresh = random_token("sfr_");
+        let ttl = Duration::seconds(state.settings.api.refresh_token_ttl_secs);
+        let session_id = sessions::create(&**db, user.id, ttl, &sha256(&refresh)).await?;
+        tracing::info!(user_id = %user.id, %session_id, "login");
+        Ok(Json(LoginResponse {
+            access_token: state.jwt.issue(user.id, session_id),
+            refresh_token: refresh,
+            token_type: "bearer".into(),
+            expires_in: state.jwt.ttl_secs(),
+            user: user.into(),
+        }))
+    }
+
+    /// Exchange a refresh token for a new token pair
+    ///
+    /// The Bearer access token may be expired but must belong to the same
+    /// session. Presenting a refresh token that was already used revokes the
+    /// whole session.
+    #[oai(
+        path = "/auth/refresh",
+        method = "post",
+        operation_id = "refresh_token"
+    )]
+    async fn refresh(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<RefreshRequest>,
+    ) -> Result<Json<TokenPair>> {
+        let claims = state
+            .jwt
+            .verify_ignoring_expiry(&auth.0.token)
+            .map_err(|_| Error::Unauthenticated("the access token is invalid".into()))?;
+        let next = random_token("sfr_");
+        let mut db = state.db.get().await?;
+        match sessions::rotate(
+            &mut db,
+            &sha256(&body.refresh_token),
+            &sha256(&next),
+            Some(claims.sid),
+        )
+        .await?
+        {
+            Rotation::Rotated {
+                session_id,
+                user_id,
+            } => {
+                let user = users::find(&**db, user_id)
+                    .await?
+                    .ok_or(Error::NotFound("user"))?;
+                if user.disabled {
+                    return Err(Error::Unauthenticated("this account is disabled".into()));
+                }
+                Ok(Json(TokenPair {
+                    access_token: state.jwt.issue(user_id, session_id),
+                    refresh_token: next,
+                    token_type: "bearer".into(),
+                    expires_in: state.jwt.ttl_secs(),
+                }))
+            }
+            Rotation::Reused { session_id } => {
+                tracing::warn!(%session_id, "refresh token reuse: session revoked");
+                Err(Error::Unauthenticated(
+                    "the refresh token was already used: the session is revoked, log in again"
+                        .into(),
+                ))
+            }
+            Rotation::Invalid => Err(Error::Unauthenticated(
+                "the refresh token is invalid or expired".into(),
+            )),
+        }
+    }
+
+    /// Log out
+    ///
+    /// Revokes the session of the given refresh token.
+    #[oai(path = "/auth/logout", method = "post", operation_id = "logout")]
+    async fn logout(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<LogoutRequest>,
+    ) -> Result<Json<MessageResponse>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let db = state.db.get().await?;
+        match sessions::session_of_token(&**db, &sha256(&body.refresh_token)).await? {
+            Some((session_id, user_id)) if user_id == me.user.id => {
+                sessions::revoke(&**db, session_id, "logout").await?;
+                Ok(Json(MessageResponse {
+                    message: "logged out".into(),
+                }))
+            }
+            _ => Err(Error::Unauthenticated(
+                "the refresh token is invalid".into(),
+            )),
+        }
+    }
+
+    /// The caller's profile
+    #[oai(path = "/auth/me", method = "get", operation_id = "get_me")]
+    async fn me(&self, state: Data<&AppState>, auth: BearerAuth) -> Result<Json<UserOut>> {
+        Ok(Json(state.authenticate_bearer(&auth).await?.user.into()))
+    }
+
+    /// Change the caller's full name
+    #[oai(path = "/auth/me", method = "put", operation_id = "update_me")]
+    async fn update_me(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        full_name: Query<String>,
+    ) -> Result<Json<UserOut>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let full_name = validate_full_name(&full_name)?;
+        let db = state.db.get().await?;
+        Ok(Json(
+            users::set_full_name(&**db, me.user.id, &full_name)
+                .await?
+                .into(),
+        ))
+    }
+
+    /// Change the caller's password
+    ///
+    /// Every other session of the caller is revoked.
+    #[oai(
+        path = "/auth/me/password",
+        method = "put",
+        operation_id = "change_password"
+    )]
+    async fn change_password(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<ChangePasswordRequest>,
+    ) -> Result<Json<MessageResponse>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        password::validate("new_password", &body.new_password)?;
+        if !password::verify(body.current_password.clone(), me.user.password_hash.clone()).await? {
+            return Err(Error::invalid(
+                "current_password",
+                "does not match the current password",
+            ));
+        }
+        let hash = password::hash(body.0.new_password).await?;
+        let db = state.db.get().await?;
+        users::set_password_hash(&**db, me.user.id, &hash).await?;
+        let revoked =
+            sessions::revoke_all_except(&**db, me.user.id, me.session_id, "password changed")
+                .await?;
+        tracing::info!(user_id = %me.user.id, revoked, "password changed");
+        Ok(Json(MessageResponse {
+            message: "password changed; other sessions were logged out".into(),
+        }))
+    }
+}

@@ -1,0 +1,129 @@
+//! The REST surface: one file per endpoint group, all mounted under
+//! `/api/v1` and collected into one OpenAPI document.
+
+pub mod admin;
+pub mod api_keys;
+pub mod auth;
+pub mod dashboard;
+pub mod findings;
+pub mod health;
+pub mod notifications;
+pub mod scans;
+pub mod schedules;
+pub mod subscriptions;
+pub mod targets;
+
+use poem_openapi::{OpenApiService, Tags};
+
+use crate::error::Error;
+use crate::store::Page;
+
+#[derive(Tags)]
+pub enum ApiTags {
+    /// Registration, login, tokens and the caller's profile.
+    Auth,
+    /// Domains the caller owns and scans.
+    Targets,
+    /// Scans, their findings and reports.
+    Scans,
+    /// Triage of individual findings.
+    Findings,
+    /// Summaries of targets, scans and findings.
+    Dashboard,
+    /// Recurring scans with cron expressions.
+    Schedules,
+    /// Scan completion and failure notices.
+    Notifications,
+    /// Keys for machine access.
+    #[oai(rename = "API keys")]
+    ApiKeys,
+    /// Tiers, the current subscription, usage and payment.
+    Subscriptions,
+    /// User administration (admin role).
+    Admin,
+}
+
+pub type Apis = (
+    auth::AuthApi,
+    targets::TargetsApi,
+    scans::ScansApi,
+    findings::FindingsApi,
+    dashboard::DashboardApi,
+    schedules::SchedulesApi,
+    notifications::NotificationsApi,
+    api_keys::ApiKeysApi,
+    subscriptions::SubscriptionsApi,
+    admin::AdminApi,
+);
+
+/// The OpenAPI service of the whole contract. Building it needs no state, so
+/// the document can be generated without Postgres or Redis.
+pub fn openapi_service() -> OpenApiService<Apis, ()> {
+    OpenApiService::new(
+        (
+            auth::AuthApi,
+            targets::TargetsApi,
+            scans::ScansApi,
+            findings::FindingsApi,
+            dashboard::DashboardApi,
+            schedules::SchedulesApi,
+            notifications::NotificationsApi,
+            api_keys::ApiKeysApi,
+            subscriptions::SubscriptionsApi,
+            admin::AdminApi,
+        ),
+        "scanfleet",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description(
+        "Vulnerability scanning service: targets, scans, findings, schedules, \
+         notifications, API keys and subscriptions. Errors are RFC 9457 problem \
+         details (application/problem+json). Every response carries \
+         X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.",
+    )
+}
+
+/// The generated contract, as committed at `openapi/openapi.json`.
+pub fn openapi_json() -> String {
+    let mut text = openapi_service().spec();
+    text.push('\n');
+    text
+}
+
+/// Default and maximum page sizes of list endpoints.
+pub const DEFAULT_LIMIT: i64 = 50;
+pub const MAX_LIMIT: i64 = 500;
+
+/// Validates `limit` and `offset` query parameters.
+pub fn page(limit: Option<i64>, offset: Option<i64>) -> Result<Page, Error> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(Error::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_LIMIT}"),
+        ));
+    }
+    let offset = offset.unwrap_or(0);
+    if offset < 0 {
+        return Err(Error::invalid("offset", "must not be negative"));
+    }
+    Ok(Page { limit, offset })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_bounds_name_the_parameter() {
+        assert_eq!(page(None, None).unwrap().limit, DEFAULT_LIMIT);
+        assert!(matches!(page(Some(0), None), Err(Error::Validation(e)) if e[0].field == "limit"));
+        assert!(
+            matches!(page(Some(501), None), Err(Error::Validation(e)) if e[0].field == "limit")
+        );
+        assert!(
+            matches!(page(None, Some(-1)), Err(Error::Validation(e)) if e[0].field == "offset")
+        );
+        assert_eq!(page(Some(500), Some(10)).unwrap().offset, 10);
+    }
+}

@@ -1,0 +1,23 @@
+//! Shared state of one api process, handed to every handler through poem's
+//! `Data` extractor. Cheap to clone: everything inside is reference-counted.
+
+use std::sync::Arc;
+
+use scanfleet_common::keys::Keys;
+use scanfleet_common::Settings;
+
+use crate::auth::tokens::JwtKeys;
+use crate::store::Db;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub db: Db,
+    /// Shared client for short commands; blocking reads use their own connections.
+    pub redis: fred::clients::Client,
+    pub settings: Arc<Settings>,
+    pub keys: Keys,
+    pub jwt: JwtKeys,
+    /// A real argon2id hash of a random password, verified against when a
+    /// login names an unknown email, so that both cases take the same time.
+    pub dummy_password_hash: Arc<str>,
+}

@@ -1,0 +1,61 @@
+//! Forward-only migrations: SQL files under `api/migrations`, compiled into
+//! the binary, applied in order at start-up inside one transaction each.
+//! An advisory lock serialises concurrent starts of several api processes.
+
+use deadpool_postgres::Pool;
+
+use crate::error::Error;
+
+/// (version, name, sql), in order. Add new files at the end; never edit one
+/// that has been released.
+const MIGRATIONS: &[(i32, &str, &str)] =
+    &[(1, "init", include_str!("../../migrations/0001_init.sql"))];
+
+/// Arbitrary constant naming the migration lock.
+const MIGRATION_LOCK: i64 = 0x5ca9_f1ee_7001;
+
+pub async fn run(pool: &Pool) -> Result<(), Error> {
+    let mut client = pool.get().await?;
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version integer PRIMARY KEY,
+                 name text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let result = apply_pending(&mut client).await;
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    result
+}
+
+async fn apply_pending(client: &mut deadpool_postgres::Client) -> Result<(), Error> {
+    let applied: Vec<i32> = client
+        .query("SELECT version FROM schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for (version, name, sql) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        let tx = client.transaction().await?;
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| anyhow::anyhow!("migration {version} ({name}) failed: {e}"))?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+            &[version, name],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version, name, "applied migration");
+    }
+    Ok(())
+}

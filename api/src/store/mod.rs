@@ -1,0 +1,50 @@
+//! The storage layer: every SQL statement of scanfleet lives under this
+//! module. The scheduler links it as a library, so scan creation and limit
+//! checks exist once.
+//!
+//! # Layout
+//! - [`migrate`]: forward-only SQL migrations applied at start-up.
+//! - [`users`], [`sessions`]: accounts and refresh-token sessions.
+//! - [`tiers`]: subscription tiers and their limits.
+
+pub mod migrate;
+pub mod sessions;
+pub mod tiers;
+pub mod users;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use crate::error::Error;
+
+pub type Db = Pool;
+
+/// Builds a connection pool; connections are opened lazily.
+pub fn connect(database_url: &str) -> Result<Pool, Error> {
+    let config: tokio_postgres::Config = database_url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("DATABASE_URL is not a valid Postgres URL: {e}"))?;
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(16)
+        .build()
+        .map_err(|e| Error::Unexpected(anyhow::anyhow!("cannot build the Postgres pool: {e}")))
+}
+
+/// SQLSTATE of a unique-constraint violation.
+pub(crate) fn is_unique_violation(err: &tokio_postgres::Error) -> bool {
+    err.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+}
+
+/// Clamped `limit`/`offset` of list endpoints.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub limit: i64,
+    pub offset: i64,
+}
