@@ -7,11 +7,65 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// A YAML field that templates write either as one scalar or as a list.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(untagged)]
+///
+/// Any scalar counts as text (`words: [200, true]` is two words), as Go's
+/// YAML decoder reads it into Nuclei's string lists; `null` in a list is
+/// the empty string.
+#[derive(Debug, Clone, PartialEq)]
 pub enum StringOrList {
     One(String),
     Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for StringOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarsVisitor)
+    }
+}
+
+/// Reads one scalar of any type as text, or a list of them.
+struct ScalarsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ScalarsVisitor {
+    type Value = StringOrList;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string or a list of strings")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v.to_owned()))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v))
+    }
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v.to_string()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v.to_string()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v.to_string()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<StringOrList, E> {
+        Ok(StringOrList::One(v.to_string()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<StringOrList, E> {
+        Ok(StringOrList::Many(Vec::new()))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<StringOrList, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element::<Option<StringOrList>>()? {
+            match item {
+                Some(StringOrList::One(s)) => out.push(s),
+                None => out.push(String::new()),
+                Some(StringOrList::Many(_)) => {
+                    return Err(serde::de::Error::custom("a list inside a list of strings"))
+                }
+            }
+        }
+        Ok(StringOrList::Many(out))
+    }
 }
 
 impl StringOrList {

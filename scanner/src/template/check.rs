@@ -121,13 +121,21 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
     if template.http.is_empty() && template.other_protocols.is_empty() {
         reasons.insert(Reason::NoHttpRequests);
     }
-    if template.flow.as_deref().is_some_and(|f| !f.trim().is_empty()) {
+    if template
+        .flow
+        .as_deref()
+        .is_some_and(|f| !f.trim().is_empty())
+    {
         reasons.insert(Reason::Flow);
     }
     if template.self_contained || template.http.iter().any(|b| b.self_contained) {
         reasons.insert(Reason::SelfContained);
     }
-    if template.signature.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+    if template
+        .signature
+        .as_deref()
+        .is_some_and(|s| !s.trim().is_empty())
+    {
         reasons.insert(Reason::UnsupportedFeature("signature".into()));
     }
     for field in &template.unknown_fields {
@@ -183,7 +191,11 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     if block.digest_username.is_some() || block.digest_password.is_some() {
         feature("digest auth");
     }
-    if block.signature.as_deref().is_some_and(|s| !s.trim().is_empty()) {
+    if block
+        .signature
+        .as_deref()
+        .is_some_and(|s| !s.trim().is_empty())
+    {
         feature("signature");
     }
     if block.global_matchers {
@@ -201,7 +213,10 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     }
     if let Some(attack) = block.attack.as_deref() {
         let a = attack.trim().to_ascii_lowercase();
-        if !matches!(a.as_str(), "" | "batteringram" | "pitchfork" | "clusterbomb") {
+        if !matches!(
+            a.as_str(),
+            "" | "batteringram" | "pitchfork" | "clusterbomb"
+        ) {
             reasons.insert(Reason::UnsupportedAttack(attack.trim().to_string()));
         }
     }
@@ -212,6 +227,16 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
         reasons.insert(Reason::EmptyPayload);
     }
 
+    for raw in &block.raw {
+        for name in annotations(raw) {
+            // `@timeout` only lengthens the wait; the engine's own timeout
+            // applies instead. The others change where or how often the
+            // request goes, which the engine does not do.
+            if name != "timeout" {
+                reasons.insert(Reason::UnsupportedFeature(format!("@{name} annotation")));
+            }
+        }
+    }
     for text in block.request_texts() {
         check_request_text(text, reasons);
     }
@@ -240,6 +265,22 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     }
 }
 
+/// Names of the `@name: value` lines in front of a raw request's request line.
+fn annotations(raw: &str) -> Vec<&str> {
+    raw.lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| l.starts_with('@'))
+        .map(|l| {
+            let name = &l[1..];
+            let end = name
+                .find(|c: char| c == ':' || c.is_whitespace())
+                .unwrap_or(name.len());
+            &name[..end]
+        })
+        .collect()
+}
+
 fn check_matcher(m: &MatcherDef, reasons: &mut BTreeSet<Reason>) {
     let kind = m.kind.trim().to_ascii_lowercase();
     if !matches!(
@@ -253,7 +294,10 @@ fn check_matcher(m: &MatcherDef, reasons: &mut BTreeSet<Reason>) {
     }
     if let Some(enc) = m.encoding.as_deref() {
         if !enc.trim().eq_ignore_ascii_case("hex") && !enc.trim().is_empty() {
-            reasons.insert(Reason::UnsupportedFeature(format!("encoding: {}", enc.trim())));
+            reasons.insert(Reason::UnsupportedFeature(format!(
+                "encoding: {}",
+                enc.trim()
+            )));
         }
     }
     check_part(m.part.as_deref(), reasons);
@@ -334,31 +378,143 @@ mod helpers {
     /// Helpers Nuclei's DSL registers (each also reachable without
     /// underscores), plus the ones Nuclei adds for HTTP templates.
     const NUCLEI: &[&str] = &[
-        "aes_cbc", "aes_gcm", "base64", "base64_decode", "base64_py", "bin_to_dec",
-        "compare_versions", "concat", "contains", "contains_all", "contains_any", "count",
-        "date_time", "dec_to_hex", "deflate", "ends_with", "equals_any", "generate_java_gadget",
-        "generate_jwt", "gzip", "gzip_decode", "hex_decode", "hex_encode", "hex_to_dec", "hmac",
-        "html_escape", "html_unescape", "index", "inflate", "ip_format", "jarm", "join",
-        "json_minify", "json_prettify", "len", "line_ends_with", "line_starts_with",
-        "llm_prompt", "md5", "mmh3", "oct_to_dec", "padding", "print_debug", "public_ip",
-        "rand_base", "rand_char", "rand_int", "rand_ip", "rand_text_alpha",
-        "rand_text_alphanumeric", "rand_text_numeric", "regex", "regex_all", "regex_any",
-        "remove_bad_chars", "repeat", "replace", "replace_regex", "resolve", "reverse", "sha1",
-        "sha256", "sha512", "sort", "split", "starts_with", "substr", "to_lower", "to_number",
-        "to_string", "to_title", "to_unix_time", "to_upper", "trim", "trim_left", "trim_prefix",
-        "trim_right", "trim_space", "trim_suffix", "uniq", "unix_time", "unpack", "url_decode",
-        "url_encode", "wait_for", "xor", "zip", "zlib", "zlib_decode", "getNetworkPort",
+        "aes_cbc",
+        "aes_gcm",
+        "base64",
+        "base64_decode",
+        "base64_py",
+        "bin_to_dec",
+        "compare_versions",
+        "concat",
+        "contains",
+        "contains_all",
+        "contains_any",
+        "count",
+        "date_time",
+        "dec_to_hex",
+        "deflate",
+        "ends_with",
+        "equals_any",
+        "generate_java_gadget",
+        "generate_jwt",
+        "gzip",
+        "gzip_decode",
+        "hex_decode",
+        "hex_encode",
+        "hex_to_dec",
+        "hmac",
+        "html_escape",
+        "html_unescape",
+        "index",
+        "inflate",
+        "ip_format",
+        "jarm",
+        "join",
+        "json_minify",
+        "json_prettify",
+        "len",
+        "line_ends_with",
+        "line_starts_with",
+        "llm_prompt",
+        "md5",
+        "mmh3",
+        "oct_to_dec",
+        "padding",
+        "print_debug",
+        "public_ip",
+        "rand_base",
+        "rand_char",
+        "rand_int",
+        "rand_ip",
+        "rand_text_alpha",
+        "rand_text_alphanumeric",
+        "rand_text_numeric",
+        "regex",
+        "regex_all",
+        "regex_any",
+        "remove_bad_chars",
+        "repeat",
+        "replace",
+        "replace_regex",
+        "resolve",
+        "reverse",
+        "sha1",
+        "sha256",
+        "sha512",
+        "sort",
+        "split",
+        "starts_with",
+        "substr",
+        "to_lower",
+        "to_number",
+        "to_string",
+        "to_title",
+        "to_unix_time",
+        "to_upper",
+        "trim",
+        "trim_left",
+        "trim_prefix",
+        "trim_right",
+        "trim_space",
+        "trim_suffix",
+        "uniq",
+        "unix_time",
+        "unpack",
+        "url_decode",
+        "url_encode",
+        "wait_for",
+        "xor",
+        "zip",
+        "zlib",
+        "zlib_decode",
+        "getNetworkPort",
     ];
 
     /// Helpers the engine's DSL evaluates.
     const SUPPORTED: &[&str] = &[
-        "base64", "base64_decode", "base64_py", "compare_versions", "concat", "contains",
-        "contains_all", "contains_any", "date_time", "ends_with", "hex_decode", "hex_encode",
-        "html_escape", "html_unescape", "join", "len", "line_ends_with", "line_starts_with",
-        "md5", "mmh3", "rand_base", "rand_int", "rand_text_alpha", "rand_text_alphanumeric",
-        "rand_text_numeric", "regex", "repeat", "replace", "replace_regex", "reverse", "sha1",
-        "sha256", "starts_with", "to_lower", "to_number", "to_string", "to_upper", "trim",
-        "trim_left", "trim_right", "unix_time", "url_decode", "url_encode",
+        "base64",
+        "base64_decode",
+        "base64_py",
+        "compare_versions",
+        "concat",
+        "contains",
+        "contains_all",
+        "contains_any",
+        "date_time",
+        "ends_with",
+        "hex_decode",
+        "hex_encode",
+        "html_escape",
+        "html_unescape",
+        "join",
+        "len",
+        "line_ends_with",
+        "line_starts_with",
+        "md5",
+        "mmh3",
+        "rand_base",
+        "rand_int",
+        "rand_text_alpha",
+        "rand_text_alphanumeric",
+        "rand_text_numeric",
+        "regex",
+        "repeat",
+        "replace",
+        "replace_regex",
+        "reverse",
+        "sha1",
+        "sha256",
+        "starts_with",
+        "to_lower",
+        "to_number",
+        "to_string",
+        "to_upper",
+        "trim",
+        "trim_left",
+        "trim_right",
+        "unix_time",
+        "url_decode",
+        "url_encode",
     ];
 
     fn listed(list: &[&str], name: &str) -> bool {

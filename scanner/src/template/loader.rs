@@ -110,11 +110,16 @@ pub fn parse_str(yaml: &str, path: &Path) -> Result<Template, LoadError> {
 }
 
 /// [`parse_str`] with explicit payload roots.
-pub fn parse_str_with(yaml: &str, path: &Path, options: &LoadOptions) -> Result<Template, LoadError> {
+pub fn parse_str_with(
+    yaml: &str,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<Template, LoadError> {
     let mut unknown: Vec<String> = Vec::new();
-    let parsed = serde_saphyr::with_deserializer_from_str_with_options(yaml, parse_options(), |de| {
-        serde_ignored::deserialize(de, |p| unknown.push(p.to_string()))
-    });
+    let parsed =
+        serde_saphyr::with_deserializer_from_str_with_options(yaml, parse_options(), |de| {
+            serde_ignored::deserialize(de, |p| unknown.push(p.to_string()))
+        });
     let mut template: Template = parsed.map_err(|e| parse_error(path, &e))?;
     template.path = Some(path.to_path_buf());
     for field in unknown {

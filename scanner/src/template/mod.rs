@@ -5,6 +5,7 @@
 //! - [`loader`]: [`parse_str`], [`load_file`], [`load_dir`] (parallel), payload files.
 //! - [`check`]: [`check`] decides whether the engine can run a template, with
 //!   [`Reason`]s that group well in reports.
+//! - [`summary`]: [`CheckSummary`], the grouped totals of `templates check`.
 //! - `yaml`: lenient readers for the scalar and list shapes templates use.
 //! - `scan`: finding `{{...}}` markers and helper calls in template text.
 
@@ -12,6 +13,7 @@ pub mod check;
 pub mod loader;
 pub mod model;
 mod scan;
+pub mod summary;
 mod yaml;
 
 pub use check::{check, Reason, Unrunnable};
@@ -19,4 +21,7 @@ pub use loader::{
     load_dir, load_dir_with, load_file, load_file_with, parse_str, parse_str_with, LoadError,
     LoadOptions, LoadReport,
 };
-pub use model::{Classification, HttpBlock, Info, PayloadDef, PayloadFile, Template, OTHER_PROTOCOLS};
+pub use model::{
+    Classification, HttpBlock, Info, PayloadDef, PayloadFile, Template, OTHER_PROTOCOLS,
+};
+pub use summary::{check_dir, CheckSummary};

@@ -119,9 +119,7 @@ fn default_severity() -> Severity {
 }
 
 fn severity<'de, D: Deserializer<'de>>(d: D) -> Result<Severity, D::Error> {
-    Ok(Severity::normalize(
-        &yaml::opt_text(d)?.unwrap_or_default(),
-    ))
+    Ok(Severity::normalize(&yaml::opt_text(d)?.unwrap_or_default()))
 }
 
 /// `info.classification`: CVE/CWE identifiers and scores.
@@ -144,9 +142,7 @@ pub struct Classification {
     pub cpe: Option<String>,
 }
 
-fn opt_classification<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Classification>, D::Error> {
+fn opt_classification<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Classification>, D::Error> {
     Option::<Classification>::deserialize(d)
 }
 

@@ -107,8 +107,7 @@ pub fn called_functions(expr: &str) -> Vec<&str> {
 pub fn is_plain_variable(marker: &str) -> bool {
     let m = marker.trim();
     !m.is_empty()
-        && m
-            .bytes()
+        && m.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
 }
 

@@ -1,0 +1,73 @@
+//! The totals `templates check` reports: how many templates were found,
+//! parsed and runnable, and how many could not run, grouped by reason.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::check::{check, Reason};
+use super::loader::{load_dir, LoadReport};
+
+/// Totals over a set of templates. Every template found is either runnable
+/// or counted under exactly one reason (its most fundamental one), so
+/// `runnable + sum(unrunnable) == found`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckSummary {
+    pub found: usize,
+    pub parsed: usize,
+    pub runnable: usize,
+    /// Reason text (`"uses flow (javascript)"`) to number of templates.
+    pub unrunnable: BTreeMap<String, usize>,
+}
+
+impl CheckSummary {
+    /// Checks every template of a load report.
+    pub fn from_report(report: &LoadReport) -> CheckSummary {
+        let mut unrunnable: BTreeMap<String, usize> = BTreeMap::new();
+        if !report.failures.is_empty() {
+            unrunnable.insert(Reason::ParseError.to_string(), report.failures.len());
+        }
+        let mut runnable = 0;
+        for template in &report.templates {
+            match check(template) {
+                Ok(()) => runnable += 1,
+                Err(why) => *unrunnable.entry(why.primary().to_string()).or_default() += 1,
+            }
+        }
+        CheckSummary {
+            found: report.found,
+            parsed: report.parsed(),
+            runnable,
+            unrunnable,
+        }
+    }
+
+    /// Reasons with their counts, most frequent first (ties by name).
+    pub fn reasons_by_count(&self) -> Vec<(&str, usize)> {
+        let mut v: Vec<(&str, usize)> = self
+            .unrunnable
+            .iter()
+            .map(|(r, n)| (r.as_str(), *n))
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        v
+    }
+
+    /// Share of found templates that can run, in percent.
+    pub fn runnable_percent(&self) -> f64 {
+        if self.found == 0 {
+            0.0
+        } else {
+            self.runnable as f64 * 100.0 / self.found as f64
+        }
+    }
+}
+
+/// Loads a directory tree and summarises it; the report is returned too so
+/// callers can show individual parse errors.
+pub fn check_dir(dir: &Path) -> (LoadReport, CheckSummary) {
+    let report = load_dir(dir);
+    let summary = CheckSummary::from_report(&report);
+    (report, summary)
+}
