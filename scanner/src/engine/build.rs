@@ -52,6 +52,11 @@ fn render(tpl: &TemplateString, scope: &dyn Vars, what: &str) -> Result<Vec<u8>,
                 .join(", ")
         )));
     }
+    if let Some((expr, err)) = rendered.errors.first() {
+        return Err(Skip(format!(
+            "could not evaluate {{{{{expr}}}}} in {what}: {err}"
+        )));
+    }
     Ok(rendered.bytes)
 }
 
@@ -76,7 +81,12 @@ fn with_input_vars(layers: &RequestLayers, input: &InputUrl, trim: bool) -> Scop
     layers.with_input(Arc::new(target_layer))
 }
 
-fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &RequestLayers) -> Result<Built, Skip> {
+fn build_path(
+    block: &CompiledBlock,
+    path: &PathSpec,
+    input: &InputUrl,
+    scope: &RequestLayers,
+) -> Result<Built, Skip> {
     let input = match &path.port_override {
         Some(p) => input.with_port(p),
         None => input.clone(),
@@ -87,7 +97,11 @@ fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &
     let (scheme, authority, target) = match split_absolute(&rendered) {
         Some(parts) => parts,
         // A bare path is relative to the input's root.
-        None => (input.scheme.clone(), input.authority.clone(), rendered.clone()),
+        None => (
+            input.scheme.clone(),
+            input.authority.clone(),
+            rendered.clone(),
+        ),
     };
     let (req_path, req_query) = split_target(&target);
     let query = merge_query(input.query.as_deref(), req_query);
@@ -97,7 +111,11 @@ fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &
     let method = String::from_utf8_lossy(&render(&block.method, &scope, "method")?)
         .trim()
         .to_string();
-    let method = if method.is_empty() { "GET".to_string() } else { method };
+    let method = if method.is_empty() {
+        "GET".to_string()
+    } else {
+        method
+    };
     let mut headers = Vec::with_capacity(block.headers.len());
     for (name, value) in &block.headers {
         let v = render(value, &scope, "headers")?;
@@ -123,7 +141,12 @@ fn build_path(block: &CompiledBlock, path: &PathSpec, input: &InputUrl, scope: &
     })
 }
 
-fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scope: &RequestLayers) -> Result<Built, Skip> {
+fn build_raw(
+    block: &CompiledBlock,
+    raw: &TemplateString,
+    input: &InputUrl,
+    scope: &RequestLayers,
+) -> Result<Built, Skip> {
     let scope = with_input_vars(scope, input, false);
     let text = render(raw, &scope, "raw request")?;
     let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
@@ -131,7 +154,8 @@ fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scop
         // The client's raw parser applies Nuclei's rules: target merged onto
         // the input path and query, Host defaulted, CRLF line ends,
         // Content-Length recomputed.
-        let request = Request::parse_raw(&text, &base).map_err(|e| Skip(format!("invalid raw request: {e}")))?;
+        let request = Request::parse_raw(&text, &base)
+            .map_err(|e| Skip(format!("invalid raw request: {e}")))?;
         let dump = dump(&request);
         return Ok(Built {
             url: request.full_url(),
@@ -155,7 +179,9 @@ fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scop
     }
     let text = &text[start..];
     let line_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-    let line = String::from_utf8_lossy(&text[..line_end]).trim_end_matches('\r').to_string();
+    let line = String::from_utf8_lossy(&text[..line_end])
+        .trim_end_matches('\r')
+        .to_string();
     let mut parts: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
     if parts.len() == 2 && parts[1].starts_with("HTTP/") {
         parts.insert(1, "");
@@ -169,9 +195,20 @@ fn build_raw(block: &CompiledBlock, raw: &TemplateString, input: &InputUrl, scop
         }
     }
     let url = TargetUrl::parse(&input.root_url()).map_err(|e| Skip(format!("bad target: {e}")))?;
-    let full_url = format!("{}{}", input.root_url(), if new_target.starts_with('/') { new_target.clone() } else { format!("/{new_target}") });
+    let full_url = format!(
+        "{}{}",
+        input.root_url(),
+        if new_target.starts_with('/') {
+            new_target.clone()
+        } else {
+            format!("/{new_target}")
+        }
+    );
     Ok(Built {
-        outgoing: Outgoing::Unsafe { url, bytes: bytes.clone() },
+        outgoing: Outgoing::Unsafe {
+            url,
+            bytes: bytes.clone(),
+        },
         url: full_url,
         dump: bytes,
     })
@@ -183,7 +220,11 @@ fn dump(req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + req.body.len());
     out.extend_from_slice(req.method.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(if req.target.is_empty() { b"/" } else { &req.target });
+    out.extend_from_slice(if req.target.is_empty() {
+        b"/"
+    } else {
+        &req.target
+    });
     out.extend_from_slice(b" HTTP/1.1\r\n");
     if req.header("host").is_none() {
         out.extend_from_slice(format!("Host: {}\r\n", req.url.authority()).as_bytes());
@@ -198,7 +239,11 @@ fn dump(req: &Request) -> Vec<u8> {
 
 /// The request-target a raw request is sent with: the template's target
 /// merged onto the input path, the input's query first.
-pub(crate) fn merged_raw_target(template_target: &str, input: &InputUrl, unsafe_raw: bool) -> String {
+pub(crate) fn merged_raw_target(
+    template_target: &str,
+    input: &InputUrl,
+    unsafe_raw: bool,
+) -> String {
     if template_target.is_empty() {
         return join_target(&input.path, input.query.as_deref());
     }
@@ -214,7 +259,11 @@ pub(crate) fn merged_raw_target(template_target: &str, input: &InputUrl, unsafe_
     };
     let (rel_path, rel_query) = split_target(&relative);
     let rel_path = if rel_path == "/" { "" } else { rel_path };
-    if unsafe_raw && !rel_path.starts_with('/') && !rel_path.is_empty() && (input.path.is_empty() || input.path == "/") {
+    if unsafe_raw
+        && !rel_path.starts_with('/')
+        && !rel_path.is_empty()
+        && (input.path.is_empty() || input.path == "/")
+    {
         // `GET 1337 HTTP/1.1` in an unsafe request stays relative.
         let query = merge_query(input.query.as_deref(), rel_query);
         return match query {
@@ -237,11 +286,23 @@ mod tests {
 
     #[test]
     fn raw_targets_append_to_the_input_path() {
-        assert_eq!(merged_raw_target("/admin", &input("http://h/app"), false), "/app/admin");
-        assert_eq!(merged_raw_target("/", &input("http://h/app"), false), "/app");
-        assert_eq!(merged_raw_target("/x?b=2", &input("http://h/?a=1"), false), "/x?a=1&b=2");
+        assert_eq!(
+            merged_raw_target("/admin", &input("http://h/app"), false),
+            "/app/admin"
+        );
+        assert_eq!(
+            merged_raw_target("/", &input("http://h/app"), false),
+            "/app"
+        );
+        assert_eq!(
+            merged_raw_target("/x?b=2", &input("http://h/?a=1"), false),
+            "/x?a=1&b=2"
+        );
         assert_eq!(merged_raw_target("/", &input("http://h"), false), "/");
         assert_eq!(merged_raw_target("", &input("http://h/p?q"), false), "/p?q");
-        assert_eq!(merged_raw_target("http://other/z", &input("http://h/a"), false), "/a/z");
+        assert_eq!(
+            merged_raw_target("http://other/z", &input("http://h/a"), false),
+            "/a/z"
+        );
     }
 }

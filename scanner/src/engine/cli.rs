@@ -47,8 +47,14 @@ const EXIT_USAGE: u8 = 1;
 fn client_config(args: &RunArgs) -> Result<ClientConfig, String> {
     let mut cfg = ClientConfig::default();
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let truthy = |v: &str| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on");
-    cfg.allow_private = args.allow_private || env("SCANFLEET_SCANNER__ALLOW_PRIVATE").is_some_and(|v| truthy(&v));
+    let truthy = |v: &str| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    };
+    cfg.allow_private =
+        args.allow_private || env("SCANFLEET_SCANNER__ALLOW_PRIVATE").is_some_and(|v| truthy(&v));
     if let Some(v) = env("SCANFLEET_SCANNER__CONNECT_TO") {
         cfg.connect_to = ClientConfig::parse_connect_to(&v).map_err(|e| e.to_string())?;
     }
@@ -170,8 +176,15 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
                     } else {
                         format!(" [{}]", r.extracted_results.join(","))
                     };
-                    let name = r.matcher_name.as_deref().map(|m| format!(":{m}")).unwrap_or_default();
-                    format!("[{}{}] [{}] {}{}", r.template_id, name, r.severity, r.matched_at, extra)
+                    let name = r
+                        .matcher_name
+                        .as_deref()
+                        .map(|m| format!(":{m}"))
+                        .unwrap_or_default();
+                    format!(
+                        "[{}{}] [{}] {}{}",
+                        r.template_id, name, r.severity, r.matched_at, extra
+                    )
                 };
                 // A closed stdout (piped into `head`) is not worth a panic.
                 let _ = writeln!(stdout, "{line}");

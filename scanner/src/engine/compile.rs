@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use scanfleet_common::Severity;
-
 use super::error::EngineError;
 use super::payloads::PayloadSet;
 use super::result::ResultHead;
@@ -98,13 +96,19 @@ impl CompiledTemplate {
         }
         let mut blocks = Vec::new();
         for block in &template.http {
-            blocks.push(compile_block(&id, block, &parse, &err)?);
+            blocks.push(compile_block(
+                &id,
+                block,
+                template.stop_at_first_match,
+                &parse,
+                &err,
+            )?);
         }
         let info = &template.info;
         let head = ResultHead {
             template_id: id.clone(),
             name: info.name.clone(),
-            severity: Severity::normalize(&info.severity),
+            severity: info.severity,
             host: String::new(),
             description: info.description.clone().unwrap_or_default(),
             remediation: info.remediation.clone().unwrap_or_default(),
@@ -123,6 +127,7 @@ impl CompiledTemplate {
 fn compile_block(
     id: &str,
     block: &HttpBlock,
+    template_stop: bool,
     parse: &dyn Fn(&str) -> Result<TemplateString, EngineError>,
     err: &dyn Fn(String) -> EngineError,
 ) -> Result<CompiledBlock, EngineError> {
@@ -164,7 +169,7 @@ fn compile_block(
         or_condition,
         req_condition: block.req_condition,
         needs_history,
-        stop_at_first_match: block.stop_at_first_match,
+        stop_at_first_match: block.stop_at_first_match || template_stop,
         redirects: block.redirects || block.host_redirects,
         max_redirects: block.max_redirects.unwrap_or(DEFAULT_MAX_REDIRECTS),
         host_redirects: block.host_redirects,
@@ -216,10 +221,14 @@ fn refers_to_history(block: &HttpBlock) -> bool {
     };
     block.matchers.iter().any(|m| {
         m.part.as_deref().is_some_and(has)
-            || m.dsl.as_ref().is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
+            || m.dsl
+                .as_ref()
+                .is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
     }) || block.extractors.iter().any(|x| {
         x.part.as_deref().is_some_and(has)
-            || x.dsl.as_ref().is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
+            || x.dsl
+                .as_ref()
+                .is_some_and(|d| d.to_vec().iter().any(|e| has(e)))
     })
 }
 
@@ -264,7 +273,11 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     headers.sort();
     Some(format!(
         "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}",
-        block.method.as_deref().unwrap_or("GET").to_ascii_uppercase(),
+        block
+            .method
+            .as_deref()
+            .unwrap_or("GET")
+            .to_ascii_uppercase(),
         path.source,
         headers.join("\u{1}"),
         block.body.as_deref().unwrap_or(""),

@@ -83,7 +83,13 @@ async fn emit(shared: &RunShared, event: Event) {
     let _ = shared.sink.send(event).await;
 }
 
-async fn report(shared: &RunShared, target: &TargetRun, template_id: Option<&str>, kind: TargetErrorKind, message: String) {
+async fn report(
+    shared: &RunShared,
+    target: &TargetRun,
+    template_id: Option<&str>,
+    kind: TargetErrorKind,
+    message: String,
+) {
     emit(
         shared,
         Event::Error(TargetError {
@@ -125,7 +131,14 @@ async fn send(
         }
         Err(e @ HttpError::ForbiddenAddress { .. }) => {
             if !target.refused.swap(true, Ordering::SeqCst) {
-                report(shared, target, None, TargetErrorKind::Refused, e.to_string()).await;
+                report(
+                    shared,
+                    target,
+                    None,
+                    TargetErrorKind::Refused,
+                    e.to_string(),
+                )
+                .await;
             }
             target.cancel.cancel();
             None
@@ -178,7 +191,7 @@ fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -
             .below(shared.option_vars.clone())
             .below(input_layer.clone());
         let rendered = value.render(&scope);
-        if rendered.unresolved.is_empty() {
+        if rendered.is_complete() {
             let v = match String::from_utf8(rendered.bytes) {
                 Ok(s) => string_value(s),
                 Err(e) => super::vars::bytes_value(e.into_bytes()),
@@ -219,7 +232,11 @@ fn carry_extracts(r: &OperatorResult, dynamic: &mut VarMap) -> bool {
 }
 
 /// Runs every block of `tpl` against `target`, emitting results as they come.
-pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Arc<CompiledTemplate>) {
+pub(crate) async fn run_template(
+    shared: &RunShared,
+    target: &TargetRun,
+    tpl: Arc<CompiledTemplate>,
+) {
     let tid = tpl.head.template_id.clone();
     let head = {
         let mut h = tpl.head.clone();
@@ -239,7 +256,10 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
         let mut last_response: Option<(Arc<VarMap>, String)> = None;
         let mut count = 0usize;
         for combo in block.payloads.combinations() {
-            let payload_layer: VarMap = combo.into_iter().map(|(k, v)| (k, string_value(v))).collect();
+            let payload_layer: VarMap = combo
+                .into_iter()
+                .map(|(k, v)| (k, string_value(v)))
+                .collect();
             let payload_layer = Arc::new(payload_layer);
             for spec in &block.requests {
                 if target.cancel.is_cancelled() {
@@ -249,7 +269,11 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
                 let mut lower = vec![dynamic_layer];
                 lower.extend(block_history.iter().cloned());
                 let layers = RequestLayers {
-                    upper: vec![payload_layer.clone(), template_layer.clone(), shared.option_vars.clone()],
+                    upper: vec![
+                        payload_layer.clone(),
+                        template_layer.clone(),
+                        shared.option_vars.clone(),
+                    ],
                     lower,
                 };
                 let built = match build(block, spec, &target.input, &layers) {
@@ -267,15 +291,23 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
                 };
                 count += 1;
                 let matched_at = resp.final_url.clone();
-                let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let request_scope =
+                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
                 let history_now = numbered_history.clone();
                 let tpl_job = tpl.clone();
                 let host = target.host.clone();
                 let dump = built.dump;
                 let job = move || {
                     let block = &tpl_job.blocks[bi];
-                    let resp_layer = Arc::new(response_vars(&resp, &host, &dump, &tpl_job.head.template_id));
-                    let numbered_layer = block.needs_history.then(|| Arc::new(numbered(&resp_layer, count)));
+                    let resp_layer = Arc::new(response_vars(
+                        &resp,
+                        &host,
+                        &dump,
+                        &tpl_job.head.template_id,
+                    ));
+                    let numbered_layer = block
+                        .needs_history
+                        .then(|| Arc::new(numbered(&resp_layer, count)));
                     let mut scope = Scope::new().below(resp_layer.clone());
                     if let Some(n) = &numbered_layer {
                         scope = scope.below(n.clone());
@@ -288,7 +320,14 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
                     (resp_layer, numbered_layer, result)
                 };
                 let Some((resp_layer, numbered_layer, result)) = on_rayon(job).await else {
-                    report(shared, target, Some(&tid), TargetErrorKind::Request, "matching panicked".into()).await;
+                    report(
+                        shared,
+                        target,
+                        Some(&tid),
+                        TargetErrorKind::Request,
+                        "matching panicked".into(),
+                    )
+                    .await;
                     continue;
                 };
                 if let Some(n) = numbered_layer {
@@ -316,9 +355,12 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
                 let last = resp_layer.clone();
                 let layers = RequestLayers {
                     upper: vec![template_layer.clone(), shared.option_vars.clone()],
-                    lower: std::iter::once(Arc::new(dynamic.clone())).chain(block_history.iter().cloned()).collect(),
+                    lower: std::iter::once(Arc::new(dynamic.clone()))
+                        .chain(block_history.iter().cloned())
+                        .collect(),
                 };
-                let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let request_scope =
+                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
                 let job = move || {
                     let mut scope = Scope::new().below(last);
                     for h in history.iter().rev() {
@@ -343,11 +385,17 @@ pub(crate) async fn run_template(shared: &RunShared, target: &TargetRun, tpl: Ar
 
 /// Sends the one request shared by a cluster of templates and matches its
 /// response against all of them in parallel on rayon.
-pub(crate) async fn run_cluster(shared: &RunShared, target: &TargetRun, members: Arc<Vec<Arc<CompiledTemplate>>>) {
+pub(crate) async fn run_cluster(
+    shared: &RunShared,
+    target: &TargetRun,
+    members: Arc<Vec<Arc<CompiledTemplate>>>,
+) {
     let Some(first) = members.first() else { return };
     let tid = first.head.template_id.clone();
     let block = &first.blocks[0];
-    let Some(spec) = block.requests.first() else { return };
+    let Some(spec) = block.requests.first() else {
+        return;
+    };
     let layers = RequestLayers {
         upper: vec![shared.option_vars.clone()],
         lower: Vec::new(),
@@ -361,10 +409,13 @@ pub(crate) async fn run_cluster(shared: &RunShared, target: &TargetRun, members:
     };
     // One request, a fresh jar: cookies cannot matter, so none is kept.
     let options = send_options(block, None);
-    let Some(resp) = send(shared, target, &tid, &built, &options).await else { return };
+    let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+        return;
+    };
     let matched_at = resp.final_url.clone();
     let host = target.host.clone();
-    let request_scope = layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+    let request_scope =
+        layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
     let dump = built.dump;
     let job = move || {
         let resp_layer = Arc::new(response_vars(&resp, &host, &dump, ""));
@@ -387,7 +438,15 @@ pub(crate) async fn run_cluster(shared: &RunShared, target: &TargetRun, members:
                 emit(shared, Event::Result(r)).await;
             }
         }
-        None => report(shared, target, Some(&tid), TargetErrorKind::Request, "matching panicked".into()).await,
+        None => {
+            report(
+                shared,
+                target,
+                Some(&tid),
+                TargetErrorKind::Request,
+                "matching panicked".into(),
+            )
+            .await
+        }
     }
 }
-

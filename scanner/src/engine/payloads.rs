@@ -213,7 +213,10 @@ mod tests {
 
     #[test]
     fn clusterbomb_yields_the_cartesian_product() {
-        let s = set("clusterbomb", &[("a", &["1", "2"]), ("b", &["x", "y", "z"])]);
+        let s = set(
+            "clusterbomb",
+            &[("a", &["1", "2"]), ("b", &["x", "y", "z"])],
+        );
         let all: Vec<_> = s.combinations().collect();
         assert_eq!(all.len(), 6);
         assert_eq!(s.count(), 6);
@@ -243,7 +246,13 @@ mod tests {
     fn batteringram_puts_one_value_everywhere() {
         let s = set("batteringram", &[("a", &["1", "2"])]);
         let all: Vec<_> = s.combinations().collect();
-        assert_eq!(all, vec![vec![("a".into(), "1".into())], vec![("a".into(), "2".into())]]);
+        assert_eq!(
+            all,
+            vec![
+                vec![("a".into(), "1".into())],
+                vec![("a".into(), "2".into())]
+            ]
+        );
     }
 
     #[test]

@@ -11,7 +11,12 @@ use crate::http::Response;
 /// `content_length`, `duration` (seconds), `host`, `matched`, `request`,
 /// every header as a lower_snake name (repeated headers joined by a space)
 /// and every cookie set by the response under its lower-cased name.
-pub fn response_vars(resp: &Response, host: &str, request_dump: &[u8], template_id: &str) -> VarMap {
+pub fn response_vars(
+    resp: &Response,
+    host: &str,
+    request_dump: &[u8],
+    template_id: &str,
+) -> VarMap {
     let mut vars = VarMap::with_capacity(16 + resp.headers.len());
     // Cookies first: a header of the same snake name wins, as in Nuclei.
     for (name, value) in resp.headers.iter() {
@@ -35,7 +40,7 @@ pub fn response_vars(resp: &Response, host: &str, request_dump: &[u8], template_
     for (k, v) in joined {
         vars.insert(k, string_value(v));
     }
-    let header = resp.raw_header();
+    let header = resp.raw_header().into_bytes();
     let mut full = Vec::with_capacity(header.len() + resp.body.len());
     full.extend_from_slice(&header);
     full.extend_from_slice(&resp.body);
@@ -51,8 +56,8 @@ pub fn response_vars(resp: &Response, host: &str, request_dump: &[u8], template_
     vars.insert("response".into(), bytes_value(full));
     vars.insert("status_code".into(), int_value(i64::from(resp.status)));
     vars.insert("body".into(), bytes_value(resp.body.clone()));
-    vars.insert("all_headers".into(), bytes_value(header.to_vec()));
-    vars.insert("header".into(), bytes_value(header.to_vec()));
+    vars.insert("all_headers".into(), bytes_value(header.clone()));
+    vars.insert("header".into(), bytes_value(header));
     vars.insert("duration".into(), float_value(resp.duration.as_secs_f64()));
     vars.insert("content_length".into(), int_value(content_length));
     vars.insert("template-id".into(), string_value(template_id.to_string()));

@@ -77,12 +77,17 @@ pub struct ResultHead {
 /// - no matchers: one result per named extractor with values (or one for
 ///   unnamed extractor output);
 /// - otherwise one result for the event.
-pub fn build_results(head: &ResultHead, matched_at: &str, outcome: &MatchOutcome) -> Vec<ScanResult> {
-    let all_values: Vec<String> = outcome
-        .extracts
-        .iter()
-        .flat_map(|(_, v)| v.iter().cloned())
-        .collect();
+pub fn build_results(
+    head: &ResultHead,
+    matched_at: &str,
+    outcome: &MatchOutcome,
+) -> Vec<ScanResult> {
+    let mut all_values: Vec<String> = Vec::new();
+    for v in outcome.extracts.iter().flat_map(|(_, v)| v.iter()) {
+        if !all_values.contains(v) {
+            all_values.push(v.clone());
+        }
+    }
     let make = |matcher_name: Option<String>, extracted: Vec<String>| ScanResult {
         template_id: head.template_id.clone(),
         name: head.name.clone(),
@@ -182,7 +187,10 @@ mod tests {
         };
         let r = build_results(&head(), "u", &o);
         assert_eq!(r.len(), 2);
-        assert_eq!(r[1].extracted_results, vec!["2".to_string(), "3".to_string()]);
+        assert_eq!(
+            r[1].extracted_results,
+            vec!["2".to_string(), "3".to_string()]
+        );
     }
 
     #[test]

@@ -104,12 +104,12 @@ impl Engine {
             // Units outside, targets inside: consecutive jobs hit different
             // hosts, which spreads load and keeps per-host rate limits from
             // serialising the whole run.
-            let jobs = units
+            let jobs: Vec<(Unit, Arc<TargetRun>)> = units
                 .into_iter()
-                .flat_map(|u| targets.iter().map(move |t| (u.clone(), t.clone())));
-            futures::stream::iter(jobs)
-                .take_until(cancel.cancelled())
-                .for_each_concurrent(limit, |(unit, target)| {
+                .flat_map(|u| targets.iter().map(move |t| (u.clone(), t.clone())))
+                .collect();
+            let work = futures::stream::iter(jobs)
+                .map(move |(unit, target)| {
                     let shared = shared.clone();
                     async move {
                         if target.cancel.is_cancelled() {
@@ -121,6 +121,10 @@ impl Engine {
                         }
                     }
                 })
+                .buffer_unordered(limit);
+            let stop = cancel.clone();
+            work.take_until(stop.cancelled_owned())
+                .for_each(|_| async {})
                 .await;
         });
         rx
@@ -144,13 +148,22 @@ impl Engine {
     }
 
     /// Runs to the end and collects everything.
-    pub async fn run(&self, templates: &[Arc<CompiledTemplate>], targets: &[TargetUrl]) -> RunReport {
+    pub async fn run(
+        &self,
+        templates: &[Arc<CompiledTemplate>],
+        targets: &[TargetUrl],
+    ) -> RunReport {
         let mut report = RunReport::default();
         report.cancelled = self
-            .run_with(templates.to_vec(), targets.to_vec(), CancellationToken::new(), |ev| match ev {
-                Event::Result(r) => report.results.push(r),
-                Event::Error(e) => report.errors.push(e),
-            })
+            .run_with(
+                templates.to_vec(),
+                targets.to_vec(),
+                CancellationToken::new(),
+                |ev| match ev {
+                    Event::Result(r) => report.results.push(r),
+                    Event::Error(e) => report.errors.push(e),
+                },
+            )
             .await;
         report
     }

@@ -144,7 +144,10 @@ impl InputUrl {
         vars.insert("Scheme".to_string(), self.scheme.clone());
         vars.insert(
             "Query".to_string(),
-            self.query.as_ref().map(|q| format!("?{q}")).unwrap_or_default(),
+            self.query
+                .as_ref()
+                .map(|q| format!("?{q}"))
+                .unwrap_or_default(),
         );
         vars.insert("Input".to_string(), self.original.clone());
         vars.insert("FQDN".to_string(), self.host.clone());
@@ -301,7 +304,11 @@ pub fn join_target(path: &str, query: Option<&str>) -> String {
 /// `scheme`, `authority` and request target. `None` for a relative path.
 pub fn split_absolute(url: &str) -> Option<(String, String, String)> {
     let (scheme, rest) = url.split_once("://")?;
-    if scheme.is_empty() || !scheme.chars().all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.') {
+    if scheme.is_empty()
+        || !scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+    {
         return None;
     }
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -338,7 +345,9 @@ mod tests {
 
     #[test]
     fn variables_of_a_bare_https_host_use_the_default_port() {
-        let v = InputUrl::parse("https://example.com").unwrap().variables(false);
+        let v = InputUrl::parse("https://example.com")
+            .unwrap()
+            .variables(false);
         assert_eq!(v["Port"], "443");
         assert_eq!(v["Path"], "");
         assert_eq!(v["File"], "");
@@ -363,8 +372,14 @@ mod tests {
     #[test]
     fn merge_paths_matches_the_documented_examples() {
         assert_eq!(merge_paths("/blog", "/admin"), "/blog/admin");
-        assert_eq!(merge_paths("/blog/wp", "/wp-content"), "/blog/wp/wp-content");
-        assert_eq!(merge_paths("/blog/admin", "/blog/admin/profile"), "/blog/admin/profile");
+        assert_eq!(
+            merge_paths("/blog/wp", "/wp-content"),
+            "/blog/wp/wp-content"
+        );
+        assert_eq!(
+            merge_paths("/blog/admin", "/blog/admin/profile"),
+            "/blog/admin/profile"
+        );
         assert_eq!(merge_paths("/blog/admin", "/blog"), "/blog/admin/blog");
         assert_eq!(merge_paths("/app/", "/.git/config"), "/app/.git/config");
         assert_eq!(merge_paths("", "/x"), "/x");
@@ -373,8 +388,14 @@ mod tests {
 
     #[test]
     fn queries_merge_input_first_without_repeating_pairs() {
-        assert_eq!(merge_query(Some("a=1"), Some("b=2")).as_deref(), Some("a=1&b=2"));
-        assert_eq!(merge_query(Some("a=1"), Some("a=1")).as_deref(), Some("a=1"));
+        assert_eq!(
+            merge_query(Some("a=1"), Some("b=2")).as_deref(),
+            Some("a=1&b=2")
+        );
+        assert_eq!(
+            merge_query(Some("a=1"), Some("a=1")).as_deref(),
+            Some("a=1")
+        );
         assert_eq!(merge_query(None, None), None);
         assert_eq!(merge_query(None, Some("%2e=x")).as_deref(), Some("%2e=x"));
     }

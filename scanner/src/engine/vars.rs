@@ -45,7 +45,9 @@ impl Scope {
 
 impl Vars for Scope {
     fn get(&self, name: &str) -> Option<Value> {
-        self.layers.iter().find_map(|l| l.get(name).cloned())
+        self.layers
+            .iter()
+            .find_map(|l| HashMap::get(&**l, name).cloned())
     }
 }
 
@@ -71,7 +73,10 @@ pub fn float_value(f: f64) -> Value {
 
 /// A map of plain strings as a variable layer.
 pub fn layer_from_strings<I: IntoIterator<Item = (String, String)>>(items: I) -> VarMap {
-    items.into_iter().map(|(k, v)| (k, string_value(v))).collect()
+    items
+        .into_iter()
+        .map(|(k, v)| (k, string_value(v)))
+        .collect()
 }
 
 /// The variables of one request, split around the place where the

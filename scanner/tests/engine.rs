@@ -1,0 +1,737 @@
+//! The execution engine against real local HTTP servers: request building,
+//! payload attacks, multi-step templates, result multiplicity, safety.
+
+use std::sync::{Arc, Mutex};
+
+use scanfleet_scanner::engine::{
+    CompiledTemplate, Engine, EngineConfig, RunReport, TargetErrorKind,
+};
+use scanfleet_scanner::http::{ClientConfig, TargetUrl};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the test server saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A canned answer.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+fn ok(body: &str) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![],
+        body: body.to_string(),
+    }
+}
+
+type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
+
+/// A local server that records every request and answers via `handler`.
+struct Lab {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Lab {
+    async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Lab {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let handler: Handler = Arc::new(handler);
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let handler = handler.clone();
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                    let mut lines = head.split("\r\n");
+                    let line = lines.next().unwrap_or_default();
+                    let mut parts = line.split(' ');
+                    let method = parts.next().unwrap_or_default().to_string();
+                    let target = parts.next().unwrap_or_default().to_string();
+                    let headers: Vec<(String, String)> = lines
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+                        .collect();
+                    let len = headers
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                        .and_then(|(_, v)| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        match sock.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body = buf[head_end..(head_end + len).min(buf.len())].to_vec();
+                    let seen = Seen {
+                        method,
+                        target,
+                        headers,
+                        body,
+                    };
+                    let reply = handler(&seen);
+                    log.lock().expect("lock").push(seen);
+                    let mut out = format!("HTTP/1.1 {} X\r\n", reply.status);
+                    for (n, v) in &reply.headers {
+                        out.push_str(&format!("{n}: {v}\r\n"));
+                    }
+                    out.push_str(&format!(
+                        "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
+                        reply.body.len(),
+                        reply.body
+                    ));
+                    let _ = sock.write_all(out.as_bytes()).await;
+                    let _ = sock.shutdown().await;
+                });
+            }
+        });
+        Lab {
+            base: format!("http://{addr}"),
+            seen,
+        }
+    }
+
+    fn targets(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|s| s.target.clone())
+            .collect()
+    }
+
+    fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+fn compile(yaml: &str) -> Arc<CompiledTemplate> {
+    let template = scanfleet_scanner::template::parse_str(yaml, std::path::Path::new("test.yaml"))
+        .expect("template parses");
+    Arc::new(CompiledTemplate::compile(template).expect("template compiles"))
+}
+
+fn engine(allow_private: bool) -> Engine {
+    Engine::new(EngineConfig {
+        client: ClientConfig {
+            allow_private,
+            ..ClientConfig::default()
+        },
+        ..EngineConfig::default()
+    })
+    .expect("engine")
+}
+
+async fn scan(yaml: &str, target: &str) -> RunReport {
+    scan_all(&[yaml], target).await
+}
+
+async fn scan_all(yamls: &[&str], target: &str) -> RunReport {
+    let templates: Vec<_> = yamls.iter().map(|y| compile(y)).collect();
+    let target = TargetUrl::parse(target).expect("target");
+    engine(true).run(&templates, &[target]).await
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn base_url_paths_join_onto_the_input_path_without_a_double_slash() {
+    let lab = Lab::start(|_| ok("[core]")).await;
+    let yaml = r#"
+id: git-config
+info: {name: Git config, severity: medium}
+http:
+  - method: GET
+    path:
+      - "{{BaseURL}}/.git/config"
+    matchers:
+      - type: word
+        words: ["[core]"]
+"#;
+    let report = scan(yaml, &format!("{}/app/", lab.base)).await;
+    assert_eq!(lab.targets(), vec!["/app/.git/config"]);
+    assert_eq!(report.results.len(), 1);
+    assert_eq!(
+        report.results[0].matched_at,
+        format!("{}/app/.git/config", lab.base)
+    );
+}
+
+#[tokio::test]
+async fn the_input_query_is_merged_before_the_template_query() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: q
+info: {name: Q, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/p?y=2"
+      - "{{BaseURL}}?z=3"
+"#;
+    scan(yaml, &format!("{}/app?x=1", lab.base)).await;
+    assert_eq!(lab.targets(), vec!["/app/p?x=1&y=2", "/app?x=1&z=3"]);
+}
+
+#[tokio::test]
+async fn raw_request_targets_are_appended_to_the_input_path() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: raw
+info: {name: Raw, severity: info}
+http:
+  - raw:
+      - |
+        GET /admin/..;/x HTTP/1.1
+        Host: {{Hostname}}
+
+"#;
+    scan(yaml, &format!("{}/base", lab.base)).await;
+    assert_eq!(lab.targets(), vec!["/base/admin/..;/x"]);
+}
+
+#[tokio::test]
+async fn headers_and_bodies_are_interpolated_with_input_variables() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: interp
+info: {name: Interp, severity: info}
+variables:
+  who: "{{to_upper('admin')}}"
+http:
+  - method: POST
+    path:
+      - "{{RootURL}}/login"
+    headers:
+      X-Target: "{{Hostname}}|{{Host}}|{{Port}}|{{Scheme}}"
+    body: "user={{who}}&path={{Path}}&file={{File}}"
+"#;
+    let lab_url = format!("{}/dir/page.php", lab.base);
+    scan(yaml, &lab_url).await;
+    let reqs = lab.requests();
+    assert_eq!(reqs.len(), 1);
+    let authority = lab.base.trim_start_matches("http://");
+    let port = authority.rsplit(':').next().unwrap_or_default();
+    assert_eq!(reqs[0].method, "POST");
+    assert_eq!(reqs[0].target, "/login");
+    assert_eq!(
+        reqs[0].header("X-Target"),
+        Some(format!("{authority}|127.0.0.1|{port}|http").as_str())
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&reqs[0].body),
+        "user=ADMIN&path=/dir&file=page.php"
+    );
+}
+
+#[tokio::test]
+async fn clusterbomb_sends_every_combination() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: bomb
+info: {name: Bomb, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/{{a}}/{{b}}"
+    attack: clusterbomb
+    payloads:
+      a: ["1", "2"]
+      b: ["x", "y", "z"]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(
+        sorted(lab.targets()),
+        vec!["/1/x", "/1/y", "/1/z", "/2/x", "/2/y", "/2/z"]
+    );
+}
+
+#[tokio::test]
+async fn pitchfork_pairs_the_lists_in_order() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: fork
+info: {name: Fork, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/{{user}}:{{pass}}"
+    attack: pitchfork
+    payloads:
+      user: ["root", "admin"]
+      pass: ["toor", "nimda"]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(sorted(lab.targets()), vec!["/admin:nimda", "/root:toor"]);
+}
+
+#[tokio::test]
+async fn batteringram_puts_each_value_in_every_position() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: ram
+info: {name: Ram, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/{{p}}?again={{p}}"
+    payloads:
+      p: ["a", "b"]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(sorted(lab.targets()), vec!["/a?again=a", "/b?again=b"]);
+}
+
+#[tokio::test]
+async fn an_internal_extractor_feeds_the_next_request_and_is_not_reported() {
+    let lab = Lab::start(|s| {
+        if s.target == "/login" {
+            ok("token=abc123;")
+        } else if s.target == "/use/abc123" {
+            ok("welcome")
+        } else {
+            Reply {
+                status: 404,
+                headers: vec![],
+                body: String::new(),
+            }
+        }
+    })
+    .await;
+    let yaml = r#"
+id: steps
+info: {name: Steps, severity: high}
+http:
+  - path:
+      - "{{BaseURL}}/login"
+      - "{{BaseURL}}/use/{{token}}"
+    extractors:
+      - type: regex
+        name: token
+        internal: true
+        group: 1
+        regex: ["token=([a-z0-9]+)"]
+    matchers:
+      - type: word
+        words: ["welcome"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/login", "/use/abc123"]);
+    assert_eq!(report.results.len(), 1);
+    assert!(report.results[0].extracted_results.is_empty());
+    assert_eq!(
+        report.results[0].matched_at,
+        format!("{}/use/abc123", lab.base)
+    );
+}
+
+#[tokio::test]
+async fn req_condition_matches_once_on_the_numbered_history() {
+    let lab = Lab::start(|s| match s.target.as_str() {
+        "/one" => ok("first"),
+        _ => Reply {
+            status: 403,
+            headers: vec![],
+            body: "second".into(),
+        },
+    })
+    .await;
+    let yaml = r#"
+id: cond
+info: {name: Cond, severity: low}
+http:
+  - path:
+      - "{{BaseURL}}/one"
+      - "{{BaseURL}}/two"
+    req-condition: true
+    matchers:
+      - type: dsl
+        dsl:
+          - "status_code_1 == 200 && status_code_2 == 403 && contains(body_1, 'first') && contains(body_2, 'second')"
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(report.results.len(), 1, "{:?}", report.errors);
+    assert_eq!(report.results[0].matched_at, format!("{}/two", lab.base));
+}
+
+#[tokio::test]
+async fn numbered_history_that_does_not_hold_gives_nothing() {
+    let lab = Lab::start(|_| ok("same")).await;
+    let yaml = r#"
+id: cond-neg
+info: {name: Cond, severity: low}
+http:
+  - path:
+      - "{{BaseURL}}/one"
+      - "{{BaseURL}}/two"
+    req-condition: true
+    matchers:
+      - type: dsl
+        dsl:
+          - "body_1 != body_2"
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets().len(), 2);
+    assert!(report.results.is_empty());
+}
+
+#[tokio::test]
+async fn stop_at_first_match_sends_nothing_after_the_first_match() {
+    let lab = Lab::start(|_| ok("hit")).await;
+    let yaml = r#"
+id: stop
+info: {name: Stop, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/a"
+      - "{{BaseURL}}/b"
+      - "{{BaseURL}}/c"
+    stop-at-first-match: true
+    matchers:
+      - type: word
+        words: ["hit"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/a"]);
+    assert_eq!(report.results.len(), 1);
+}
+
+fn redirecting_lab_handler(s: &Seen) -> Reply {
+    if s.target == "/old" {
+        Reply {
+            status: 302,
+            headers: vec![("Location".into(), "/new".into())],
+            body: String::new(),
+        }
+    } else {
+        ok("landed")
+    }
+}
+
+const REDIRECT_TEMPLATE: &str = r#"
+id: redir
+info: {name: Redir, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/old"
+    redirects: REDIRECTS
+    matchers:
+      - type: status
+        status: [302]
+"#;
+
+#[tokio::test]
+async fn a_302_matches_when_redirects_are_off() {
+    let lab = Lab::start(redirecting_lab_handler).await;
+    let report = scan(&REDIRECT_TEMPLATE.replace("REDIRECTS", "false"), &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/old"]);
+    assert_eq!(report.results.len(), 1);
+}
+
+#[tokio::test]
+async fn a_302_does_not_match_when_redirects_are_followed() {
+    let lab = Lab::start(redirecting_lab_handler).await;
+    let report = scan(&REDIRECT_TEMPLATE.replace("REDIRECTS", "true"), &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/old", "/new"]);
+    assert!(report.results.is_empty());
+}
+
+#[tokio::test]
+async fn cookies_set_by_one_request_are_sent_with_the_next() {
+    let lab = Lab::start(|s| {
+        if s.target == "/set" {
+            Reply {
+                status: 200,
+                headers: vec![("Set-Cookie".into(), "sid=s3cr3t; Path=/".into())],
+                body: String::new(),
+            }
+        } else {
+            ok("")
+        }
+    })
+    .await;
+    let yaml = r#"
+id: jar
+info: {name: Jar, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/set"
+      - "{{BaseURL}}/check"
+"#;
+    scan(yaml, &lab.base).await;
+    let reqs = lab.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].header("Cookie"), None);
+    assert_eq!(reqs[1].header("Cookie"), Some("sid=s3cr3t"));
+}
+
+#[tokio::test]
+async fn a_request_with_an_unresolved_variable_is_skipped_with_a_reason() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: unresolved
+info: {name: U, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/{{nowhere}}"
+      - "{{BaseURL}}/fine"
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/fine"]);
+    let skip = report
+        .errors
+        .iter()
+        .find(|e| e.kind == TargetErrorKind::Skipped)
+        .expect("a skip is reported");
+    assert!(skip.message.contains("nowhere"), "{}", skip.message);
+}
+
+#[tokio::test]
+async fn each_matched_named_matcher_gives_its_own_result_under_or() {
+    let lab = Lab::start(|_| ok("apache and php")).await;
+    let yaml = r#"
+id: tech
+info: {name: Tech, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/"
+    matchers:
+      - type: word
+        name: apache
+        words: ["apache"]
+      - type: word
+        name: php
+        words: ["php"]
+      - type: word
+        name: nginx
+        words: ["nginx"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    let names = sorted(
+        report
+            .results
+            .iter()
+            .filter_map(|r| r.matcher_name.clone())
+            .collect(),
+    );
+    assert_eq!(names, vec!["apache", "php"]);
+}
+
+#[tokio::test]
+async fn and_condition_gives_a_single_result_only_when_all_match() {
+    let lab = Lab::start(|_| ok("apache only")).await;
+    let yaml = r#"
+id: both
+info: {name: Both, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/"
+    matchers-condition: and
+    matchers:
+      - type: word
+        words: ["apache"]
+      - type: status
+        status: [200]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(report.results.len(), 1);
+    let failing = yaml.replace("[200]", "[500]");
+    assert!(scan(&failing, &lab.base).await.results.is_empty());
+}
+
+#[tokio::test]
+async fn extractor_only_templates_report_one_result_per_named_extractor() {
+    let lab = Lab::start(|_| Reply {
+        status: 200,
+        headers: vec![("Server".into(), "demo/1.2".into())],
+        body: "<title>Home</title>".into(),
+    })
+    .await;
+    let yaml = r#"
+id: extract
+info: {name: Extract, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/"
+    extractors:
+      - type: regex
+        name: title
+        group: 1
+        regex: ["<title>([^<]+)</title>"]
+      - type: kval
+        name: server
+        kval: ["server"]
+      - type: regex
+        name: absent
+        regex: ["nothing-here"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    let mut got: Vec<(String, Vec<String>)> = report
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.matcher_name.clone().unwrap_or_default(),
+                r.extracted_results.clone(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("server".to_string(), vec!["demo/1.2".to_string()]),
+            ("title".to_string(), vec!["Home".to_string()]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_private_target_is_refused_with_a_clear_error_without_allow_private() {
+    let lab = Lab::start(|_| ok("anything")).await;
+    let yaml = r#"
+id: any
+info: {name: Any, severity: info}
+http:
+  - path: ["{{BaseURL}}/"]
+    matchers:
+      - type: word
+        words: ["anything"]
+"#;
+    let template = compile(yaml);
+    let target = TargetUrl::parse(&lab.base).expect("target");
+    let report = engine(false).run(&[template], &[target]).await;
+    assert!(report.results.is_empty());
+    assert!(lab.targets().is_empty());
+    let refusal = report
+        .errors
+        .iter()
+        .find(|e| e.kind == TargetErrorKind::Refused)
+        .expect("refusal reported");
+    assert!(refusal.message.contains("127.0.0.1"), "{}", refusal.message);
+}
+
+#[tokio::test]
+async fn identical_simple_requests_of_several_templates_are_sent_once() {
+    let lab = Lab::start(|_| ok("shared body")).await;
+    let a = r#"
+id: one
+info: {name: One, severity: info}
+http:
+  - method: GET
+    path: ["{{BaseURL}}/same"]
+    matchers:
+      - type: word
+        words: ["shared"]
+"#;
+    let b = r#"
+id: two
+info: {name: Two, severity: low}
+http:
+  - method: GET
+    path: ["{{BaseURL}}/same"]
+    matchers:
+      - type: word
+        words: ["body"]
+"#;
+    let c = r#"
+id: three
+info: {name: Three, severity: low}
+http:
+  - method: GET
+    path: ["{{BaseURL}}/same"]
+    matchers:
+      - type: word
+        words: ["absent"]
+"#;
+    let report = scan_all(&[a, b, c], &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/same"]);
+    let ids = sorted(
+        report
+            .results
+            .iter()
+            .map(|r| r.template_id.clone())
+            .collect(),
+    );
+    assert_eq!(ids, vec!["one", "two"]);
+}
+
+#[tokio::test]
+async fn unsafe_raw_requests_go_out_byte_for_byte() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = "
+id: unsafe
+info: {name: Unsafe, severity: info}
+http:
+  - raw:
+      - \"GET /%2e%2e/x HTTP/1.1\\r\\nHost: {{Hostname}}\\r\\nX-Dup: 1\\r\\nX-Dup: 2\\r\\n\\r\\n\"
+    unsafe: true
+";
+    scan(yaml, &lab.base).await;
+    let reqs = lab.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].target, "/%2e%2e/x");
+    let dups: Vec<_> = reqs[0]
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "X-Dup")
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(dups, vec!["1", "2"]);
+}
+
+#[tokio::test]
+async fn a_later_block_sees_an_earlier_block_by_its_id() {
+    let lab = Lab::start(|s| match s.target.as_str() {
+        "/version" => ok("v=7"),
+        _ => ok("other"),
+    })
+    .await;
+    let yaml = r#"
+id: blocks
+info: {name: Blocks, severity: info}
+http:
+  - id: probe
+    path: ["{{BaseURL}}/version"]
+  - path: ["{{BaseURL}}/next"]
+    matchers:
+      - type: dsl
+        dsl:
+          - "contains(probe_body, 'v=7') && contains(body, 'other')"
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/version", "/next"]);
+    assert_eq!(report.results.len(), 1);
+}
