@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run templates against targets and print findings.
-    Run(NotYetAvailable),
+    Run(scanfleet_scanner::engine::cli::RunArgs),
     /// Work with template files.
     Templates {
         #[command(subcommand)]
@@ -55,7 +55,7 @@ fn not_yet_available(name: &str) -> ExitCode {
 /// Dispatches a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(_) => not_yet_available("run"),
+        Command::Run(args) => scanfleet_scanner::engine::cli::run_blocking(args),
         Command::Worker(_) => not_yet_available("worker"),
         Command::Templates {
             command: TemplatesCommand::Check(args),

@@ -209,3 +209,17 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// [`run_command`] on a runtime of its own, for a synchronous `main`.
+pub fn run_blocking(args: RunArgs) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(run_command(args)),
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
