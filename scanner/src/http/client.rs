@@ -444,7 +444,7 @@ fn next_hop(
                 "content-length" | "content-type" | "transfer-encoding"
             );
             let credential = matches!(n.as_str(), "authorization" | "cookie" | "cookie2");
-            n != "host" && !(to_get && body_header) && !(credential && !same_host)
+            n != "host" && !(to_get && body_header) && (!credential || same_host)
         })
         .cloned()
         .collect();

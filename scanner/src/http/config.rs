@@ -175,7 +175,7 @@ impl HostsMap {
                 });
             }
             self.wildcards.push((format!(".{domain}"), ip));
-            self.wildcards.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            self.wildcards.sort_by_key(|w| std::cmp::Reverse(w.0.len()));
         } else if name.is_empty() || name.contains('*') {
             return Err(HttpError::InvalidConfig {
                 reason: format!("hosts name {name:?} is empty or has a misplaced '*'"),

@@ -75,7 +75,7 @@ impl CookieJar {
             return None;
         }
         // Longer paths first, as RFC 6265 recommends.
-        matching.sort_by(|a, b| b.path.len().cmp(&a.path.len()));
+        matching.sort_by_key(|c| std::cmp::Reverse(c.path.len()));
         Some(
             matching
                 .iter()

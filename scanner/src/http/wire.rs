@@ -63,6 +63,13 @@ pub(crate) async fn read_response(
     let mut received_any = !conn.buf.is_empty();
     loop {
         let head_len = loop {
+            // Some servers send stray line ends after a previous body.
+            let stray = conn
+                .buf
+                .iter()
+                .take_while(|b| matches!(b, b'\r' | b'\n'))
+                .count();
+            conn.buf.drain(..stray);
             if conn.buf.len() >= 5 && !conn.buf.starts_with(b"HTTP/") {
                 return Err(WireError::Protocol(format!(
                     "response does not start with an HTTP status line: {:?}",
