@@ -1,0 +1,43 @@
+//! Errors raised while compiling matchers and extractors. Evaluation never
+//! fails: a response that does not fit (missing part, body that is not JSON)
+//! simply does not match or yields nothing, as in Nuclei.
+
+use thiserror::Error;
+
+/// Why a matcher or extractor could not be compiled. Every variant names the
+/// offending input so the template loader can report it verbatim.
+#[derive(Debug, Error)]
+pub enum OperatorError {
+    /// The `type:` of a matcher is not one this engine runs.
+    #[error("unknown matcher type `{0}`")]
+    UnknownMatcherType(String),
+    /// The `type:` of an extractor is not one this engine runs.
+    #[error("unknown extractor type `{0}`")]
+    UnknownExtractorType(String),
+    /// A `condition` or `matchers-condition` other than `and`/`or`.
+    #[error("unknown condition `{0}` (expected `and` or `or`)")]
+    UnknownCondition(String),
+    /// An `encoding` other than `hex`.
+    #[error("unknown encoding `{0}` (only `hex` is supported)")]
+    UnknownEncoding(String),
+    /// The matcher or extractor lacks the list its type works on
+    /// (a `word` matcher without `words`, a `json` extractor without `json`).
+    #[error("{kind} requires at least one `{field}` value")]
+    MissingValues { kind: String, field: &'static str },
+    /// A regular expression that does not compile (after translation from
+    /// Go's RE2 dialect).
+    #[error("invalid regex `{pattern}`: {reason}")]
+    BadRegex { pattern: String, reason: String },
+    /// A `binary` value that is not valid hexadecimal.
+    #[error("invalid hex in binary matcher `{value}`: {reason}")]
+    BadHex { value: String, reason: String },
+    /// A DSL expression that does not parse.
+    #[error("invalid dsl expression `{expression}`: {reason}")]
+    BadDsl { expression: String, reason: String },
+    /// An XPath query that does not parse.
+    #[error("invalid xpath `{query}`: {reason}")]
+    BadXPath { query: String, reason: String },
+    /// A jq-style JSON query that does not parse or compile.
+    #[error("invalid json path `{query}`: {reason}")]
+    BadJsonPath { query: String, reason: String },
+}

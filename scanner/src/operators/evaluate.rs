@@ -1,0 +1,198 @@
+//! A request's operators as a whole: its matchers, `matchers-condition` and
+//! extractors, evaluated together on one response as Nuclei's
+//! `Operators.Execute` does. Extractors run first; their values are visible
+//! to the matchers of the same response under the extractor's name.
+
+use std::collections::HashMap;
+
+use super::defs::{ExtractorDef, MatcherDef};
+use super::error::OperatorError;
+use super::extractor::{dedupe, Extractor};
+use super::matcher::Matcher;
+use super::part::{assign_slots, PartCache};
+use crate::dsl::{Chain, Value, Vars};
+
+/// `and` / `or`, between the values of one matcher or between matchers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Condition {
+    And,
+    #[default]
+    Or,
+}
+
+impl Condition {
+    /// Parses `and`/`or`; absent or empty means `or`.
+    pub fn parse(text: Option<&str>) -> Result<Condition, OperatorError> {
+        match text.map(|t| t.trim().to_ascii_lowercase()).as_deref() {
+            None | Some("") | Some("or") => Ok(Condition::Or),
+            Some("and") => Ok(Condition::And),
+            Some(other) => Err(OperatorError::UnknownCondition(other.to_string())),
+        }
+    }
+}
+
+/// All operators of one request, compiled.
+#[derive(Debug)]
+pub struct Operators {
+    matchers: Vec<Matcher>,
+    extractors: Vec<Extractor>,
+    condition: Condition,
+    /// Distinct parts read, so one evaluation fetches each part once.
+    slots: usize,
+}
+
+/// What the operators decided for one response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OperatorResult {
+    /// The matchers' verdict; always false when there are no matchers.
+    pub matched: bool,
+    /// Names of the non-internal named matchers that matched, under
+    /// `matchers-condition: or` only (one result per name is reported).
+    pub matched_names: Vec<String>,
+    /// Snippets of each matching matcher, keyed like `matched_names`
+    /// (`None` for an unnamed matcher).
+    pub matcher_snippets: Vec<(Option<String>, Vec<String>)>,
+    /// Values of non-internal extractors that found something, in template
+    /// order.
+    pub extracts: Vec<(Option<String>, Vec<String>)>,
+    /// Values of internal and named extractors, to feed later requests.
+    pub internal: HashMap<String, Vec<String>>,
+    pub has_matchers: bool,
+}
+
+impl OperatorResult {
+    /// Every non-internal extracted value, deduplicated in order: the
+    /// `extracted_results` of a finding.
+    pub fn extracted_results(&self) -> Vec<String> {
+        dedupe(self.extracts.iter().flat_map(|(_, v)| v.iter().cloned()).collect())
+    }
+}
+
+impl Operators {
+    /// Compiles matchers, extractors and the condition between matchers.
+    pub fn compile(
+        matchers: &[MatcherDef],
+        extractors: &[ExtractorDef],
+        condition: Option<&str>,
+    ) -> Result<Operators, OperatorError> {
+        let condition = Condition::parse(condition)?;
+        let mut matchers = matchers.iter().map(Matcher::compile).collect::<Result<Vec<_>, _>>()?;
+        let mut extractors = extractors.iter().map(Extractor::compile).collect::<Result<Vec<_>, _>>()?;
+        let slots = assign_slots(
+            matchers
+                .iter_mut()
+                .map(|m| &mut m.part)
+                .chain(extractors.iter_mut().map(|e| &mut e.part)),
+        );
+        Ok(Operators {
+            matchers,
+            extractors,
+            condition,
+            slots,
+        })
+    }
+
+    pub fn matchers(&self) -> &[Matcher] {
+        &self.matchers
+    }
+
+    pub fn extractors(&self) -> &[Extractor] {
+        &self.extractors
+    }
+
+    pub fn condition(&self) -> Condition {
+        self.condition
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.matchers.is_empty() && self.extractors.is_empty()
+    }
+
+    /// Evaluates everything against one response context.
+    pub fn evaluate(&self, ctx: &dyn Vars) -> OperatorResult {
+        let mut result = OperatorResult {
+            has_matchers: !self.matchers.is_empty(),
+            ..OperatorResult::default()
+        };
+        let cache = PartCache::new(ctx, self.slots);
+        let mut exposed: HashMap<String, Value> = HashMap::new();
+        for extractor in &self.extractors {
+            let values = extractor.extract_cached(&cache);
+            if values.is_empty() {
+                continue;
+            }
+            if let Some(name) = extractor.name() {
+                expose(&mut exposed, name, &values, extractor.is_internal());
+                let slot = result.internal.entry(name.to_string()).or_default();
+                slot.extend(values.iter().cloned());
+                if slot.len() > 1 {
+                    *slot = dedupe(std::mem::take(slot));
+                }
+            }
+            if !extractor.is_internal() {
+                result.extracts.push((extractor.name().map(str::to_string), values));
+            }
+        }
+        if self.matchers.is_empty() {
+            return result;
+        }
+        // Extracted values shadow the response's variables for the matchers;
+        // the part cache is rebuilt only when there is something to shadow.
+        let chained = Chain(&exposed, ctx);
+        let shadowed;
+        let cache = if exposed.is_empty() {
+            &cache
+        } else {
+            shadowed = PartCache::new(&chained, self.slots);
+            &shadowed
+        };
+        let mut any = false;
+        for matcher in &self.matchers {
+            let outcome = matcher.matches_cached(cache);
+            if !outcome.matched {
+                if self.condition == Condition::And {
+                    result.matched = false;
+                    result.matched_names.clear();
+                    result.matcher_snippets.clear();
+                    return result;
+                }
+                continue;
+            }
+            any = true;
+            if matcher.is_internal() {
+                continue;
+            }
+            if self.condition == Condition::Or {
+                if let Some(name) = matcher.name() {
+                    if !result.matched_names.iter().any(|n| n == name) {
+                        result.matched_names.push(name.to_string());
+                    }
+                }
+            }
+            result
+                .matcher_snippets
+                .push((matcher.name().map(str::to_string), outcome.snippets));
+        }
+        result.matched = any;
+        result
+    }
+}
+
+/// Makes extracted values visible to matchers the way Nuclei does: one value
+/// as a string, several as a list, and for internal extractors with several
+/// values also `name0`, `name1`, ...
+fn expose(exposed: &mut HashMap<String, Value>, name: &str, values: &[String], internal: bool) {
+    if values.len() == 1 {
+        exposed.insert(name.to_string(), Value::str(&values[0]));
+        return;
+    }
+    exposed.insert(
+        name.to_string(),
+        Value::List(values.iter().map(Value::str).collect()),
+    );
+    if internal {
+        for (i, value) in values.iter().enumerate() {
+            exposed.insert(format!("{name}{i}"), Value::str(value));
+        }
+    }
+}

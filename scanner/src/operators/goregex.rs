@@ -1,0 +1,308 @@
+//! Compiles template regexes, written for Go's RE2 engine, with the `regex`
+//! crate. Both are RE2-family engines, so most patterns mean the same thing;
+//! this module bridges the differences that matter in practice:
+//!
+//! - Go's `\d`, `\w`, `\s` and `\b` are ASCII-only; Rust's are Unicode. Besides
+//!   changing meaning, Unicode `\b` stops the lazy DFA on non-ASCII input and
+//!   makes matching far slower, so these are rewritten to ASCII forms.
+//! - Go reads `{` that does not start a valid repetition as a literal
+//!   (`{"key":`), and a `[` inside a class as a literal; Rust rejects or reads
+//!   them as nested classes, so they are escaped.
+//! - Go supports `\Q...\E` quoting; Rust does not, so it is expanded.
+//!
+//! Compiled regexes are shared through a process-wide cache: the public
+//! corpus repeats the same patterns across thousands of templates, and a
+//! `Regex` clone is a cheap reference-count bump.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use regex::bytes::{Regex, RegexBuilder};
+
+use super::error::OperatorError;
+
+/// Compiled size ceiling. The default (10 MiB) rejects a few large
+/// alternations from the corpus that Go accepts.
+const SIZE_LIMIT: usize = 64 * 1024 * 1024;
+
+fn cache() -> &'static Mutex<HashMap<String, Regex>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Regex>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Compiles a Go-dialect pattern for matching on raw response bytes.
+pub fn compile(pattern: &str) -> Result<Regex, OperatorError> {
+    if let Ok(cache) = cache().lock() {
+        if let Some(found) = cache.get(pattern) {
+            return Ok(found.clone());
+        }
+    }
+    let translated = translate(pattern);
+    let compiled = RegexBuilder::new(&translated)
+        .octal(true)
+        .size_limit(SIZE_LIMIT)
+        .build()
+        .map_err(|e| OperatorError::BadRegex {
+            pattern: pattern.to_string(),
+            reason: e.to_string(),
+        })?;
+    if let Ok(mut cache) = cache().lock() {
+        cache.insert(pattern.to_string(), compiled.clone());
+    }
+    Ok(compiled)
+}
+
+/// Rewrites a Go RE2 pattern into an equivalent pattern for the `regex` crate.
+pub fn translate(pattern: &str) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut i = 0;
+    // Position right after the opening `[` (and `^`) of the current class, so
+    // a `]` there is read as a literal, as both dialects do.
+    let mut class_start: Option<usize> = None;
+    while i < chars.len() {
+        let c = chars[i];
+        let in_class = class_start.is_some();
+        match c {
+            '\\' if i + 1 < chars.len() => {
+                let next = chars[i + 1];
+                if next == 'Q' {
+                    let (literal, consumed) = quoted_literal(&chars[i + 2..]);
+                    for ch in literal.chars() {
+                        push_escaped(&mut out, ch);
+                    }
+                    i += 2 + consumed;
+                    continue;
+                }
+                out.push_str(&translate_escape(next, in_class));
+                i += 2;
+                continue;
+            }
+            '[' if !in_class => {
+                if let Some((replacement, consumed)) = whitespace_except(&chars[i..]) {
+                    out.push_str(&replacement);
+                    i += consumed;
+                    continue;
+                }
+                out.push('[');
+                i += 1;
+                if chars.get(i) == Some(&'^') {
+                    out.push('^');
+                    i += 1;
+                }
+                class_start = Some(i);
+                if chars.get(i) == Some(&']') {
+                    out.push_str("\\]");
+                    i += 1;
+                }
+                continue;
+            }
+            '[' if in_class => {
+                // `[:alpha:]` is a POSIX class in both dialects; any other `[`
+                // is a literal in Go but opens a nested class in Rust.
+                if chars.get(i + 1) == Some(&':') {
+                    if let Some(end) = find_posix_end(&chars, i + 2) {
+                        out.extend(&chars[i..=end]);
+                        i = end + 1;
+                        continue;
+                    }
+                }
+                out.push_str("\\[");
+            }
+            ']' if in_class => {
+                out.push(']');
+                class_start = None;
+            }
+            // Rust reads `&&`, `--` and `~~` inside classes as set operations.
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            '-' if in_class && chars.get(i + 1) == Some(&'-') => {
+                out.push_str("\\-");
+            }
+            '{' if !in_class => {
+                if let Some(len) = repetition_len(&chars[i..]) {
+                    if !out.is_empty() {
+                        out.extend(&chars[i..i + len]);
+                        i += len;
+                        continue;
+                    }
+                }
+                out.push_str("\\{");
+            }
+            '}' if !in_class => out.push_str("\\}"),
+            _ => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Rewrites `[^\S...]` ("whitespace except ...", common in secret-detection
+/// templates) into the positive set it denotes. Left as a double negation it
+/// costs milliseconds per regex to compile under `(?i)`, which adds up to
+/// seconds for templates with hundreds of such patterns.
+fn whitespace_except(chars: &[char]) -> Option<(String, usize)> {
+    if chars.get(1) != Some(&'^') {
+        return None;
+    }
+    let mut i = 2;
+    let mut saw_not_space = false;
+    let mut excluded = Vec::new();
+    while i < chars.len() {
+        match chars[i] {
+            ']' if i > 2 => {
+                if !saw_not_space {
+                    return None;
+                }
+                let kept: String = ['\t', '\n', '\x0C', '\r', ' ']
+                    .iter()
+                    .filter(|c| !excluded.contains(*c))
+                    .map(|c| match c {
+                        '\t' => "\\t".to_string(),
+                        '\n' => "\\n".to_string(),
+                        '\x0C' => "\\x0C".to_string(),
+                        '\r' => "\\r".to_string(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                let replacement = if kept.is_empty() {
+                    // Nothing left: a class that can never match.
+                    "[^\\x00-\\x{10FFFF}]".to_string()
+                } else {
+                    format!("[{kept}]")
+                };
+                return Some((replacement, i + 1));
+            }
+            '\\' => {
+                let escaped = *chars.get(i + 1)?;
+                match escaped {
+                    'S' => saw_not_space = true,
+                    't' => excluded.push('\t'),
+                    'n' => excluded.push('\n'),
+                    'f' => excluded.push('\x0C'),
+                    'r' => excluded.push('\r'),
+                    'v' | ' ' => {}
+                    _ => return None,
+                }
+                i += 2;
+            }
+            literal @ ('\t' | '\n' | '\x0C' | '\r' | ' ') => {
+                excluded.push(literal);
+                i += 1;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Translates the escape `\c`. ASCII classes replace Unicode ones (see the
+/// module docs); everything else passes through unchanged.
+fn translate_escape(c: char, in_class: bool) -> String {
+    const DIGIT: &str = "0-9";
+    const WORD: &str = "0-9A-Za-z_";
+    const SPACE: &str = "\\t\\n\\x0C\\r ";
+    match (c, in_class) {
+        ('d', false) => format!("[{DIGIT}]"),
+        ('d', true) => DIGIT.to_string(),
+        ('w', false) => format!("[{WORD}]"),
+        ('w', true) => WORD.to_string(),
+        ('s', false) => format!("[{SPACE}]"),
+        ('s', true) => SPACE.to_string(),
+        // Negated classes nest inside an enclosing class in Rust's syntax.
+        ('D', _) => format!("[^{DIGIT}]"),
+        ('W', _) => format!("[^{WORD}]"),
+        ('S', _) => format!("[^{SPACE}]"),
+        ('b', false) => "(?-u:\\b)".to_string(),
+        ('B', false) => "(?-u:\\B)".to_string(),
+        // Go accepts `\/` and other escaped punctuation; Rust accepts escaping
+        // of meta characters only, so other punctuation is emitted bare.
+        (p, _) if (p.is_ascii_punctuation() || p == ' ') && !is_rust_meta(p) => p.to_string(),
+        (other, _) => format!("\\{other}"),
+    }
+}
+
+fn is_rust_meta(c: char) -> bool {
+    matches!(
+        c,
+        '\\' | '.'
+            | '+'
+            | '*'
+            | '?'
+            | '('
+            | ')'
+            | '|'
+            | '['
+            | ']'
+            | '{'
+            | '}'
+            | '^'
+            | '$'
+            | '#'
+            | '&'
+            | '-'
+            | '~'
+    )
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    if is_rust_meta(c) {
+        out.push('\\');
+    }
+    out.push(c);
+}
+
+/// Returns the literal text of a `\Q...\E` run and how many chars it used
+/// (including the closing `\E`, which may be absent).
+fn quoted_literal(rest: &[char]) -> (String, usize) {
+    let mut literal = String::new();
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i] == '\\' && rest.get(i + 1) == Some(&'E') {
+            return (literal, i + 2);
+        }
+        literal.push(rest[i]);
+        i += 1;
+    }
+    (literal, i)
+}
+
+fn find_posix_end(chars: &[char], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 1 < chars.len() {
+        if chars[i] == ':' && chars[i + 1] == ']' {
+            return Some(i + 1);
+        }
+        if !chars[i].is_ascii_alphabetic() && chars[i] != '^' {
+            return None;
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Length of a valid `{n}`, `{n,}` or `{n,m}` at the start of `chars`.
+fn repetition_len(chars: &[char]) -> Option<usize> {
+    let mut i = 1;
+    let digits_start = i;
+    while i < chars.len() && chars[i].is_ascii_digit() {
+        i += 1;
+    }
+    if i == digits_start {
+        return None;
+    }
+    if chars.get(i) == Some(&',') {
+        i += 1;
+        while i < chars.len() && chars[i].is_ascii_digit() {
+            i += 1;
+        }
+    }
+    if chars.get(i) == Some(&'}') {
+        // A lazy `?` after the braces is carried by the main loop.
+        Some(i + 1)
+    } else {
+        None
+    }
+}
