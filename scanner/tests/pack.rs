@@ -4,6 +4,9 @@
 
 mod lab;
 
+#[path = "lab/engine_pack.rs"]
+mod engine_pack;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use scanfleet_scanner::pack;
