@@ -87,7 +87,7 @@ impl TemplateString {
         let mut i = 0;
         let bytes = src.as_bytes();
         while i < bytes.len() {
-            if src[i..].starts_with("{{") {
+            if bytes[i..].starts_with(b"{{") {
                 if let Some((marker, end)) = brace_marker(src, i) {
                     if text_start < i {
                         parts.push(Part::Text(Bytes::copy_from_slice(&bytes[text_start..i])));
@@ -100,7 +100,7 @@ impl TemplateString {
                 i += 2;
                 continue;
             }
-            if src[i..].starts_with(SECTION) {
+            if bytes[i..].starts_with(SECTION.as_bytes()) {
                 let after = i + SECTION.len();
                 if let Some(close) = src[after..].find(SECTION) {
                     let name = &src[after..after + close];
