@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use super::model::{HttpBlock, PayloadDef, Template};
-use super::scan;
+use crate::dsl;
 use crate::operators::{ExtractorDef, MatcherDef};
 
 /// One reason a template cannot run. The variants are listed from the most
@@ -339,9 +339,10 @@ fn check_part(part: Option<&str>, reasons: &mut BTreeSet<Reason>) {
 /// Text that is interpolated before sending (paths, raw requests, headers,
 /// bodies, variables, payload values, matcher words).
 ///
-/// A marker calling a helper Nuclei does not have is left as written by
-/// Nuclei (SSTI probes such as `{{7*7}}` or `{{phpinfo()}}` rely on that),
-/// so only helpers Nuclei knows and this engine lacks make a reason.
+/// A marker that does not parse as an expression, or calls a function
+/// Nuclei does not have, is sent as written (SSTI probes such as `{{7*7}}`
+/// or `{{phpinfo()}}` rely on that), so only helpers the DSL knows but
+/// cannot run make a reason.
 fn check_request_text(text: &str, reasons: &mut BTreeSet<Reason>) {
     if text.contains("interactsh") {
         reasons.insert(Reason::Interactsh);
@@ -349,184 +350,35 @@ fn check_request_text(text: &str, reasons: &mut BTreeSet<Reason>) {
     if !text.contains("{{") {
         return;
     }
-    for marker in scan::markers(text) {
-        if scan::is_plain_variable(marker) {
-            continue;
-        }
-        for name in scan::called_functions(marker) {
-            if helpers::is_nuclei_helper(name) && !helpers::is_supported(name) {
-                reasons.insert(Reason::UnsupportedDslHelper(name.to_string()));
+    // Parsing never fails on odd markers; they stay text.
+    if let Ok(parsed) = dsl::TemplateString::parse(text) {
+        for name in parsed.functions() {
+            if !dsl::is_supported_helper(&name) {
+                reasons.insert(Reason::UnsupportedDslHelper(name));
             }
         }
     }
 }
 
-/// A DSL matcher or extractor expression: every helper it calls must exist.
+/// A DSL matcher or extractor expression: it must parse, and every helper
+/// it calls must run here.
 fn check_dsl(expr: &str, reasons: &mut BTreeSet<Reason>) {
     if expr.contains("interactsh") {
         reasons.insert(Reason::Interactsh);
     }
-    for name in scan::called_functions(expr) {
-        if !helpers::is_supported(name) {
-            reasons.insert(Reason::UnsupportedDslHelper(name.to_string()));
+    match dsl::Expr::parse(expr) {
+        Ok(parsed) => {
+            for name in parsed.functions() {
+                if !dsl::is_supported_helper(&name) {
+                    reasons.insert(Reason::UnsupportedDslHelper(name));
+                }
+            }
         }
-    }
-}
-
-/// Which helper names exist in Nuclei and which ones this engine runs.
-mod helpers {
-    /// Helpers Nuclei's DSL registers (each also reachable without
-    /// underscores), plus the ones Nuclei adds for HTTP templates.
-    const NUCLEI: &[&str] = &[
-        "aes_cbc",
-        "aes_gcm",
-        "base64",
-        "base64_decode",
-        "base64_py",
-        "bin_to_dec",
-        "compare_versions",
-        "concat",
-        "contains",
-        "contains_all",
-        "contains_any",
-        "count",
-        "date_time",
-        "dec_to_hex",
-        "deflate",
-        "ends_with",
-        "equals_any",
-        "generate_java_gadget",
-        "generate_jwt",
-        "gzip",
-        "gzip_decode",
-        "hex_decode",
-        "hex_encode",
-        "hex_to_dec",
-        "hmac",
-        "html_escape",
-        "html_unescape",
-        "index",
-        "inflate",
-        "ip_format",
-        "jarm",
-        "join",
-        "json_minify",
-        "json_prettify",
-        "len",
-        "line_ends_with",
-        "line_starts_with",
-        "llm_prompt",
-        "md5",
-        "mmh3",
-        "oct_to_dec",
-        "padding",
-        "print_debug",
-        "public_ip",
-        "rand_base",
-        "rand_char",
-        "rand_int",
-        "rand_ip",
-        "rand_text_alpha",
-        "rand_text_alphanumeric",
-        "rand_text_numeric",
-        "regex",
-        "regex_all",
-        "regex_any",
-        "remove_bad_chars",
-        "repeat",
-        "replace",
-        "replace_regex",
-        "resolve",
-        "reverse",
-        "sha1",
-        "sha256",
-        "sha512",
-        "sort",
-        "split",
-        "starts_with",
-        "substr",
-        "to_lower",
-        "to_number",
-        "to_string",
-        "to_title",
-        "to_unix_time",
-        "to_upper",
-        "trim",
-        "trim_left",
-        "trim_prefix",
-        "trim_right",
-        "trim_space",
-        "trim_suffix",
-        "uniq",
-        "unix_time",
-        "unpack",
-        "url_decode",
-        "url_encode",
-        "wait_for",
-        "xor",
-        "zip",
-        "zlib",
-        "zlib_decode",
-        "getNetworkPort",
-    ];
-
-    /// Helpers the engine's DSL evaluates.
-    const SUPPORTED: &[&str] = &[
-        "base64",
-        "base64_decode",
-        "base64_py",
-        "compare_versions",
-        "concat",
-        "contains",
-        "contains_all",
-        "contains_any",
-        "date_time",
-        "ends_with",
-        "hex_decode",
-        "hex_encode",
-        "html_escape",
-        "html_unescape",
-        "join",
-        "len",
-        "line_ends_with",
-        "line_starts_with",
-        "md5",
-        "mmh3",
-        "rand_base",
-        "rand_int",
-        "rand_text_alpha",
-        "rand_text_alphanumeric",
-        "rand_text_numeric",
-        "regex",
-        "repeat",
-        "replace",
-        "replace_regex",
-        "reverse",
-        "sha1",
-        "sha256",
-        "starts_with",
-        "to_lower",
-        "to_number",
-        "to_string",
-        "to_upper",
-        "trim",
-        "trim_left",
-        "trim_right",
-        "unix_time",
-        "url_decode",
-        "url_encode",
-    ];
-
-    fn listed(list: &[&str], name: &str) -> bool {
-        list.iter()
-            .any(|h| *h == name || (h.contains('_') && h.replace('_', "") == name))
-    }
-
-    pub fn is_nuclei_helper(name: &str) -> bool {
-        listed(NUCLEI, name)
-    }
-
-    pub fn is_supported(name: &str) -> bool {
-        listed(SUPPORTED, name)
+        Err(dsl::DslError::UnknownFunction(name)) => {
+            reasons.insert(Reason::UnsupportedDslHelper(name));
+        }
+        Err(_) => {
+            reasons.insert(Reason::UnsupportedDslExpression);
+        }
     }
 }

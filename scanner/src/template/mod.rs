@@ -7,12 +7,10 @@
 //!   [`Reason`]s that group well in reports.
 //! - [`summary`]: [`CheckSummary`], the grouped totals of `templates check`.
 //! - `yaml`: lenient readers for the scalar and list shapes templates use.
-//! - `scan`: finding `{{...}}` markers and helper calls in template text.
 
 pub mod check;
 pub mod loader;
 pub mod model;
-mod scan;
 pub mod summary;
 mod yaml;
 
