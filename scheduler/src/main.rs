@@ -1,1 +1,24 @@
-fn main() {}
+//! `scanfleet-scheduler`: runs the scheduler until SIGINT or SIGTERM.
+
+use scanfleet_common::{telemetry, Settings};
+use scanfleet_scheduler::Scheduler;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::load()?;
+    telemetry::init(settings.log_format);
+    let scheduler = Scheduler::build(&settings).await?;
+    tracing::info!("scheduler started");
+    scheduler.run_until_stopped(shutdown_signal()).await?;
+    tracing::info!("scheduler stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+}

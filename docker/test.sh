@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# `make test`: the whole test suite, with nextest when it is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if cargo nextest --version >/dev/null 2>&1; then
+  exec cargo nextest run --workspace --no-fail-fast --retries 0
+else
+  exec cargo test --workspace --no-fail-fast
+fi
