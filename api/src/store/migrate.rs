@@ -8,8 +8,14 @@ use crate::error::Error;
 
 /// (version, name, sql), in order. Add new files at the end; never edit one
 /// that has been released.
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "init", include_str!("../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "init", include_str!("../../migrations/0001_init.sql")),
+    (
+        4,
+        "dashboard_rollups",
+        include_str!("../../migrations/0004_dashboard_rollups.sql"),
+    ),
+];
 
 /// Arbitrary constant naming the migration lock.
 const MIGRATION_LOCK: i64 = 0x5ca9_f1ee_7001;
