@@ -20,6 +20,7 @@ use crate::auth::password;
 use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
 use crate::problem::problem_guard;
+use crate::queue::ScanQueue;
 use crate::routes::{self, health};
 use crate::state::AppState;
 use crate::store::{self, migrate, users};
@@ -46,6 +47,10 @@ impl Application {
         .build()
         .context("building the Redis client")?;
         redis.init().await.context("connecting to Redis")?;
+        let keys = Keys::new(settings.redis_prefix.clone());
+        let scan_queue = ScanQueue::connect(settings.redis_url.expose(), &keys)
+            .await
+            .context("connecting the scan queue to Redis")?;
 
         let secret = match &settings.jwt_secret {
             Some(s) => s.expose().to_string(),
@@ -70,7 +75,8 @@ impl Application {
         let state = AppState {
             db,
             redis,
-            keys: Keys::new(settings.redis_prefix.clone()),
+            scan_queue,
+            keys,
             settings: Arc::new(settings),
             jwt,
             dummy_password_hash,

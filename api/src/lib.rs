@@ -17,8 +17,12 @@
 
 pub mod app;
 pub mod auth;
+pub mod cron;
+pub mod domain;
 pub mod error;
 pub mod problem;
+pub mod queue;
+pub mod report;
 pub mod routes;
 pub mod state;
 pub mod store;

@@ -7,6 +7,7 @@ use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
 
 use crate::auth::tokens::JwtKeys;
+use crate::queue::ScanQueue;
 use crate::store::Db;
 
 #[derive(Clone)]
@@ -14,6 +15,8 @@ pub struct AppState {
     pub db: Db,
     /// Shared client for short commands; blocking reads use their own connections.
     pub redis: fred::clients::Client,
+    /// Producer end of the apalis scan queue.
+    pub scan_queue: ScanQueue,
     pub settings: Arc<Settings>,
     pub keys: Keys,
     pub jwt: JwtKeys,

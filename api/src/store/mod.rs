@@ -7,8 +7,16 @@
 //! - [`users`], [`sessions`]: accounts and refresh-token sessions.
 //! - [`tiers`]: subscription tiers and their limits.
 
+pub mod api_keys;
+pub mod dashboard;
+pub mod findings;
 pub mod migrate;
+pub mod notifications;
+pub mod scans;
+pub mod schedules;
 pub mod sessions;
+pub mod subscriptions;
+pub mod targets;
 pub mod tiers;
 pub mod users;
 

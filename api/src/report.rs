@@ -1,0 +1,1 @@
+//! Scan reports in html, json, sarif, csv and pdf.

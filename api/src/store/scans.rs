@@ -1,0 +1,432 @@
+//! Scans: creation (tier limit, row, queue push: [`create_scan`], the one
+//! path every scan takes, from `POST /scans`, schedule run-now and the
+//! scheduler), listing, stop, and the forward-only status transition the
+//! ingester applies.
+
+use chrono::{DateTime, Utc};
+use scanfleet_common::events::ScanStatus;
+use scanfleet_common::jobs::{Engine, ScanJob};
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use super::users::User;
+use super::Page;
+use crate::error::Error;
+use crate::problem::Upgrade;
+use crate::state::AppState;
+
+#[derive(Debug, Clone)]
+pub struct ScanRow {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub target_id: Uuid,
+    pub schedule_id: Option<Uuid>,
+    /// The target's domain.
+    pub domain: String,
+    pub engine: Engine,
+    pub status: ScanStatus,
+    pub stage: Option<String>,
+    pub progress: i16,
+    pub current_tool: Option<String>,
+    pub error: Option<String>,
+    pub findings_count: i32,
+    pub critical_count: i32,
+    pub high_count: i32,
+    pub medium_count: i32,
+    pub low_count: i32,
+    pub info_count: i32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Columns of [`ScanRow`], for `scans s JOIN targets t`.
+pub(crate) const COLUMNS: &str =
+    "s.id, s.user_id, s.target_id, s.schedule_id, t.domain, s.engine, \
+     s.status, s.stage, s.progress, s.current_tool, s.error, s.findings_count, s.critical_count, \
+     s.high_count, s.medium_count, s.low_count, s.info_count, s.created_at, s.started_at, \
+     s.completed_at, s.updated_at";
+
+pub(crate) fn from_row(row: &Row) -> ScanRow {
+    let engine: &str = row.get(5);
+    let status: &str = row.get(6);
+    ScanRow {
+        id: row.get(0),
+        user_id: row.get(1),
+        target_id: row.get(2),
+        schedule_id: row.get(3),
+        domain: row.get(4),
+        // The table's CHECK constraints admit only known values.
+        engine: Engine::parse(engine).unwrap_or(Engine::Full),
+        status: ScanStatus::parse(status).unwrap_or(ScanStatus::Failed),
+        stage: row.get(7),
+        progress: row.get(8),
+        current_tool: row.get(9),
+        error: row.get(10),
+        findings_count: row.get(11),
+        critical_count: row.get(12),
+        high_count: row.get(13),
+        medium_count: row.get(14),
+        low_count: row.get(15),
+        info_count: row.get(16),
+        created_at: row.get(17),
+        started_at: row.get(18),
+        completed_at: row.get(19),
+        updated_at: row.get(20),
+    }
+}
+
+/// The tier above `current` and the upgrade prompt for a limit or feature
+/// of `current`.
+pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String>) -> Upgrade {
+    let tier_slug = match current {
+        "demo" => "monthly",
+        _ => "yearly",
+    };
+    Upgrade {
+        tier_slug: tier_slug.to_string(),
+        url: format!(
+            "{}/api/v1/subscriptions/tiers",
+            state.settings.api.public_url
+        ),
+        message: message.into(),
+    }
+}
+
+/// The period scans are counted in: the subscription's current billing
+/// period for paid tiers when there is one covering now, else the calendar
+/// month (UTC). Returns `(start, end)`.
+pub async fn usage_period(
+    db: &impl GenericClient,
+    user_id: Uuid,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), Error> {
+    let row = db
+        .query_opt(
+            "SELECT CASE WHEN u.tier_slug <> 'demo' AND s.current_period_start <= now()
+                          AND now() < s.current_period_end
+                     THEN s.current_period_start
+                     ELSE date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END,
+                    CASE WHEN u.tier_slug <> 'demo' AND s.current_period_start <= now()
+                          AND now() < s.current_period_end
+                     THEN s.current_period_end
+                     ELSE (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month')
+                          AT TIME ZONE 'UTC' END
+             FROM users u LEFT JOIN subscriptions s ON s.user_id = u.id
+             WHERE u.id = $1",
+            &[&user_id],
+        )
+        .await?
+        .ok_or(Error::NotFound("user"))?;
+    Ok((row.get(0), row.get(1)))
+}
+
+/// Scans created in the current period (for usage reports).
+pub async fn scans_used(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
+    let (start, _) = usage_period(db, user_id).await?;
+    let row = db
+        .query_opt(
+            "SELECT scans FROM scan_usage WHERE user_id = $1 AND period_start = $2",
+            &[&user_id, &start],
+        )
+        .await?;
+    Ok(row.map(|r| i64::from(r.get::<_, i32>(0))).unwrap_or(0))
+}
+
+/// Creates a scan: checks that `target_id` is the user's, counts the scan
+/// against the tier's limit for the period and inserts the `queued` row in
+/// one transaction (the usage upsert only increments below the limit, so
+/// concurrent creates cannot overshoot it), then pushes the [`ScanJob`].
+///
+/// The push happens after the commit, so a node never takes a job whose row
+/// does not exist yet; if it fails, the scan is marked `failed` (it would
+/// otherwise stay `queued` forever) and the error is `Unavailable`. The
+/// scan still counts: every created scan does.
+#[tracing::instrument(skip_all, fields(user_id = %user.id, target_id = %target_id))]
+pub async fn create_scan(
+    state: &AppState,
+    user: &User,
+    target_id: Uuid,
+    engine: Engine,
+    schedule_id: Option<Uuid>,
+) -> Result<ScanRow, Error> {
+    let mut db = state.db.get().await?;
+    let tx = db.transaction().await?;
+    let found = tx
+        .query_opt(
+            "SELECT 1 FROM targets WHERE id = $1 AND user_id = $2",
+            &[&target_id, &user.id],
+        )
+        .await?;
+    if found.is_none() {
+        return Err(Error::NotFound("target"));
+    }
+    // The tier as stored now, not as the caller's identity saw it.
+    let tier = tx
+        .query_one(
+            "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
+             WHERE u.id = $1",
+            &[&user.id],
+        )
+        .await?;
+    let tier_slug: String = tier.get(0);
+    let scan_limit: Option<i32> = tier.get(1);
+    let (period_start, _) = usage_period(&*tx, user.id).await?;
+    let counted = match scan_limit {
+        Some(limit) if limit <= 0 => None,
+        Some(limit) => tx
+            .query_opt(
+                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                 ON CONFLICT (user_id, period_start) DO UPDATE
+                 SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
+                 RETURNING scans",
+                &[&user.id, &period_start, &limit],
+            )
+            .await?
+            .map(|r| r.get::<_, i32>(0)),
+        // Unlimited tiers are counted too, for usage reports.
+        None => tx
+            .query_opt(
+                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                 ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
+                 RETURNING scans",
+                &[&user.id, &period_start],
+            )
+            .await?
+            .map(|r| r.get::<_, i32>(0)),
+    };
+    if counted.is_none() {
+        let limit = scan_limit.unwrap_or(0);
+        return Err(Error::UpgradeRequired {
+            code: "scan_limit_reached",
+            detail: format!(
+                "the {tier_slug} tier allows {limit} scans per period and they are used up"
+            ),
+            upgrade: upgrade_prompt(
+                state,
+                &tier_slug,
+                "Upgrade your plan to run more scans this period.",
+            ),
+        });
+    }
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH s AS (
+                     INSERT INTO scans (id, user_id, target_id, schedule_id, engine)
+                     VALUES ($1, $2, $3, $4, $5) RETURNING *)
+                 SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
+            ),
+            &[
+                &Uuid::now_v7(),
+                &user.id,
+                &target_id,
+                &schedule_id,
+                &engine.as_str(),
+            ],
+        )
+        .await?;
+    tx.commit().await?;
+    let scan = from_row(&row);
+
+    let job = ScanJob {
+        scan_id: scan.id,
+        target_id: scan.target_id,
+        domain: scan.domain.clone(),
+        engine,
+    };
+    if let Err(e) = state.scan_queue.push(job).await {
+        tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
+        fail_unqueued(
+            &**db,
+            scan.id,
+            "the scan could not be queued; start it again",
+        )
+        .await?;
+        return Err(e);
+    }
+    tracing::info!(scan_id = %scan.id, engine = engine.as_str(), "scan queued");
+    Ok(scan)
+}
+
+/// Marks a scan whose job never reached the queue as failed.
+async fn fail_unqueued(db: &impl GenericClient, scan_id: Uuid, error: &str) -> Result<(), Error> {
+    db.execute(
+        "UPDATE scans SET status = 'failed', error = $2, completed_at = now(), updated_at = now()
+         WHERE id = $1 AND status = 'queued'",
+        &[&scan_id, &error],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Filters of the scan list.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ScanFilter {
+    pub target_id: Option<Uuid>,
+    pub status: Option<ScanStatus>,
+}
+
+/// The user's scans, newest first, with the total count.
+pub async fn list(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    filter: ScanFilter,
+    page: Page,
+) -> Result<(Vec<ScanRow>, i64), Error> {
+    let status = filter.status.map(ScanStatus::as_str);
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
+                 WHERE s.user_id = $1 AND ($2::uuid IS NULL OR s.target_id = $2)
+                   AND ($3::text IS NULL OR s.status = $3)
+                 ORDER BY s.created_at DESC, s.id DESC LIMIT $4 OFFSET $5"
+            ),
+            &[
+                &user_id,
+                &filter.target_id,
+                &status,
+                &page.limit,
+                &page.offset,
+            ],
+        )
+        .await?;
+    let total: i64 = db
+        .query_one(
+            "SELECT count(*) FROM scans s WHERE s.user_id = $1
+               AND ($2::uuid IS NULL OR s.target_id = $2) AND ($3::text IS NULL OR s.status = $3)",
+            &[&user_id, &filter.target_id, &status],
+        )
+        .await?
+        .get(0);
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// One of the user's scans.
+pub async fn find(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    scan_id: Uuid,
+) -> Result<Option<ScanRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
+                 WHERE s.id = $1 AND s.user_id = $2"
+            ),
+            &[&scan_id, &user_id],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Any scan, by id (for the ingester and the scheduler).
+pub async fn find_any(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<ScanRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1"
+            ),
+            &[&scan_id],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Stops one of the user's scans: `NotFound` when it is not theirs,
+/// `Conflict(scan_finished)` when it already finished. The stop is
+/// published before the row changes, so a failed publish changes nothing.
+#[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
+pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result<ScanRow, Error> {
+    let db = state.db.get().await?;
+    let scan = find(&**db, user_id, scan_id)
+        .await?
+        .ok_or(Error::NotFound("scan"))?;
+    let finished = || {
+        Error::conflict(
+            "scan_finished",
+            "the scan has already finished and cannot be stopped",
+        )
+    };
+    if scan.status.is_terminal() {
+        return Err(finished());
+    }
+    crate::queue::publish_stop(state, scan_id).await?;
+    let row = db
+        .query_opt(
+            &format!(
+                "WITH s AS (
+                     UPDATE scans SET status = 'stopped', completed_at = now(), updated_at = now()
+                     WHERE id = $1 AND user_id = $2 AND status IN ('queued', 'pending', 'running')
+                     RETURNING *)
+                 SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
+            ),
+            &[&scan_id, &user_id],
+        )
+        .await?;
+    // None: it finished between the read and the update.
+    row.as_ref().map(from_row).ok_or_else(finished)
+}
+
+/// Ids of a target's queued, pending and running scans.
+pub async fn active_ids_of_target(
+    db: &impl GenericClient,
+    target_id: Uuid,
+) -> Result<Vec<Uuid>, Error> {
+    let rows = db
+        .query(
+            "SELECT id FROM scans WHERE target_id = $1
+               AND status IN ('queued', 'pending', 'running')",
+            &[&target_id],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Moves a scan to `next` when [`ScanStatus::can_move_to`] allows it (only
+/// forward, never out of a terminal status), stamping `started_at` when a
+/// node takes it, `completed_at` on a terminal status and progress 100 on
+/// completion. Returns whether the status changed; a replayed or late event
+/// changes nothing.
+pub async fn set_scan_status(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    next: ScanStatus,
+    error: Option<&str>,
+) -> Result<bool, Error> {
+    let Some(row) = db
+        .query_opt(
+            "SELECT status FROM scans WHERE id = $1 FOR UPDATE",
+            &[&scan_id],
+        )
+        .await?
+    else {
+        return Ok(false);
+    };
+    let current = ScanStatus::parse(row.get(0)).unwrap_or(ScanStatus::Failed);
+    if !current.can_move_to(next) {
+        return Ok(false);
+    }
+    let starts = matches!(next, ScanStatus::Pending | ScanStatus::Running);
+    let n = db
+        .execute(
+            "UPDATE scans SET status = $2,
+                    error = COALESCE($3, error),
+                    started_at = CASE WHEN $4 THEN COALESCE(started_at, now()) ELSE started_at END,
+                    completed_at = CASE WHEN $5 THEN now() ELSE completed_at END,
+                    progress = CASE WHEN $6 THEN 100 ELSE progress END,
+                    updated_at = now()
+             WHERE id = $1",
+            &[
+                &scan_id,
+                &next.as_str(),
+                &error,
+                &starts,
+                &next.is_terminal(),
+                &(next == ScanStatus::Completed),
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}

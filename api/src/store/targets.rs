@@ -1,0 +1,1 @@
+//! Targets: the domains a user scans.
