@@ -64,7 +64,12 @@ impl OperatorResult {
     /// Every non-internal extracted value, deduplicated in order: the
     /// `extracted_results` of a finding.
     pub fn extracted_results(&self) -> Vec<String> {
-        dedupe(self.extracts.iter().flat_map(|(_, v)| v.iter().cloned()).collect())
+        dedupe(
+            self.extracts
+                .iter()
+                .flat_map(|(_, v)| v.iter().cloned())
+                .collect(),
+        )
     }
 }
 
@@ -76,8 +81,14 @@ impl Operators {
         condition: Option<&str>,
     ) -> Result<Operators, OperatorError> {
         let condition = Condition::parse(condition)?;
-        let mut matchers = matchers.iter().map(Matcher::compile).collect::<Result<Vec<_>, _>>()?;
-        let mut extractors = extractors.iter().map(Extractor::compile).collect::<Result<Vec<_>, _>>()?;
+        let mut matchers = matchers
+            .iter()
+            .map(Matcher::compile)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut extractors = extractors
+            .iter()
+            .map(Extractor::compile)
+            .collect::<Result<Vec<_>, _>>()?;
         let slots = assign_slots(
             matchers
                 .iter_mut()
@@ -130,7 +141,9 @@ impl Operators {
                 }
             }
             if !extractor.is_internal() {
-                result.extracts.push((extractor.name().map(str::to_string), values));
+                result
+                    .extracts
+                    .push((extractor.name().map(str::to_string), values));
             }
         }
         if self.matchers.is_empty() {

@@ -27,15 +27,25 @@ pub struct Extractor {
 
 #[derive(Debug)]
 enum Kind {
-    Regex { regexes: Vec<Regex>, group: usize },
+    Regex {
+        regexes: Vec<Regex>,
+        group: usize,
+    },
     /// Variable names, lowercased with `-` turned into `_`.
     Kval(Vec<String>),
     Json(Vec<JsonQuery>),
-    XPath { queries: XPathQueries, attribute: Option<String> },
+    XPath {
+        queries: XPathQueries,
+        attribute: Option<String>,
+    },
     Dsl(Vec<Expr>),
 }
 
-fn values(list: &Option<StringOrList>, kind: &str, field: &'static str) -> Result<Vec<String>, OperatorError> {
+fn values(
+    list: &Option<StringOrList>,
+    kind: &str,
+    field: &'static str,
+) -> Result<Vec<String>, OperatorError> {
     let items = list.as_ref().map(StringOrList::to_vec).unwrap_or_default();
     if items.is_empty() {
         Err(OperatorError::MissingValues {
@@ -137,7 +147,9 @@ impl Extractor {
                 };
                 let corpus = part.as_bytes();
                 match &self.kind {
-                    Kind::Regex { regexes, group } => extract_regex(regexes, *group, &corpus, &mut found),
+                    Kind::Regex { regexes, group } => {
+                        extract_regex(regexes, *group, &corpus, &mut found)
+                    }
                     Kind::Json(queries) => {
                         if let Some(document) = json::parse(&corpus) {
                             for query in queries {
@@ -177,7 +189,11 @@ fn extract_regex(regexes: &[Regex], group: usize, corpus: &[u8], found: &mut Vec
             continue;
         }
         if group == 0 {
-            found.extend(regex.find_iter(corpus).map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned()));
+            found.extend(
+                regex
+                    .find_iter(corpus)
+                    .map(|m| String::from_utf8_lossy(m.as_bytes()).into_owned()),
+            );
             continue;
         }
         for captures in regex.captures_iter(corpus) {
@@ -196,5 +212,8 @@ pub(crate) fn dedupe(values: Vec<String>) -> Vec<String> {
         return values;
     }
     let mut seen = HashSet::with_capacity(values.len());
-    values.into_iter().filter(|v| seen.insert(v.clone())).collect()
+    values
+        .into_iter()
+        .filter(|v| seen.insert(v.clone()))
+        .collect()
 }

@@ -33,21 +33,35 @@ impl JsonQuery {
             query: source.to_string(),
             reason,
         };
-        let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
-        let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
+        let defs = jaq_core::defs()
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs());
+        let funs = jaq_core::funs()
+            .chain(jaq_std::funs())
+            .chain(jaq_json::funs());
         let loader = Loader::new(defs);
         let arena = Arena::default();
         let program = File {
             code: source,
             path: (),
         };
-        let modules = loader
-            .load(&arena, program)
-            .map_err(|errs| bad(format!("does not parse ({} error(s): {:?})", errs.len(), first_error(&errs))))?;
+        let modules = loader.load(&arena, program).map_err(|errs| {
+            bad(format!(
+                "does not parse ({} error(s): {:?})",
+                errs.len(),
+                first_error(&errs)
+            ))
+        })?;
         let filter = Compiler::default()
             .with_funs(funs)
             .compile(modules)
-            .map_err(|errs| bad(format!("does not compile ({} error(s): {:?})", errs.len(), first_error(&errs))))?;
+            .map_err(|errs| {
+                bad(format!(
+                    "does not compile ({} error(s): {:?})",
+                    errs.len(),
+                    first_error(&errs)
+                ))
+            })?;
         Ok(JsonQuery {
             source: source.to_string(),
             filter,

@@ -14,7 +14,7 @@ use super::defs::{MatcherDef, StringOrList};
 use super::error::OperatorError;
 use super::goregex;
 use super::part::{Part, PartCache};
-use super::render::Rendered;
+use super::render::Word as RenderedWord;
 use super::xpath::{self, XPathQueries};
 use super::Condition;
 use crate::dsl::{Expr, Value, Vars};
@@ -63,7 +63,7 @@ struct Words {
 
 #[derive(Debug)]
 struct Word {
-    rendered: Rendered,
+    rendered: RenderedWord,
     /// Prebuilt searcher for literal, case-sensitive words.
     finder: Option<memmem::Finder<'static>>,
 }
@@ -106,7 +106,11 @@ impl Matcher {
                 let codes = require(def.status.clone().unwrap_or_default(), kind_name, "status")?;
                 Kind::Status(codes.into_iter().map(i64::from).collect())
             }
-            "size" => Kind::Size(require(def.size.clone().unwrap_or_default(), kind_name, "size")?),
+            "size" => Kind::Size(require(
+                def.size.clone().unwrap_or_default(),
+                kind_name,
+                "size",
+            )?),
             "binary" => {
                 let raw = require(values(&def.binary), kind_name, "binary")?;
                 let needles = raw
@@ -195,7 +199,11 @@ impl Matcher {
 
     /// Shared loop of the word, regex and binary matchers: `hits(i)` returns
     /// the snippets of value `i`, empty when it does not occur.
-    fn combine(&self, count: usize, mut hits: impl FnMut(usize) -> Vec<String>) -> (bool, Vec<String>) {
+    fn combine(
+        &self,
+        count: usize,
+        mut hits: impl FnMut(usize) -> Vec<String>,
+    ) -> (bool, Vec<String>) {
         let mut collected = Vec::new();
         for i in 0..count {
             let found = hits(i);
@@ -223,6 +231,8 @@ impl Matcher {
                     Cow::Owned(lowercase(&rendered))
                 }
                 Some(rendered) => rendered,
+                // A failed render is a miss under `and` (Nuclei bails out).
+                None if self.condition == Condition::And => return Vec::new(),
                 None => Cow::Borrowed(word.rendered.raw()),
             };
             let found = if let Some(finder) = &word.finder {
@@ -245,7 +255,8 @@ impl Matcher {
     fn match_regexes(&self, regexes: &[Regex], corpus: &[u8]) -> (bool, Vec<String>) {
         let first_only = self.condition == Condition::Or && !self.match_all;
         self.combine(regexes.len(), |i| {
-            let lossy = |m: regex::bytes::Match<'_>| String::from_utf8_lossy(m.as_bytes()).into_owned();
+            let lossy =
+                |m: regex::bytes::Match<'_>| String::from_utf8_lossy(m.as_bytes()).into_owned();
             if first_only {
                 regexes[i].find(corpus).map(lossy).into_iter().collect()
             } else {
@@ -328,7 +339,7 @@ fn compile_words(raw: Vec<String>, def: &MatcherDef) -> Result<Words, OperatorEr
             bytes = lowercase(&bytes);
             needs_lowered_corpus |= !bytes.is_ascii();
         }
-        let rendered = Rendered::compile(bytes);
+        let rendered = RenderedWord::compile(bytes);
         let finder = (rendered.is_literal() && !def.case_insensitive)
             .then(|| memmem::Finder::new(rendered.raw()).into_owned());
         words.push(Word { rendered, finder });

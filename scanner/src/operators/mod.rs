@@ -4,16 +4,17 @@
 //! workers, so compiled operators are immutable and `Send + Sync`.
 //!
 //! # Layout
-//! - [`defs`]: the YAML shapes of matchers and extractors.
-//! - [`matcher`]: word, regex, status, size, binary, dsl and xpath matchers.
-//! - [`extractor`]: regex, kval, json, xpath and dsl extractors.
-//! - [`evaluate`]: a request's operators together (`matchers-condition`,
+//! - [`defs`] — the YAML shapes of matchers and extractors.
+//! - [`matcher`] — word, regex, status, size, binary, dsl and xpath matchers.
+//! - [`extractor`] — regex, kval, json, xpath and dsl extractors.
+//! - [`evaluate`] — a request's operators together (`matchers-condition`,
 //!   extracted values visible to matchers).
-//! - `part`: which response variable a matcher reads.
-//! - `goregex`: Go RE2 patterns compiled with the `regex` crate.
-//! - `render`: `{{...}}` markers in matcher words.
-//! - `json`: jq queries (jaq). `xpath`: XPath over HTML and XML.
-//! - [`error`]: compile errors.
+//! - `part` — which response variable a matcher reads.
+//! - `goregex` — Go RE2 patterns compiled with the `regex` crate.
+//! - `render` — `{{...}}` markers in matcher words (the DSL's template strings).
+//! - `json` — jq queries (jaq).
+//! - `xpath` — XPath over HTML and XML.
+//! - [`error`] — compile errors.
 
 pub mod defs;
 pub mod error;

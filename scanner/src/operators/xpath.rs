@@ -94,7 +94,9 @@ impl<'d> Selection<'d> {
             Selection::Nodes(nodes) => nodes
                 .iter()
                 .map(|node| match (attribute, node) {
-                    (Some(attr), Node::Element(e)) => e.attribute_value(attr).unwrap_or_default().to_string(),
+                    (Some(attr), Node::Element(e)) => {
+                        e.attribute_value(attr).unwrap_or_default().to_string()
+                    }
                     _ => node.string_value(),
                 })
                 .collect(),
@@ -171,7 +173,12 @@ fn copy_html(document: &Document<'_>, text: &str) {
 
 /// Where the children of a new element go: into the element itself, or,
 /// past the depth limit, into the capped ancestor.
-fn descend<'d, N>(source: N, element: Element<'d>, parent: Element<'d>, depth: usize) -> (N, Element<'d>, usize) {
+fn descend<'d, N>(
+    source: N,
+    element: Element<'d>,
+    parent: Element<'d>,
+    depth: usize,
+) -> (N, Element<'d>, usize) {
     if depth >= MAX_DEPTH {
         (source, parent, depth)
     } else {
@@ -207,8 +214,7 @@ fn copy_xml(document: &Document<'_>, text: &str) -> Option<()> {
 
 fn create_xml_element<'d>(document: &Document<'d>, node: roxmltree::Node<'_, '_>) -> Element<'d> {
     let tag = node.tag_name();
-    let prefix = tag.namespace().and_then(|ns| node.lookup_prefix(ns));
-    let element = match prefix {
+    let element = match written_prefix(node) {
         Some(p) if !p.is_empty() => {
             let ns = format!("{PREFIX_NAMESPACE}{p}");
             document.create_element((ns.as_str(), tag.name()))
@@ -219,6 +225,19 @@ fn create_xml_element<'d>(document: &Document<'d>, node: roxmltree::Node<'_, '_>
         element.set_attribute_value(attr.name(), attr.value());
     }
     element
+}
+
+/// The prefix of an element's name as written in the source (`wfs` in
+/// `<wfs:WFS_Capabilities>`). The parser resolves prefixes to namespace
+/// URIs, and a default namespace often shares its URI with a prefix, so the
+/// written form is read back from the source text.
+fn written_prefix<'a>(node: roxmltree::Node<'a, '_>) -> Option<&'a str> {
+    let source = node.document().input_text();
+    let start = node.range().start + 1;
+    let rest = source.get(start..)?;
+    let name_end = rest.find(|c: char| c.is_whitespace() || c == '>' || c == '/')?;
+    let (prefix, _) = rest[..name_end].split_once(':')?;
+    Some(prefix)
 }
 
 /// Prefixes used in a query (`wfs` in `/wfs:WFS_Capabilities`), skipping
@@ -254,11 +273,19 @@ fn query_prefixes(query: &str) -> Vec<&str> {
 struct Matches;
 
 impl Function for Matches {
-    fn evaluate<'c, 'd>(&self, _: &Evaluation<'c, 'd>, args: Vec<XValue<'d>>) -> Result<XValue<'d>, FnError> {
+    fn evaluate<'c, 'd>(
+        &self,
+        _: &Evaluation<'c, 'd>,
+        args: Vec<XValue<'d>>,
+    ) -> Result<XValue<'d>, FnError> {
         let mut args = Args(args);
         args.at_least(2)?;
         args.at_most(3)?;
-        let flags = if args.len() == 3 { args.pop_string()? } else { String::new() };
+        let flags = if args.len() == 3 {
+            args.pop_string()?
+        } else {
+            String::new()
+        };
         let pattern = args.pop_string()?;
         let input = args.pop_string()?;
         let mut inline = String::new();
@@ -270,7 +297,8 @@ impl Function for Matches {
         } else {
             format!("(?{inline}){pattern}")
         };
-        let regex = goregex::compile(&pattern).map_err(|_| FnError::Other("invalid regex in matches()".to_string()))?;
+        let regex = goregex::compile(&pattern)
+            .map_err(|_| FnError::Other("invalid regex in matches()".to_string()))?;
         Ok(XValue::Boolean(regex.is_match(input.as_bytes())))
     }
 }
@@ -281,7 +309,11 @@ struct ChangeCase {
 }
 
 impl Function for ChangeCase {
-    fn evaluate<'c, 'd>(&self, _: &Evaluation<'c, 'd>, args: Vec<XValue<'d>>) -> Result<XValue<'d>, FnError> {
+    fn evaluate<'c, 'd>(
+        &self,
+        _: &Evaluation<'c, 'd>,
+        args: Vec<XValue<'d>>,
+    ) -> Result<XValue<'d>, FnError> {
         let mut args = Args(args);
         args.exactly(1)?;
         let input = args.pop_string()?;
@@ -297,7 +329,11 @@ impl Function for ChangeCase {
 struct EndsWith;
 
 impl Function for EndsWith {
-    fn evaluate<'c, 'd>(&self, _: &Evaluation<'c, 'd>, args: Vec<XValue<'d>>) -> Result<XValue<'d>, FnError> {
+    fn evaluate<'c, 'd>(
+        &self,
+        _: &Evaluation<'c, 'd>,
+        args: Vec<XValue<'d>>,
+    ) -> Result<XValue<'d>, FnError> {
         let mut args = Args(args);
         args.exactly(2)?;
         let suffix = args.pop_string()?;
