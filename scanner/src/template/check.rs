@@ -32,6 +32,8 @@ pub enum Reason {
     SelfContained,
     /// Needs an interactsh server to catch out-of-band callbacks.
     Interactsh,
+    UnsupportedMatcherType(String),
+    UnsupportedExtractorType(String),
     /// A request feature the engine does not implement, by name.
     UnsupportedFeature(String),
     /// An `attack` other than batteringram, pitchfork or clusterbomb.
@@ -42,8 +44,6 @@ pub enum Reason {
     EmptyPayload,
     /// A block with neither `path` nor `raw`.
     NoRequestInBlock,
-    UnsupportedMatcherType(String),
-    UnsupportedExtractorType(String),
     /// A DSL helper function the engine does not provide.
     UnsupportedDslHelper(String),
     /// A DSL expression the engine's parser rejects.
