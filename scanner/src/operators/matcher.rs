@@ -96,9 +96,17 @@ impl Matcher {
             }
             "regex" => {
                 let raw = require(values(&def.regex), kind_name, "regex")?;
+                // Nuclei rejects `case-insensitive` outside word matchers; we
+                // honour it instead, as an `(?i)` flag.
                 let regexes = raw
                     .iter()
-                    .map(|p| goregex::compile(p))
+                    .map(|p| {
+                        if def.case_insensitive {
+                            goregex::compile(&format!("(?i){p}"))
+                        } else {
+                            goregex::compile(p)
+                        }
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 Kind::Regex(regexes)
             }

@@ -37,7 +37,13 @@ impl PartKey {
         match self {
             PartKey::Named(name) => ctx.get(name),
             PartKey::Header => ctx.get("all_headers").or_else(|| ctx.get("header")),
-            PartKey::All => ctx.get("all").or_else(|| join_headers_and_body(ctx)),
+            // Nuclei concatenates body and headers for `all`; the raw
+            // response holds the same bytes (headers first) without building
+            // a new buffer per evaluation.
+            PartKey::All => ctx
+                .get("all")
+                .or_else(|| ctx.get("response"))
+                .or_else(|| join_headers_and_body(ctx)),
             PartKey::Response => ctx
                 .get("response")
                 .or_else(|| ctx.get("raw"))

@@ -168,6 +168,24 @@ fn all_part_spans_headers_and_body_even_without_an_all_variable() {
 }
 
 #[test]
+fn all_part_is_built_from_headers_and_body_when_no_raw_response_is_given() {
+    let m = matcher("type: regex\npart: all\nregex: ['(?s)X-Powered-By: PHP.*Admin Console']");
+    let mut ctx = response(200, &[("X-Powered-By", "PHP")], PAGE);
+    ctx.remove("response");
+    assert!(m.matches(&ctx).matched);
+    ctx.remove("body");
+    assert!(!m.matches(&ctx).matched);
+}
+
+#[test]
+fn case_insensitive_regex_matcher_adds_the_i_flag() {
+    let m = matcher("type: regex\ncase-insensitive: true\nregex: ['admin console']");
+    assert!(m.matches(&response(200, &[], PAGE)).matched);
+    let strict = matcher("type: regex\nregex: ['admin console']");
+    assert!(!strict.matches(&response(200, &[], PAGE)).matched);
+}
+
+#[test]
 fn response_header_parts_use_lower_snake_names() {
     let m = matcher("type: word\npart: x_powered_by\nwords: ['PHP/8']");
     assert!(
