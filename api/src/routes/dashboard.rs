@@ -1,16 +1,88 @@
-//! Dashboard: summary and charts.
-//!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! `/dashboard`: totals, the last 5 scans, and per-day activity.
 
+use chrono::{DateTime, NaiveDate, Utc};
 use poem::web::Data;
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{Object, OpenApi};
+use uuid::Uuid;
 
 use super::ApiTags;
-use crate::auth::Credentials;
-use crate::error::{Error, Result};
+use crate::auth::{Access, Credentials};
+use crate::error::Result;
 use crate::state::AppState;
+use crate::store::dashboard::{self, ChartDay, RecentScan};
+
+#[derive(Debug, Object)]
+pub struct RecentScanOut {
+    pub id: Uuid,
+    pub target_domain: String,
+    pub engine: String,
+    pub status: String,
+    /// 0 to 100; 100 when completed.
+    pub progress: i32,
+    pub created_at: DateTime<Utc>,
+    pub findings_count: i64,
+    pub critical_count: i64,
+    pub high_count: i64,
+    pub medium_count: i64,
+    pub low_count: i64,
+}
+
+impl From<RecentScan> for RecentScanOut {
+    fn from(s: RecentScan) -> Self {
+        RecentScanOut {
+            id: s.id,
+            target_domain: s.target_domain,
+            engine: s.engine,
+            status: s.status,
+            progress: s.progress.into(),
+            created_at: s.created_at,
+            findings_count: s.findings_count.into(),
+            critical_count: s.critical_count.into(),
+            high_count: s.high_count.into(),
+            medium_count: s.medium_count.into(),
+            low_count: s.low_count.into(),
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct DashboardSummary {
+    /// Number of the caller's targets.
+    pub total_targets: i64,
+    /// Scans of every status.
+    pub total_scans: i64,
+    /// Scans pending or running.
+    pub active_scans: i64,
+    /// Sum of findings_count over all scans.
+    pub total_vulnerabilities: i64,
+    /// Sum of critical findings over all scans.
+    pub critical_count: i64,
+    /// Sum of high findings over all scans.
+    pub high_count: i64,
+    /// The last 5 scans, newest first.
+    pub recent_scans: Vec<RecentScanOut>,
+}
+
+#[derive(Debug, Object)]
+pub struct ChartPoint {
+    /// UTC day, YYYY-MM-DD.
+    pub date: NaiveDate,
+    /// Scans created that day.
+    pub scans: i64,
+    /// Sum of findings_count of the scans completed that day.
+    pub vulnerabilities: i64,
+}
+
+impl From<ChartDay> for ChartPoint {
+    fn from(d: ChartDay) -> Self {
+        ChartPoint {
+            date: d.date,
+            scans: d.scans,
+            vulnerabilities: d.vulnerabilities,
+        }
+    }
+}
 
 pub struct DashboardApi;
 
@@ -24,13 +96,26 @@ impl DashboardApi {
     )]
     async fn get_dashboard_summary(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /dashboard/summary"))
+        state: Data<&AppState>,
+        auth: Credentials,
+    ) -> Result<Json<DashboardSummary>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        let s = dashboard::summary(&**db, me.user.id).await?;
+        Ok(Json(DashboardSummary {
+            total_targets: s.total_targets,
+            total_scans: s.total_scans,
+            active_scans: s.active_scans,
+            total_vulnerabilities: s.total_vulnerabilities,
+            critical_count: s.critical_count,
+            high_count: s.high_count,
+            recent_scans: s.recent_scans.into_iter().map(Into::into).collect(),
+        }))
     }
 
     /// Scans and vulnerabilities per day, last 30 days
+    ///
+    /// Oldest day first; days without activity are omitted.
     #[oai(
         path = "/dashboard/charts",
         method = "get",
@@ -38,9 +123,17 @@ impl DashboardApi {
     )]
     async fn get_dashboard_charts(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /dashboard/charts"))
+        state: Data<&AppState>,
+        auth: Credentials,
+    ) -> Result<Json<Vec<ChartPoint>>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        Ok(Json(
+            dashboard::charts(&**db, me.user.id)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+        ))
     }
 }

@@ -1,18 +1,104 @@
-//! Notifications.
-//!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! `/notifications`: scan completion and failure notices, and skipped
+//! scheduled runs.
 
+use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
-use super::ApiTags;
-use crate::auth::Credentials;
+use super::{page, ApiTags};
+use crate::auth::{Access, Credentials};
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::store::notifications::{self, Notification};
+
+/// Details of a notification: finding counts for `scan_complete`, the error
+/// for `scan_failed`, the reason for `schedule_skipped`.
+#[derive(Debug, Object, Default)]
+pub struct NotificationData {
+    #[oai(skip_serializing_if_is_none)]
+    pub total_findings: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub critical: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub high: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub medium: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub low: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub info: Option<i64>,
+    #[oai(skip_serializing_if_is_none)]
+    pub error: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct NotificationOut {
+    pub id: Uuid,
+    /// `scan_complete`, `scan_failed` or `schedule_skipped`.
+    #[oai(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub message: String,
+    pub scan_id: Option<Uuid>,
+    pub schedule_id: Option<Uuid>,
+    pub data: NotificationData,
+    pub read: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Notification> for NotificationOut {
+    fn from(n: Notification) -> Self {
+        let int = |k: &str| n.data.get(k).and_then(|v| v.as_i64());
+        let text = |k: &str| n.data.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let data = NotificationData {
+            total_findings: int("total_findings"),
+            critical: int("critical"),
+            high: int("high"),
+            medium: int("medium"),
+            low: int("low"),
+            info: int("info"),
+            error: text("error"),
+            reason: text("reason"),
+        };
+        NotificationOut {
+            id: n.id,
+            kind: n.kind,
+            title: n.title,
+            message: n.message,
+            scan_id: n.scan_id,
+            schedule_id: n.schedule_id,
+            data,
+            read: n.read,
+            created_at: n.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct UnreadCount {
+    pub unread_count: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct MarkedRead {
+    /// How many notifications changed from unread to read.
+    pub updated: i64,
+}
+
+#[derive(ApiResponse)]
+pub enum NotificationList {
+    /// Notifications, newest first.
+    #[oai(status = 200)]
+    Ok(
+        Json<Vec<NotificationOut>>,
+        #[oai(header = "X-Total-Count")] i64,
+    ),
+}
 
 pub struct NotificationsApi;
 
@@ -26,13 +112,24 @@ impl NotificationsApi {
     )]
     async fn list_notifications(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        #[oai(name = "unread")] _unread: Query<Option<bool>>,
-        #[oai(name = "limit")] _limit: Query<Option<i64>>,
-        #[oai(name = "offset")] _offset: Query<Option<i64>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /notifications"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        /// Only unread notifications when true.
+        unread: Query<Option<bool>>,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<NotificationList> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (items, total) =
+            notifications::list(&**db, me.user.id, unread.0.unwrap_or(false), page).await?;
+        Ok(NotificationList::Ok(
+            Json(items.into_iter().map(Into::into).collect()),
+            total,
+        ))
     }
 
     /// Mark a notification read
@@ -43,13 +140,16 @@ impl NotificationsApi {
     )]
     async fn mark_notification_read(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _notification_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented(
-            "PUT /notifications/notification_id/read",
-        ))
+        state: Data<&AppState>,
+        auth: Credentials,
+        notification_id: Path<Uuid>,
+    ) -> Result<Json<NotificationOut>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        let n = notifications::mark_read(&**db, me.user.id, notification_id.0)
+            .await?
+            .ok_or(Error::NotFound("notification"))?;
+        Ok(Json(n.into()))
     }
 
     /// Mark every notification read
@@ -60,10 +160,15 @@ impl NotificationsApi {
     )]
     async fn mark_all_notifications_read(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /notifications/read-all"))
+        state: Data<&AppState>,
+        auth: Credentials,
+    ) -> Result<Json<MarkedRead>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        let updated = notifications::mark_all_read(&**db, me.user.id).await?;
+        Ok(Json(MarkedRead {
+            updated: updated as i64,
+        }))
     }
 
     /// Number of unread notifications
@@ -74,9 +179,13 @@ impl NotificationsApi {
     )]
     async fn get_unread_count(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /notifications/unread-count"))
+        state: Data<&AppState>,
+        auth: Credentials,
+    ) -> Result<Json<UnreadCount>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        Ok(Json(UnreadCount {
+            unread_count: notifications::unread_count(&**db, me.user.id).await?,
+        }))
     }
 }

@@ -1,0 +1,224 @@
+//! Notifications: created by the ingester on terminal scan events and by the
+//! scheduler on skipped runs; read and marked read by their owner.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use super::Page;
+use crate::error::Error;
+
+#[derive(Debug, Clone)]
+pub struct Notification {
+    pub id: Uuid,
+    pub kind: String,
+    pub title: String,
+    pub message: String,
+    pub scan_id: Option<Uuid>,
+    pub schedule_id: Option<Uuid>,
+    pub data: Value,
+    pub read: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, type, title, message, scan_id, schedule_id, data, read, created_at";
+
+fn from_row(r: &Row) -> Notification {
+    Notification {
+        id: r.get(0),
+        kind: r.get(1),
+        title: r.get(2),
+        message: r.get(3),
+        scan_id: r.get(4),
+        schedule_id: r.get(5),
+        data: r.get(6),
+        read: r.get(7),
+        created_at: r.get(8),
+    }
+}
+
+/// Newest first, with the total; `unread_only` keeps the unread ones.
+pub async fn list(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    unread_only: bool,
+    page: Page,
+) -> Result<(Vec<Notification>, i64), Error> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM notifications
+                 WHERE user_id = $1 AND (NOT $2 OR NOT read)
+                 ORDER BY created_at DESC, id DESC LIMIT $3 OFFSET $4"
+            ),
+            &[&user_id, &unread_only, &page.limit, &page.offset],
+        )
+        .await?;
+    let total: i64 = db
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE user_id = $1 AND (NOT $2 OR NOT read)",
+            &[&user_id, &unread_only],
+        )
+        .await?
+        .get(0);
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// Marks one of the user's notifications read; `None` when it is not theirs.
+pub async fn mark_read(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Notification>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE notifications SET read = true WHERE id = $1 AND user_id = $2 RETURNING {COLUMNS}"
+            ),
+            &[&id, &user_id],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Marks every unread notification of the user read; returns how many.
+pub async fn mark_all_read(db: &impl GenericClient, user_id: Uuid) -> Result<u64, Error> {
+    Ok(db
+        .execute(
+            "UPDATE notifications SET read = true WHERE user_id = $1 AND NOT read",
+            &[&user_id],
+        )
+        .await?)
+}
+
+pub async fn unread_count(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
+    Ok(db
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE user_id = $1 AND NOT read",
+            &[&user_id],
+        )
+        .await?
+        .get(0))
+}
+
+/// `scan_complete` with the scan's finding counts, from the scan row. Safe to
+/// call again for the same scan (a replayed event): the second call is a no-op.
+/// Returns whether a notification was created.
+pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Result<bool, Error> {
+    let Some(row) = db
+        .query_opt(
+            "SELECT s.user_id, t.domain, s.findings_count, s.critical_count, s.high_count,
+                    s.medium_count, s.low_count, s.info_count
+             FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
+            &[&scan_id],
+        )
+        .await?
+    else {
+        return Ok(false);
+    };
+    let user_id: Uuid = row.get(0);
+    let domain: String = row.get(1);
+    let counts: Vec<i32> = (2..8).map(|i| row.get(i)).collect();
+    let data = json!({
+        "total_findings": counts[0],
+        "critical": counts[1],
+        "high": counts[2],
+        "medium": counts[3],
+        "low": counts[4],
+        "info": counts[5],
+    });
+    let message = format!(
+        "Scan of {domain} completed with {} findings ({} critical, {} high, {} medium, {} low, {} info).",
+        counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]
+    );
+    insert_for_scan(
+        db,
+        user_id,
+        scan_id,
+        "scan_complete",
+        &format!("Scan of {domain} completed"),
+        &message,
+        data,
+    )
+    .await
+}
+
+/// `scan_failed` with the error message; idempotent like [`create_scan_complete`].
+pub async fn create_scan_failed(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    error: &str,
+) -> Result<bool, Error> {
+    let Some(row) = db
+        .query_opt(
+            "SELECT s.user_id, t.domain FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
+            &[&scan_id],
+        )
+        .await?
+    else {
+        return Ok(false);
+    };
+    let user_id: Uuid = row.get(0);
+    let domain: String = row.get(1);
+    insert_for_scan(
+        db,
+        user_id,
+        scan_id,
+        "scan_failed",
+        &format!("Scan of {domain} failed"),
+        &format!("Scan of {domain} failed: {error}"),
+        json!({ "error": error }),
+    )
+    .await
+}
+
+async fn insert_for_scan(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    scan_id: Uuid,
+    kind: &str,
+    title: &str,
+    message: &str,
+    data: Value,
+) -> Result<bool, Error> {
+    let inserted = db
+        .execute(
+            "INSERT INTO notifications (id, user_id, type, title, message, scan_id, data)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (scan_id, type) WHERE scan_id IS NOT NULL DO NOTHING",
+            &[
+                &Uuid::now_v7(),
+                &user_id,
+                &kind,
+                &title,
+                &message,
+                &scan_id,
+                &data,
+            ],
+        )
+        .await?;
+    Ok(inserted == 1)
+}
+
+/// `schedule_skipped`: a scheduled run was not started, with the reason.
+pub async fn create_schedule_skipped(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    schedule_id: Uuid,
+    reason: &str,
+) -> Result<(), Error> {
+    db.execute(
+        "INSERT INTO notifications (id, user_id, type, title, message, schedule_id, data)
+         VALUES ($1, $2, 'schedule_skipped', 'Scheduled scan skipped', $3, $4, $5)",
+        &[
+            &Uuid::now_v7(),
+            &user_id,
+            &format!("A scheduled scan was not started: {reason}"),
+            &schedule_id,
+            &json!({ "reason": reason }),
+        ],
+    )
+    .await?;
+    Ok(())
+}

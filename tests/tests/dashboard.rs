@@ -1,0 +1,259 @@
+//! Dashboard summary and charts, against rows written the way the ingester
+//! writes them (scan rows whose status and counters change over time).
+
+use chrono::{Duration, Utc};
+use scanfleet_tests::{spawn_app, TestApp};
+use uuid::Uuid;
+
+async fn target(app: &TestApp, user: Uuid, domain: &str) -> Uuid {
+    let id = Uuid::now_v7();
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "INSERT INTO targets (id, user_id, domain) VALUES ($1, $2, $3)",
+        &[&id, &user, &domain],
+    )
+    .await
+    .unwrap();
+    id
+}
+
+/// A scan created `age` ago with the given status and (findings, critical, high) counts.
+async fn scan(
+    app: &TestApp,
+    user: Uuid,
+    target: Uuid,
+    status: &str,
+    age: Duration,
+    counts: (i32, i32, i32),
+) -> Uuid {
+    let id = Uuid::now_v7();
+    let created = Utc::now() - age;
+    let completed =
+        (status == "completed" || status == "failed").then_some(created + Duration::minutes(5));
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "INSERT INTO scans (id, user_id, target_id, engine, status, progress, findings_count,
+                            critical_count, high_count, created_at, completed_at)
+         VALUES ($1, $2, $3, 'full', $4, 40, $5, $6, $7, $8, $9)",
+        &[
+            &id, &user, &target, &status, &counts.0, &counts.1, &counts.2, &created, &completed,
+        ],
+    )
+    .await
+    .unwrap();
+    id
+}
+
+#[tokio::test]
+async fn a_new_user_has_an_empty_dashboard() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let r = app.get("/api/v1/dashboard/summary", &u.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for key in [
+        "total_targets",
+        "total_scans",
+        "active_scans",
+        "total_vulnerabilities",
+        "critical_count",
+        "high_count",
+    ] {
+        assert_eq!(r.body[key], 0, "{key}");
+    }
+    assert_eq!(r.body["recent_scans"].as_array().unwrap().len(), 0);
+    let r = app.get("/api/v1/dashboard/charts", &u.access_token).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn summary_counts_every_scan_and_lists_the_last_five() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let other = app.new_user().await;
+    let a = target(&app, u.id, "a.example.com").await;
+    let b = target(&app, u.id, "b.example.com").await;
+    let foreign = target(&app, other.id, "c.example.com").await;
+    scan(
+        &app,
+        other.id,
+        foreign,
+        "completed",
+        Duration::hours(1),
+        (50, 5, 5),
+    )
+    .await;
+    let statuses = [
+        "completed",
+        "failed",
+        "running",
+        "pending",
+        "queued",
+        "stopped",
+        "completed",
+    ];
+    let mut ids = vec![];
+    for (i, status) in statuses.iter().enumerate() {
+        let t = if i % 2 == 0 { a } else { b };
+        ids.push(
+            scan(
+                &app,
+                u.id,
+                t,
+                status,
+                Duration::minutes(70 - i as i64 * 10),
+                (i as i32 + 1, 1, 2),
+            )
+            .await,
+        );
+    }
+    let r = app.get("/api/v1/dashboard/summary", &u.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["total_targets"], 2);
+    assert_eq!(r.body["total_scans"], 7);
+    assert_eq!(r.body["active_scans"], 2, "pending and running only");
+    assert_eq!(r.body["total_vulnerabilities"], 1 + 2 + 3 + 4 + 5 + 6 + 7);
+    assert_eq!(r.body["critical_count"], 7);
+    assert_eq!(r.body["high_count"], 14);
+    let recent = r.body["recent_scans"].as_array().unwrap();
+    assert_eq!(recent.len(), 5);
+    let expected: Vec<String> = ids.iter().rev().take(5).map(|i| i.to_string()).collect();
+    let got: Vec<String> = recent
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, expected, "newest first");
+    assert_eq!(recent[0]["status"], "completed");
+    assert_eq!(recent[0]["progress"], 100, "completed scans read 100");
+    assert_eq!(recent[0]["target_domain"], "a.example.com");
+    assert_eq!(recent[1]["progress"], 40);
+    for key in [
+        "id",
+        "target_domain",
+        "engine",
+        "status",
+        "progress",
+        "created_at",
+        "findings_count",
+        "critical_count",
+        "high_count",
+        "medium_count",
+        "low_count",
+    ] {
+        assert!(recent[0].get(key).is_some(), "{key}");
+    }
+}
+
+#[tokio::test]
+async fn deleting_a_target_takes_its_scans_out_of_the_totals() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let a = target(&app, u.id, "a.example.com").await;
+    let b = target(&app, u.id, "b.example.com").await;
+    scan(&app, u.id, a, "completed", Duration::hours(2), (10, 3, 1)).await;
+    scan(&app, u.id, b, "completed", Duration::hours(1), (4, 1, 0)).await;
+    let db = app.state.db.get().await.unwrap();
+    db.execute("DELETE FROM targets WHERE id = $1", &[&a])
+        .await
+        .unwrap();
+    let r = app.get("/api/v1/dashboard/summary", &u.access_token).await;
+    assert_eq!(r.body["total_scans"], 1);
+    assert_eq!(r.body["total_vulnerabilities"], 4);
+    assert_eq!(r.body["critical_count"], 1);
+    let charts = app.get("/api/v1/dashboard/charts", &u.access_token).await;
+    let total: i64 = charts
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["vulnerabilities"].as_i64().unwrap())
+        .sum();
+    assert_eq!(total, 4);
+}
+
+#[tokio::test]
+async fn charts_cover_30_days_and_omit_days_without_activity() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let t = target(&app, u.id, "a.example.com").await;
+    scan(&app, u.id, t, "completed", Duration::days(3), (6, 0, 0)).await;
+    scan(&app, u.id, t, "completed", Duration::days(3), (2, 0, 0)).await;
+    scan(&app, u.id, t, "failed", Duration::days(1), (9, 0, 0)).await;
+    scan(&app, u.id, t, "completed", Duration::days(45), (100, 0, 0)).await;
+    scan(&app, u.id, t, "completed", Duration::days(29), (1, 0, 0)).await;
+    let r = app.get("/api/v1/dashboard/charts", &u.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let days = r.body.as_array().unwrap();
+    let day = |ago: i64| (Utc::now() - Duration::days(ago)).date_naive().to_string();
+    // Creation and completion fall on the same day here, except at midnight.
+    let find = |date: String| days.iter().find(|d| d["date"] == date.as_str()).cloned();
+    let three = find(day(3)).expect("three days ago");
+    assert_eq!(three["scans"], 2);
+    assert_eq!(three["vulnerabilities"], 8);
+    let one = find(day(1)).expect("yesterday");
+    assert_eq!(one["scans"], 1);
+    assert_eq!(
+        one["vulnerabilities"], 0,
+        "failed scans are not completed scans"
+    );
+    assert!(find(day(45)).is_none(), "older than 30 days");
+    assert!(find(day(29)).is_some(), "29 days ago is inside the window");
+    assert_eq!(days.len(), 3, "{days:?}");
+    let dates: Vec<&str> = days.iter().map(|d| d["date"].as_str().unwrap()).collect();
+    let mut sorted = dates.clone();
+    sorted.sort();
+    assert_eq!(dates, sorted, "oldest first");
+}
+
+#[tokio::test]
+async fn a_scan_completing_later_counts_on_its_completion_day() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let t = target(&app, u.id, "a.example.com").await;
+    let s = scan(&app, u.id, t, "running", Duration::days(2), (0, 0, 0)).await;
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE scans SET findings_count = 5, critical_count = 2 WHERE id = $1",
+        &[&s],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "UPDATE scans SET status = 'completed', completed_at = now() WHERE id = $1",
+        &[&s],
+    )
+    .await
+    .unwrap();
+    let r = app.get("/api/v1/dashboard/charts", &u.access_token).await;
+    let days = r.body.as_array().unwrap();
+    let today = Utc::now().date_naive().to_string();
+    let created = (Utc::now() - Duration::days(2)).date_naive().to_string();
+    let today_row = days
+        .iter()
+        .find(|d| d["date"] == today.as_str())
+        .expect("today");
+    assert_eq!(today_row["vulnerabilities"], 5);
+    assert_eq!(today_row["scans"], 0);
+    let created_row = days
+        .iter()
+        .find(|d| d["date"] == created.as_str())
+        .expect("creation day");
+    assert_eq!(created_row["scans"], 1);
+    let summary = app.get("/api/v1/dashboard/summary", &u.access_token).await;
+    assert_eq!(summary.body["critical_count"], 2);
+    assert_eq!(summary.body["active_scans"], 0);
+}
+
+#[tokio::test]
+async fn the_dashboard_needs_credentials() {
+    let app = spawn_app().await;
+    let r = app
+        .call(
+            reqwest::Method::GET,
+            "/api/v1/dashboard/summary",
+            None,
+            None,
+        )
+        .await;
+    r.assert_problem(401);
+}
