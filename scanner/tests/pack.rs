@@ -243,10 +243,10 @@ fn the_lab_has_exactly_one_case_per_template() {
 }
 
 /// One raw HTTP/1.1 exchange, so this check depends on nothing but tokio.
-async fn fetch(addr: std::net::SocketAddr, method: &str, target: &str) -> Vec<u8> {
+async fn fetch(addr: std::net::SocketAddr, method: &str, target: &str, headers: &str) -> Vec<u8> {
     let mut stream = TcpStream::connect(addr).await.expect("connect to the lab");
     let request = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.expect("send");
     let mut response = Vec::new();
@@ -279,6 +279,17 @@ async fn the_lab_answers_differently_on_vulnerable_and_hardened_routes() {
                 .get("method")
                 .and_then(Value::as_str)
                 .unwrap_or("GET");
+            let headers: String = request
+                .get("headers")
+                .and_then(Value::as_object)
+                .map(|map| {
+                    map.iter()
+                        .map(|(name, value)| {
+                            format!("{name}: {}\r\n", value.as_str().unwrap_or(""))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             let mut targets: Vec<(String, String)> = strings(request.get("path"))
                 .into_iter()
                 .map(|p| (method.to_string(), p.replace("{{BaseURL}}", "")))
@@ -291,9 +302,17 @@ async fn the_lab_answers_differently_on_vulnerable_and_hardened_routes() {
             for (method, target) in targets {
                 // Payload placeholders: try the payload the lab honours.
                 let target = target.replace("{{param}}", "redirect");
-                let vulnerable = fetch(addr, &method, &format!("{vulnerable_base}{target}")).await;
-                let hardened = fetch(addr, &method, &format!("{hardened_base}{target}")).await;
-                let catchall = fetch(addr, &method, &format!("{catchall_base}{target}")).await;
+                let vulnerable = fetch(
+                    addr,
+                    &method,
+                    &format!("{vulnerable_base}{target}"),
+                    &headers,
+                )
+                .await;
+                let hardened =
+                    fetch(addr, &method, &format!("{hardened_base}{target}"), &headers).await;
+                let catchall =
+                    fetch(addr, &method, &format!("{catchall_base}{target}"), &headers).await;
                 differs_from_hardened |= vulnerable != hardened;
                 differs_from_catchall |= vulnerable != catchall;
             }
@@ -305,5 +324,79 @@ async fn the_lab_answers_differently_on_vulnerable_and_hardened_routes() {
     assert!(
         undistinguished.is_empty(),
         "same answers on the vulnerable and a safe route: {undistinguished:?}"
+    );
+}
+
+/// The done-when check of the pack, through the real binary: `run -t
+/// templates/ -u <lab> --jsonl --allow-private` prints the expected findings
+/// and nothing for the hardened routes; without `--allow-private` the
+/// loopback lab is refused with a clear message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_prints_the_pack_findings_for_the_lab_and_refuses_it_without_allow_private() {
+    let lab = lab::Lab::start().await.expect("start the lab");
+    let pack_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/templates");
+    let cases = [
+        "git-config-exposure",
+        "cookie-without-secure",
+        "open-redirect-parameter",
+        "graphql-introspection",
+    ];
+    let mut args = vec!["run".to_string(), "-t".to_string(), pack_dir.to_string()];
+    for case in cases {
+        args.extend(["-u".to_string(), lab.vulnerable_url(case)]);
+        args.extend(["-u".to_string(), lab.hardened_url(case)]);
+    }
+    args.push("--jsonl".to_string());
+
+    let binary = env!("CARGO_BIN_EXE_scanfleet-scanner");
+    let allowed = tokio::process::Command::new(binary)
+        .args(&args)
+        .arg("--allow-private")
+        .env_remove("SCANFLEET_SCANNER__ALLOW_PRIVATE")
+        .output()
+        .await
+        .expect("run the scanner binary");
+    let stdout = String::from_utf8_lossy(&allowed.stdout);
+    assert!(
+        allowed.status.success(),
+        "exit {:?}: {}",
+        allowed.status,
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    let mut found = BTreeSet::new();
+    for line in stdout.lines() {
+        let finding: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        let matched_at = text(&finding, "/matched_at");
+        let case = cases
+            .iter()
+            .find(|c| matched_at.starts_with(&format!("{}/", lab.vulnerable_url(c))))
+            .unwrap_or_else(|| panic!("finding outside the vulnerable routes: {line}"));
+        found.insert((text(&finding, "/template_id").to_string(), case.to_string()));
+    }
+    let expected: BTreeSet<(String, String)> = cases
+        .iter()
+        .map(|c| (c.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(found, expected, "stdout:\n{stdout}");
+
+    let refused = tokio::process::Command::new(binary)
+        .args(&args)
+        .env_remove("SCANFLEET_SCANNER__ALLOW_PRIVATE")
+        .output()
+        .await
+        .expect("run the scanner binary");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "loopback lab was scanned without --allow-private"
+    );
+    assert!(
+        refused.stdout.is_empty(),
+        "findings without --allow-private"
+    );
+    assert!(
+        stderr.contains("--allow-private"),
+        "unclear refusal: {stderr}"
     );
 }

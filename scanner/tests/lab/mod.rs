@@ -660,16 +660,17 @@ fn vulnerable_root(case: &str, request: &Request) -> Option<Response> {
         "cookie-without-httponly" => secure_page()
             .with("Set-Cookie", "prefs=compact; Path=/; Secure; HttpOnly")
             .with("Set-Cookie", "sid=9d8e77; Path=/; Secure; SameSite=Strict"),
+        // Otherwise well configured: each vulnerable route has one problem only.
         "cors-credentials-reflection" => match request.header("origin") {
-            Some(origin) => bare_page(NEUTRAL_PAGE)
+            Some(origin) => secure_page()
                 .with("Access-Control-Allow-Origin", origin)
                 .with("Access-Control-Allow-Credentials", "true"),
-            None => bare_page(NEUTRAL_PAGE),
+            None => secure_page(),
         },
         // Only `redirect` is honoured, so the template must try its list.
         "open-redirect-parameter" => match request.query_param("redirect") {
             Some(target) => Response::new(302, HTML, "").with("Location", &percent_decode(target)),
-            None => bare_page(NEUTRAL_PAGE),
+            None => secure_page(),
         },
         "verbose-error-stack-trace" if !request.query.is_empty() => {
             Response::new(500, HTML, JAVA_STACK_TRACE)
