@@ -762,7 +762,39 @@ async fn loopback_targets_are_refused_without_allow_private() {
         .await
         .expect_err("refused");
     assert!(matches!(via_raw, HttpError::ForbiddenAddress { .. }));
+    // A name answered by the system resolver is checked the same way.
+    let by_name = TargetUrl::parse(&format!("http://localhost:{}/", server.port())).expect("url");
+    match c
+        .send(&Request::get(&by_name), &SendOptions::default())
+        .await
+    {
+        Err(HttpError::ForbiddenAddress { host, class, .. }) => {
+            assert_eq!(
+                (host.as_str(), class),
+                ("localhost", AddressClass::Loopback)
+            );
+        }
+        other => panic!("expected a refusal for localhost, got {other:?}"),
+    }
     assert_eq!(server.connections_before_now().await, 0);
+}
+
+#[tokio::test]
+async fn a_resolved_name_falls_back_across_its_addresses() {
+    // localhost may resolve to ::1 first, where nothing listens; the client
+    // moves on to 127.0.0.1.
+    let server = TestServer::start(|_| Reply::Send(ok("found"))).await;
+    let c = client(lab_config());
+    let url = TargetUrl::parse(&format!("http://localhost:{}/", server.port())).expect("url");
+    let resp = c
+        .send(&Request::get(&url), &SendOptions::default())
+        .await
+        .expect("reaches the IPv4 listener");
+    assert_eq!(resp.body, b"found");
+    assert_eq!(
+        server.seen()[0].header("host"),
+        Some(format!("localhost:{}", server.port()))
+    );
 }
 
 #[tokio::test]

@@ -196,6 +196,7 @@ impl HttpClient {
     /// One request/response exchange with `url`'s origin, retried per
     /// `cfg.retries` on refused or reset connections. Returns the response
     /// and the time spent on the wire.
+    #[tracing::instrument(level = "debug", skip_all, fields(host = %url.host, port = url.port))]
     async fn exchange(
         &self,
         url: &TargetUrl,
@@ -211,6 +212,11 @@ impl HttpClient {
         let addrs = tokio::time::timeout(cfg.timeout, resolve(cfg, &url.host, url.port))
             .await
             .map_err(|_| timed_out())??;
+        // The rate wait comes before the permit so that requests sleeping
+        // for one slow-rated host do not hold slots other hosts could use.
+        if let Some(rate) = &self.inner.rate {
+            rate.acquire(&url.host).await;
+        }
         let _permit = self
             .inner
             .permits
@@ -219,9 +225,6 @@ impl HttpClient {
             .map_err(|_| HttpError::InvalidConfig {
                 reason: "the client's request slots were closed".to_string(),
             })?;
-        if let Some(rate) = &self.inner.rate {
-            rate.acquire(&url.host).await;
-        }
         let started = Instant::now();
         let attempts = async {
             let mut retries_left = cfg.retries;

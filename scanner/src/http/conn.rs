@@ -63,6 +63,8 @@ struct Idle {
 /// idle longer than `idle_timeout` are dropped when next looked at, since
 /// servers commonly close idle connections after a few seconds.
 pub(crate) struct Pool {
+    /// Taken by a request before it connects, given back after a complete
+    /// response; a connection is owned by one request at a time.
     idle: Mutex<HashMap<PoolKey, Vec<Idle>>>,
     max_per_key: usize,
     max_total: usize,

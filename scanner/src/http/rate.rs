@@ -10,6 +10,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Size of the slot table above which finished hosts are forgotten.
+const PRUNE_ABOVE: usize = 4096;
+
 pub(crate) struct HostRateLimiter {
     interval: Duration,
     /// Next free start slot per host; only grows.
@@ -34,6 +37,11 @@ impl HostRateLimiter {
             _ => now,
         };
         slots.insert(host.to_string(), slot + self.interval);
+        // Hosts whose slot has passed are back to a full bucket and need no
+        // entry; dropping them keeps a long scan of many hosts small.
+        if slots.len() > PRUNE_ABOVE {
+            slots.retain(|_, next| *next > now);
+        }
         slot
     }
 
