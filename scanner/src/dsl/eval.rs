@@ -77,7 +77,11 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
             helper,
             args,
             regex,
+            arity_error,
         } => {
+            if let Some(e) = arity_error {
+                return Err(e.clone());
+            }
             let mut values = Vec::with_capacity(args.len());
             for a in args {
                 values.push(eval(a, vars)?);
@@ -140,22 +144,16 @@ fn mismatch(op: BinOp, l: &Value, r: &Value) -> DslError {
     }
 }
 
-fn float_or_int(f: f64) -> Value {
-    Value::Float(f)
-}
-
 fn binary(op: BinOp, l: Value, r: Value) -> Result<Value, DslError> {
     match op {
         BinOp::Eq => return Ok(Value::Bool(l.dsl_eq(&r))),
         BinOp::Ne => return Ok(Value::Bool(!l.dsl_eq(&r))),
-        BinOp::Add => {
-            if matches!(l, Value::Str(_)) || matches!(r, Value::Str(_)) {
-                let (a, b) = (l.as_bytes(), r.as_bytes());
-                let mut out = Vec::with_capacity(a.len() + b.len());
-                out.extend_from_slice(&a);
-                out.extend_from_slice(&b);
-                return Ok(Value::Str(Bytes::from(out)));
-            }
+        BinOp::Add if matches!(l, Value::Str(_)) || matches!(r, Value::Str(_)) => {
+            let (a, b) = (l.as_bytes(), r.as_bytes());
+            let mut out = Vec::with_capacity(a.len() + b.len());
+            out.extend_from_slice(&a);
+            out.extend_from_slice(&b);
+            return Ok(Value::Str(Bytes::from(out)));
         }
         BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
             let ord = match (&l, &r) {
@@ -214,12 +212,12 @@ fn binary(op: BinOp, l: Value, r: Value) -> Result<Value, DslError> {
         return Err(mismatch(op, &l, &r));
     };
     Ok(match op {
-        BinOp::Add => float_or_int(a + b),
-        BinOp::Sub => float_or_int(a - b),
-        BinOp::Mul => float_or_int(a * b),
-        BinOp::Div => float_or_int(a / b),
-        BinOp::Mod => float_or_int(a % b),
-        BinOp::Pow => float_or_int(a.powf(b)),
+        BinOp::Add => Value::Float(a + b),
+        BinOp::Sub => Value::Float(a - b),
+        BinOp::Mul => Value::Float(a * b),
+        BinOp::Div => Value::Float(a / b),
+        BinOp::Mod => Value::Float(a % b),
+        BinOp::Pow => Value::Float(a.powf(b)),
         BinOp::BitAnd => Value::Int((a as i64) & (b as i64)),
         BinOp::BitOr => Value::Int((a as i64) | (b as i64)),
         BinOp::BitXor => Value::Int((a as i64) ^ (b as i64)),

@@ -105,6 +105,10 @@ pub(crate) enum Node {
         args: Vec<Node>,
         /// The helper's pattern argument, precompiled when it is a literal.
         regex: Option<Result<Arc<Regex>, DslError>>,
+        /// A call with an argument count the helper never accepts. Nuclei
+        /// compiles such calls and fails when they run; so do we, unless the
+        /// expression was parsed with [`Expr::parse_strict`].
+        arity_error: Option<DslError>,
     },
     List(Vec<Node>),
 }
@@ -125,9 +129,29 @@ impl fmt::Debug for Expr {
 
 impl Expr {
     /// Parses an expression. Calls to functions that are not helpers fail
-    /// here with [`DslError::UnknownFunction`]; so do calls with a number of
-    /// arguments the helper never accepts.
+    /// here with [`DslError::UnknownFunction`]. A call with an argument
+    /// count the helper never accepts parses (as in Nuclei) and fails with
+    /// [`DslError::Arity`] when evaluated; see [`Expr::problems`].
     pub fn parse(src: &str) -> Result<Expr, DslError> {
+        Self::parse_with(src, false)
+    }
+
+    /// Like [`Expr::parse`], but argument-count errors fail the parse.
+    pub fn parse_strict(src: &str) -> Result<Expr, DslError> {
+        Self::parse_with(src, true)
+    }
+
+    /// Errors that are certain to occur whenever the expression runs
+    /// (currently: helper calls with the wrong number of arguments, and
+    /// literal regular expressions that do not compile). A template loader
+    /// can report these without rejecting the template.
+    pub fn problems(&self) -> Vec<DslError> {
+        let mut out = Vec::new();
+        problems(&self.root, &mut out);
+        out
+    }
+
+    fn parse_with(src: &str, strict: bool) -> Result<Expr, DslError> {
         let tokens = tokenize(src)?;
         if tokens.is_empty() {
             return Err(DslError::Syntax {
@@ -137,6 +161,7 @@ impl Expr {
         }
         let mut p = Parser {
             src,
+            strict,
             tokens: &tokens,
             pos: 0,
         };
@@ -198,6 +223,53 @@ impl Expr {
     }
 }
 
+fn problems(node: &Node, out: &mut Vec<DslError>) {
+    match node {
+        Node::Lit(_) | Node::Var(_) | Node::Interp(_) => {}
+        Node::Unary(_, a) => problems(a, out),
+        Node::Binary(_, a, b)
+        | Node::And(a, b)
+        | Node::Or(a, b)
+        | Node::Coalesce(a, b)
+        | Node::In(a, b) => {
+            problems(a, out);
+            problems(b, out);
+        }
+        Node::Ternary(a, b, c) => {
+            problems(a, out);
+            problems(b, out);
+            if let Some(c) = c {
+                problems(c, out);
+            }
+        }
+        Node::Match { left, pattern, .. } => {
+            problems(left, out);
+            match pattern {
+                Pattern::Fixed(Err(e)) => out.push(e.clone()),
+                Pattern::Fixed(Ok(_)) => {}
+                Pattern::Dynamic(p) => problems(p, out),
+            }
+        }
+        Node::Call {
+            args,
+            regex,
+            arity_error,
+            ..
+        } => {
+            if let Some(e) = arity_error {
+                out.push(e.clone());
+            }
+            if let Some(Err(e)) = regex {
+                out.push(e.clone());
+            }
+            for a in args {
+                problems(a, out);
+            }
+        }
+        Node::List(items) => items.iter().for_each(|i| problems(i, out)),
+    }
+}
+
 fn collect(node: &Node, vars: &mut BTreeSet<String>, funcs: &mut BTreeSet<String>) {
     match node {
         Node::Lit(_) => {}
@@ -246,6 +318,7 @@ fn collect(node: &Node, vars: &mut BTreeSet<String>, funcs: &mut BTreeSet<String
 
 struct Parser<'a> {
     src: &'a str,
+    strict: bool,
     tokens: &'a [Token],
     pos: usize,
 }
@@ -293,15 +366,27 @@ impl<'a> Parser<'a> {
     }
 
     fn ternary(&mut self) -> PResult {
+        self.ternary_inner(true)
+    }
+
+    /// `c ? a : b`, plus govaluate's bare `a : b` ("a unless it is null"),
+    /// which a few templates contain by accident (`"k":"v"` inside a call)
+    /// and which Nuclei therefore accepts. A then-branch may not use the
+    /// bare form, or it would swallow its own else-branch.
+    fn ternary_inner(&mut self, allow_bare_else: bool) -> PResult {
         let cond = self.coalesce()?;
         if self.eat_op("?") {
-            let then = self.ternary()?;
+            let then = self.ternary_inner(false)?;
             let otherwise = if self.eat_op(":") {
-                Some(Box::new(self.ternary()?))
+                Some(Box::new(self.ternary_inner(allow_bare_else)?))
             } else {
                 None
             };
             return Ok(Node::Ternary(Box::new(cond), Box::new(then), otherwise));
+        }
+        if allow_bare_else && self.eat_op(":") {
+            let right = self.ternary_inner(true)?;
+            return Ok(Node::Coalesce(Box::new(cond), Box::new(right)));
         }
         Ok(cond)
     }
@@ -479,7 +564,7 @@ impl<'a> Parser<'a> {
                     })
                 ) {
                     self.pos += 1;
-                    return self.call(name, token.at);
+                    return self.call(name);
                 }
                 Ok(Node::Var(name.clone().into_boxed_str()))
             }
@@ -529,7 +614,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn call(&mut self, name: &str, at: usize) -> PResult {
+    fn call(&mut self, name: &str) -> PResult {
         let helper =
             helpers::lookup(name).ok_or_else(|| DslError::UnknownFunction(name.to_string()))?;
         let mut args = Vec::new();
@@ -558,10 +643,10 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        helper.check_arity(args.len()).map_err(|e| match e {
-            DslError::Syntax { message, .. } => DslError::Syntax { at, message },
-            other => other,
-        })?;
+        let arity_error = helper.check_arity(args.len()).err();
+        if let (true, Some(e)) = (self.strict, &arity_error) {
+            return Err(e.clone());
+        }
         let regex = helper.regex_arg.and_then(|i| match args.get(i) {
             Some(Node::Lit(Value::Str(p))) => Some(compile_regex(p)),
             _ => None,
@@ -570,6 +655,7 @@ impl<'a> Parser<'a> {
             helper,
             args,
             regex,
+            arity_error,
         })
     }
 }

@@ -8,12 +8,12 @@
 //! body is never copied to be looked at.
 //!
 //! # Layout
-//! - [`value`]: [`Value`], its conversions and Nuclei's equality rules.
-//! - [`vars`]: the [`Vars`] lookup trait and ways to layer scopes.
-//! - `lexer`, [`expr`], `eval`: tokens, syntax tree and evaluation.
-//! - [`helpers`]: the helper functions.
-//! - [`template`]: [`TemplateString`] and [`Rendered`].
-//! - [`error`]: [`DslError`].
+//! - [`value`] holds [`Value`], its conversions and Nuclei's equality rules.
+//! - [`vars`] holds the [`Vars`] lookup trait and ways to layer scopes.
+//! - `lexer`, [`expr`] and `eval` hold tokens, syntax tree and evaluation.
+//! - [`helpers`] holds the helper functions.
+//! - [`template`] holds [`TemplateString`] and [`Rendered`].
+//! - [`error`] holds [`DslError`].
 
 pub mod error;
 pub mod expr;

@@ -370,3 +370,9 @@ pub(crate) fn with_text<T>(bytes: &[u8], f: impl FnOnce(&str) -> T) -> T {
 
 #[cfg(test)]
 mod tests;
+
+/// HMAC by name, exposed to tests that check `generate_jwt` signatures.
+#[cfg(test)]
+pub(crate) fn hashing_for_tests(alg: &str, key: &[u8], msg: &[u8]) -> Vec<u8> {
+    hashing::hmac_named(alg, key, msg).unwrap_or_default()
+}
