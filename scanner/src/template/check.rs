@@ -169,8 +169,7 @@ fn unknown_field_feature(path: &str) -> Option<String> {
     // `http.0.analyzer` names `analyzer`; a top-level key names itself.
     let name = path
         .split('.')
-        .filter(|s| !s.is_empty() && !s.bytes().all(|b| b.is_ascii_digit()))
-        .next_back()
+        .rfind(|s| !s.is_empty() && !s.bytes().all(|b| b.is_ascii_digit()))
         .unwrap_or(first);
     Some(name.to_string())
 }
