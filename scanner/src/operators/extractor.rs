@@ -31,8 +31,9 @@ enum Kind {
         regexes: Vec<Regex>,
         group: usize,
     },
-    /// Variable names, lowercased with `-` turned into `_`.
-    Kval(Vec<String>),
+    /// Variable names lowercased, as written and with `-` turned into `_`:
+    /// headers are exposed in snake case, cookies under their own name.
+    Kval(Vec<(String, String)>),
     Json(Vec<JsonQuery>),
     XPath {
         queries: XPathQueries,
@@ -76,7 +77,11 @@ impl Extractor {
             "kval" => Kind::Kval(
                 values(&def.kval, kind_name, "kval")?
                     .iter()
-                    .map(|k| k.trim().to_lowercase().replace('-', "_"))
+                    .map(|k| {
+                        let key = k.trim().to_lowercase();
+                        let snake = key.replace('-', "_");
+                        (key, snake)
+                    })
                     .collect(),
             ),
             "json" => Kind::Json(
@@ -120,8 +125,9 @@ impl Extractor {
         let mut found = Vec::new();
         match &self.kind {
             Kind::Kval(keys) => {
-                for key in keys {
-                    if let Some(value) = cache.ctx().get(key) {
+                for (key, snake) in keys {
+                    let value = cache.ctx().get(key).or_else(|| cache.ctx().get(snake));
+                    if let Some(value) = value {
                         found.push(value.to_string_lossy());
                     }
                 }

@@ -23,8 +23,9 @@ use crate::dsl::{Expr, Value, Vars};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MatchOutcome {
     pub matched: bool,
-    /// What matched (words, regex matches, binary needles, the status code);
-    /// empty for negative, dsl, size and xpath matchers.
+    /// What matched (words, the first match of each regex or all of them
+    /// with `match-all`, binary needles, the status code); empty for
+    /// negative, dsl, size and xpath matchers.
     pub snippets: Vec<String>,
 }
 
@@ -174,7 +175,13 @@ impl Matcher {
                 let Some(code) = status_code(cache.ctx()) else {
                     return MatchOutcome::default();
                 };
-                (codes.contains(&code), vec![code.to_string()])
+                let hit = codes.contains(&code);
+                let snippets = if hit && !self.negative {
+                    vec![code.to_string()]
+                } else {
+                    Vec::new()
+                };
+                (hit, snippets)
             }
             Kind::Dsl(exprs) => (self.match_dsl(exprs, cache.ctx()), Vec::new()),
             _ => {
@@ -261,7 +268,9 @@ impl Matcher {
     }
 
     fn match_regexes(&self, regexes: &[Regex], corpus: &[u8]) -> (bool, Vec<String>) {
-        let first_only = self.condition == Condition::Or && !self.match_all;
+        // Every match is collected only for `match-all`; otherwise the first
+        // match of each regex decides, and is the snippet.
+        let first_only = !self.match_all;
         self.combine(regexes.len(), |i| {
             let lossy =
                 |m: regex::bytes::Match<'_>| String::from_utf8_lossy(m.as_bytes()).into_owned();

@@ -477,6 +477,14 @@ fn kval_extractor_reads_headers_by_normalised_name() {
 }
 
 #[test]
+fn kval_extractor_reads_cookies_by_their_own_name() {
+    let e = extractor("type: kval\nkval: [csrf-token]");
+    let mut ctx = response(200, &[], "");
+    ctx.insert("csrf-token".to_string(), Value::str("c00kie"));
+    assert_eq!(e.extract(&ctx), vec!["c00kie"]);
+}
+
+#[test]
 fn kval_extractor_case_insensitive_lowercases_values() {
     let e = extractor("type: kval\ncase-insensitive: true\nkval: [server]");
     let ctx = response(200, &[("Server", "NGINX")], "");
