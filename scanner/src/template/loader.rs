@@ -138,7 +138,18 @@ pub fn parse_str_with(
 
 fn parse_error(path: &Path, e: &serde_saphyr::Error) -> LoadError {
     let location = e.location();
-    let message = e.without_snippet().to_string();
+    let mut message = e.without_snippet().to_string();
+    // The position is reported in its own fields; drop the parser's copy
+    // of it from the message.
+    if let Some(at) = message.rfind(" at line ") {
+        let tail = &message[at + " at line ".len()..];
+        if tail
+            .split(", column ")
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            message.truncate(at);
+        }
+    }
     LoadError::Parse {
         path: path.to_path_buf(),
         line: location.as_ref().map(|l| l.line()).filter(|&l| l > 0),
