@@ -29,6 +29,14 @@ fn compiled_pack() -> Vec<(String, Arc<CompiledTemplate>)> {
         .collect()
 }
 
+/// Whether the pack template `id` declares extractors.
+fn has_extractors(id: &str) -> bool {
+    pack::default_pack()
+        .iter()
+        .find(|(_, yaml)| pack::top_level_id(yaml) == Some(id))
+        .is_some_and(|(_, yaml)| yaml.contains("\n    extractors:"))
+}
+
 fn lab_engine() -> Engine {
     let mut config = EngineConfig::default();
     // The lab listens on loopback, which the engine refuses by default.
@@ -77,6 +85,13 @@ async fn every_pack_template_fires_on_its_vulnerable_route_and_stays_silent_on_t
         let fired = on(&vulnerable);
         if fired.is_empty() {
             failures.push(format!("{id}: silent on its vulnerable route"));
+        }
+        // Extractors are there to report versions, names and keys: each must
+        // find its value on the vulnerable fixture.
+        if has_extractors(&id) && fired.iter().all(|r| r.extracted_results.is_empty()) {
+            failures.push(format!(
+                "{id}: extractors found nothing on the vulnerable route"
+            ));
         }
         if let Some(other) = fired.iter().find(|r| r.template_id != id) {
             failures.push(format!("{id}: reported as {}", other.template_id));

@@ -952,7 +952,7 @@ const WORDPRESS_HOME: &str = "<!DOCTYPE html>\n<html lang=\"en-US\"><head><meta 
 <title>Northwind</title></head><body class=\"home blog\"></body></html>\n";
 
 const JOOMLA_HOME: &str = "<!DOCTYPE html>\n<html lang=\"en-gb\"><head><meta charset=\"utf-8\">\n\
-<meta name=\"generator\" content=\"Joomla! - Open Source Content Management\">\n<title>Home</title>\n\
+<meta name=\"generator\" content=\"Joomla! 1.5 - Open Source Content Management\">\n<title>Home</title>\n\
 <script src=\"/media/system/js/core.min.js?ee06c8994b37d13d4ad21c573bbffeeb9465c0e8\"></script></head><body></body></html>\n";
 
 const NEXTJS_HOME: &str = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"/><title>Northwind</title>\
