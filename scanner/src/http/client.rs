@@ -14,7 +14,7 @@ use super::cookies::CookieJar;
 use super::error::HttpError;
 use super::rate::HostRateLimiter;
 use super::request::{Request, WireDefaults};
-use super::resolve::{check_address, resolve};
+use super::resolve::{check_address, resolve, DnsCache};
 use super::response::Response;
 use super::tls;
 use super::url::{Scheme, TargetUrl};
@@ -67,6 +67,7 @@ struct Inner {
     /// its response is read; waiters queue in order. Never closed.
     permits: Semaphore,
     rate: Option<HostRateLimiter>,
+    dns: DnsCache,
 }
 
 /// Outcome of one exchange on one connection.
@@ -101,6 +102,7 @@ impl HttpClient {
                 pool: Pool::new(POOL_PER_KEY, POOL_TOTAL, POOL_IDLE),
                 permits: Semaphore::new(cfg.max_concurrency),
                 rate: cfg.per_host_rps.map(HostRateLimiter::new),
+                dns: DnsCache::default(),
                 cfg,
             }),
         })
@@ -209,9 +211,12 @@ impl HttpClient {
             host: url.host.clone(),
             after: cfg.timeout,
         };
-        let addrs = tokio::time::timeout(cfg.timeout, resolve(cfg, &url.host, url.port))
-            .await
-            .map_err(|_| timed_out())??;
+        let addrs = tokio::time::timeout(
+            cfg.timeout,
+            resolve(cfg, &self.inner.dns, &url.host, url.port),
+        )
+        .await
+        .map_err(|_| timed_out())??;
         // The rate wait comes before the permit so that requests sleeping
         // for one slow-rated host do not hold slots other hosts could use.
         if let Some(rate) = &self.inner.rate {

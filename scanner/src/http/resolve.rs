@@ -5,15 +5,51 @@
 //! candidate is checked against the forbidden classes; the connected peer is
 //! checked again in the client.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::address::classify;
 use super::config::ClientConfig;
 use super::error::HttpError;
 
+/// How long a DNS answer is reused. Short, so a changed record is seen
+/// soon; long enough that a scan does not ask the resolver per request.
+const DNS_TTL: Duration = Duration::from_secs(30);
+/// Size of the answer table above which expired answers are dropped.
+const DNS_PRUNE_ABOVE: usize = 4096;
+
+/// Recent DNS answers by name. Answers are checked against the address
+/// policy on every use, so caching cannot let a forbidden address through.
+#[derive(Default)]
+pub(crate) struct DnsCache {
+    /// Filled after each successful lookup, read before each lookup.
+    answers: Mutex<HashMap<String, (Instant, Vec<IpAddr>)>>,
+}
+
+impl DnsCache {
+    fn get(&self, name: &str) -> Option<Vec<IpAddr>> {
+        let answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        answers
+            .get(name)
+            .filter(|(at, _)| at.elapsed() < DNS_TTL)
+            .map(|(_, ips)| ips.clone())
+    }
+
+    fn put(&self, name: &str, ips: &[IpAddr]) {
+        let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        if answers.len() > DNS_PRUNE_ABOVE {
+            answers.retain(|_, (at, _)| at.elapsed() < DNS_TTL);
+        }
+        answers.insert(name.to_string(), (Instant::now(), ips.to_vec()));
+    }
+}
+
 /// Addresses to try for `host:port`, in order, all allowed by the policy.
 pub(crate) async fn resolve(
     cfg: &ClientConfig,
+    cache: &DnsCache,
     host: &str,
     port: u16,
 ) -> Result<Vec<SocketAddr>, HttpError> {
@@ -30,6 +66,8 @@ pub(crate) async fn resolve(
             host: name.to_string(),
             reason: "not in the hosts map, and DNS is off (hosts-only mode)".to_string(),
         });
+    } else if let Some(ips) = cache.get(name) {
+        ips
     } else {
         let found = tokio::net::lookup_host((name, port))
             .await
@@ -42,6 +80,9 @@ pub(crate) async fn resolve(
             if !ips.contains(&addr.ip()) {
                 ips.push(addr.ip());
             }
+        }
+        if !ips.is_empty() {
+            cache.put(name, &ips);
         }
         ips
     };
