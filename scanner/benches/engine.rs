@@ -80,7 +80,7 @@ fn main() {
     let t1 = Instant::now();
     let mut compiled: Vec<Arc<CompiledTemplate>> = Vec::new();
     let mut unrunnable = 0usize;
-    let mut compile_errors = 0usize;
+    let mut compile_errors: Vec<String> = Vec::new();
     for t in report.templates {
         if scanfleet_scanner::template::check(&t).is_err() {
             unrunnable += 1;
@@ -88,13 +88,21 @@ fn main() {
         }
         match CompiledTemplate::compile(t) {
             Ok(c) => compiled.push(Arc::new(c)),
-            Err(_) => compile_errors += 1,
+            Err(e) => compile_errors.push(e.to_string()),
         }
     }
     let compile_time = t1.elapsed();
     let rss_after = peak_rss_kib().unwrap_or(0);
     println!("corpus: {}", corpus.display());
-    println!("templates found: {found}, parsed: {}, unrunnable: {unrunnable}, compile errors: {compile_errors}, compiled: {}", found - report.failures.len(), compiled.len());
+    println!(
+        "templates found: {found}, parsed: {}, unrunnable: {unrunnable}, compile errors: {}, compiled: {}",
+        found - report.failures.len(),
+        compile_errors.len(),
+        compiled.len()
+    );
+    for e in &compile_errors {
+        println!("  compile error: {e}");
+    }
     println!("load (parse) time: {:.2} s", load_time.as_secs_f64());
     println!("compile time: {:.2} s", compile_time.as_secs_f64());
     println!(

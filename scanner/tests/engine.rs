@@ -735,3 +735,96 @@ http:
     assert_eq!(lab.targets(), vec!["/version", "/next"]);
     assert_eq!(report.results.len(), 1);
 }
+
+#[tokio::test]
+async fn option_variables_and_rendered_payload_values_reach_the_request() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: opts
+info: {name: Opts, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/{{token}}/{{who}}"
+    payloads:
+      who: ["user@{{Host}}"]
+"#;
+    let template = compile(yaml);
+    let engine = Engine::new(EngineConfig {
+        client: ClientConfig {
+            allow_private: true,
+            ..ClientConfig::default()
+        },
+        variables: vec![("token".into(), "t0k".into())],
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let target = TargetUrl::parse(&lab.base).expect("target");
+    let report = engine.run(&[template], &[target]).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(lab.targets(), vec!["/t0k/user@127.0.0.1"]);
+}
+
+#[tokio::test]
+async fn cancelling_a_run_ends_it_while_a_request_is_still_waiting() {
+    // A server that accepts and never answers: only cancellation can end
+    // the run before the client's 10 s timeout.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let accepted = Arc::new(tokio::sync::Notify::new());
+    let signal = accepted.clone();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+            signal.notify_one();
+        }
+    });
+    let yaml = r#"
+id: slow
+info: {name: Slow, severity: info}
+http:
+  - path: ["{{BaseURL}}/wait"]
+"#;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut events = engine(true).start(
+        vec![compile(yaml)],
+        vec![TargetUrl::parse(&base).expect("target")],
+        cancel.clone(),
+    );
+    accepted.notified().await;
+    let started = std::time::Instant::now();
+    cancel.cancel();
+    let drained = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while events.recv().await.is_some() {}
+    })
+    .await;
+    assert!(drained.is_ok(), "the run did not stop after cancellation");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn response_headers_and_cookies_are_dsl_variables() {
+    let lab = Lab::start(|_| Reply {
+        status: 200,
+        headers: vec![
+            ("X-Powered-By".into(), "PHP/8.1".into()),
+            ("Set-Cookie".into(), "SID=abc; HttpOnly".into()),
+        ],
+        body: "hello".into(),
+    })
+    .await;
+    let yaml = r#"
+id: vars
+info: {name: Vars, severity: info}
+http:
+  - path: ["{{BaseURL}}/"]
+    matchers:
+      - type: dsl
+        dsl:
+          - "contains(x_powered_by, 'PHP/8') && sid == 'abc' && content_length == 5 && status_code == 200"
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(report.results.len(), 1, "{:?}", report.errors);
+    let negative = yaml.replace("sid == 'abc'", "sid == 'xyz'");
+    assert!(scan(&negative, &lab.base).await.results.is_empty());
+}

@@ -202,6 +202,43 @@ fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -
     out
 }
 
+/// Payload values as variables. A value may itself hold `{{...}}` (e.g.
+/// `admin@{{Host}}`): Nuclei renders it against the other variables first.
+fn payload_values(
+    combo: Vec<(String, String)>,
+    template_layer: &Arc<VarMap>,
+    shared: &RunShared,
+    input: &InputUrl,
+) -> VarMap {
+    let needs_render = combo.iter().any(|(_, v)| v.contains("{{"));
+    let scope = needs_render.then(|| {
+        Scope::new()
+            .below(template_layer.clone())
+            .below(shared.option_vars.clone())
+            .below(Arc::new(layer_from_strings(input.variables(false))))
+    });
+    combo
+        .into_iter()
+        .map(|(k, v)| {
+            let rendered = match (&scope, v.contains("{{")) {
+                (Some(scope), true) => match crate::dsl::TemplateString::parse(&v) {
+                    Ok(t) => {
+                        let r = t.render(scope);
+                        if r.is_complete() {
+                            r.into_string_lossy()
+                        } else {
+                            v
+                        }
+                    }
+                    Err(_) => v,
+                },
+                _ => v,
+            };
+            (k, string_value(rendered))
+        })
+        .collect()
+}
+
 fn outcome_of(block: &CompiledBlock, r: &OperatorResult) -> MatchOutcome {
     MatchOutcome {
         has_matchers: r.has_matchers,
@@ -212,23 +249,15 @@ fn outcome_of(block: &CompiledBlock, r: &OperatorResult) -> MatchOutcome {
     }
 }
 
-/// Extracted values that later requests may use: internal and named ones,
-/// first value each.
-fn carry_extracts(r: &OperatorResult, dynamic: &mut VarMap) -> bool {
-    let mut changed = false;
+/// Extracted values that later requests may use: internal and named ones
+/// (the operators report both in `internal`), first value each.
+fn carry_extracts(r: &OperatorResult, dynamic: &mut VarMap, this_block: &mut VarMap) {
     for (name, values) in &r.internal {
         if let Some(v) = values.first() {
             dynamic.insert(name.clone(), string_value(v.clone()));
-            changed = true;
+            this_block.insert(name.clone(), string_value(v.clone()));
         }
     }
-    for (name, values) in &r.extracts {
-        if let (Some(name), Some(v)) = (name, values.first()) {
-            dynamic.insert(name.clone(), string_value(v.clone()));
-            changed = true;
-        }
-    }
-    changed
 }
 
 /// Runs every block of `tpl` against `target`, emitting results as they come.
@@ -255,12 +284,15 @@ pub(crate) async fn run_template(
         let mut numbered_history: Vec<Arc<VarMap>> = Vec::new();
         let mut last_response: Option<(Arc<VarMap>, String)> = None;
         let mut count = 0usize;
+        // This block's extracted values, published as `{id}_{name}` too.
+        let mut block_extracts = VarMap::new();
         for combo in block.payloads.combinations() {
-            let payload_layer: VarMap = combo
-                .into_iter()
-                .map(|(k, v)| (k, string_value(v)))
-                .collect();
-            let payload_layer = Arc::new(payload_layer);
+            let payload_layer = Arc::new(payload_values(
+                combo,
+                &template_layer,
+                shared,
+                &target.input,
+            ));
             for spec in &block.requests {
                 if target.cancel.is_cancelled() {
                     return;
@@ -333,7 +365,7 @@ pub(crate) async fn run_template(
                 if let Some(n) = numbered_layer {
                     numbered_history.push(n);
                 }
-                carry_extracts(&result, &mut dynamic);
+                carry_extracts(&result, &mut dynamic, &mut block_extracts);
                 last_response = Some((resp_layer, matched_at.clone()));
                 if block.req_condition {
                     continue;
@@ -370,14 +402,16 @@ pub(crate) async fn run_template(
                     tpl_job.blocks[bi].operators.evaluate(&scope)
                 };
                 if let Some(result) = on_rayon(job).await {
-                    carry_extracts(&result, &mut dynamic);
+                    carry_extracts(&result, &mut dynamic, &mut block_extracts);
                     for r in build_results(&head, matched_at, &outcome_of(block, &result)) {
                         emit(shared, Event::Result(r)).await;
                     }
                 }
             }
             if let Some(id) = &block.id {
-                block_history.insert(0, Arc::new(prefixed(resp_layer, id)));
+                let mut published = prefixed(resp_layer, id);
+                published.extend(prefixed(&block_extracts, id));
+                block_history.insert(0, Arc::new(published));
             }
         }
     }

@@ -251,9 +251,8 @@ pub fn merge_paths(base: &str, rel: &str) -> String {
     } else {
         rel.to_string()
     };
-    if base == rel {
-        base.to_string()
-    } else if base.len() > rel.len() && base.ends_with(rel.as_str()) {
+    // Same path, or the input already ends with it: nothing to add.
+    if base == rel || (base.len() > rel.len() && base.ends_with(rel.as_str())) {
         base.to_string()
     } else if base.len() < rel.len() && rel.starts_with(base) {
         rel
