@@ -88,9 +88,9 @@ impl Domain {
         if text.contains('*') {
             return Err(DomainError::Wildcard);
         }
-        if text.starts_with('[') {
+        if let Some(bracketed) = text.strip_prefix('[') {
             // `[::1]` or `[::1]:443`.
-            let inner = text[1..].split(']').next().unwrap_or_default();
+            let inner = bracketed.split(']').next().unwrap_or_default();
             if inner.parse::<Ipv6Addr>().is_ok() {
                 return Err(DomainError::IpAddress);
             }
@@ -253,7 +253,7 @@ mod tests {
         let label = "a".repeat(64);
         assert_eq!(err(&format!("{label}.com")), DomainError::LabelTooLong);
         assert_eq!(ok(&format!("{}.com", "a".repeat(63))).len(), 67);
-        let long = format!("{}.com", vec!["a".repeat(60); 4].join("."));
+        let long = format!("{}.com", vec!["a".repeat(60); 5].join("."));
         assert!(long.len() > 253);
         assert_eq!(err(&long), DomainError::NameTooLong);
         let max = format!("{}.{}", vec!["a".repeat(62); 4].join("."), "a");

@@ -1,18 +1,23 @@
-//! Findings: triage status.
-//!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! `/findings`: triage of individual findings.
 
 use poem::web::Data;
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{Object, OpenApi};
 use uuid::Uuid;
 
+use super::scans::Vulnerability;
 use super::ApiTags;
-use crate::auth::Credentials;
+use crate::auth::{Access, Credentials};
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::store::findings::{self, STATUSES};
+
+#[derive(Debug, Object)]
+pub struct FindingUpdate {
+    /// `open`, `confirmed`, `false_positive`, `accepted_risk` or `fixed`.
+    pub status: String,
+}
 
 pub struct FindingsApi;
 
@@ -26,11 +31,22 @@ impl FindingsApi {
     )]
     async fn update_finding(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _finding_id: Path<Uuid>,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("PATCH /findings/finding_id"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        finding_id: Path<Uuid>,
+        body: Json<FindingUpdate>,
+    ) -> Result<Json<Vulnerability>> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        if !STATUSES.contains(&body.status.as_str()) {
+            return Err(Error::invalid(
+                "status",
+                format!("must be one of {}", STATUSES.join(", ")),
+            ));
+        }
+        let db = state.db.get().await?;
+        let finding = findings::set_status(&**db, me.user.id, finding_id.0, &body.status)
+            .await?
+            .ok_or(Error::NotFound("finding"))?;
+        Ok(Json(Vulnerability::from(&finding)))
     }
 }

@@ -1,18 +1,386 @@
-//! Scans: creation, listing, detail, stop, intel and reports.
-//!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! `/scans`: creation (through [`scans::create_scan`], which counts the tier
+//! limit and enqueues the job), listing, detail with findings, stop, intel
+//! and reports.
 
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
 use poem::web::Data;
+use poem::{IntoResponse, Response};
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::registry::{
+    MetaHeader, MetaMediaType, MetaResponse, MetaResponses, MetaSchema, MetaSchemaRef, Registry,
+};
+use poem_openapi::types::{ToJSON, Type};
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use scanfleet_common::events::ScanStatus;
+use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
-use super::ApiTags;
-use crate::auth::Credentials;
+use super::{page, ApiTags};
+use crate::auth::{Access, Credentials};
 use crate::error::{Error, Result};
+use crate::report::{self, Format, ReportData, TOOL_NAME};
 use crate::state::AppState;
+use crate::store::findings::{self, FindingRow};
+use crate::store::scans::{self, upgrade_prompt, ScanFilter, ScanRow};
+use crate::store::tiers;
+
+/// A scan as lists, creation and stop return it.
+#[derive(Debug, Object)]
+pub struct Scan {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    /// The target's domain.
+    pub domain: String,
+    /// `full`, `quick` or `recon`.
+    pub engine: String,
+    /// `queued`, `pending`, `running`, `completed`, `failed` or `stopped`.
+    pub status: String,
+    /// 0 to 100; 100 when completed.
+    pub progress: i32,
+    /// `RESOLVE`, `DISCOVER`, `PROBE`, `VALIDATE` or `REPORT`, once running.
+    #[oai(skip_serializing_if_is_none)]
+    pub stage: Option<String>,
+    /// The schedule that started it, if any.
+    #[oai(skip_serializing_if_is_none)]
+    pub schedule_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    #[oai(skip_serializing_if_is_none)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub completed_at: Option<DateTime<Utc>>,
+    /// Why it failed.
+    #[oai(skip_serializing_if_is_none)]
+    pub error: Option<String>,
+    pub findings_count: i32,
+    pub critical_count: i32,
+    pub high_count: i32,
+    pub medium_count: i32,
+    pub low_count: i32,
+    pub info_count: i32,
+}
+
+impl From<ScanRow> for Scan {
+    fn from(s: ScanRow) -> Self {
+        Scan {
+            id: s.id,
+            target_id: s.target_id,
+            domain: s.domain,
+            engine: s.engine.as_str().to_string(),
+            status: s.status.as_str().to_string(),
+            progress: i32::from(s.progress),
+            stage: s.stage,
+            schedule_id: s.schedule_id,
+            created_at: s.created_at,
+            started_at: s.started_at,
+            completed_at: s.completed_at,
+            error: s.error,
+            findings_count: s.findings_count,
+            critical_count: s.critical_count,
+            high_count: s.high_count,
+            medium_count: s.medium_count,
+            low_count: s.low_count,
+            info_count: s.info_count,
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct ScanCreate {
+    /// One of the caller's targets.
+    pub target_id: Uuid,
+    /// `full` (default), `quick` or `recon`.
+    pub engine: Option<String>,
+}
+
+/// A finding in the vulnerability shape.
+#[derive(Debug, Clone, Object)]
+pub struct Vulnerability {
+    pub id: Uuid,
+    pub scan_id: Uuid,
+    /// The scanner template's name.
+    pub name: String,
+    /// `critical`, `high`, `medium`, `low` or `info`.
+    pub severity: String,
+    /// `open`, `confirmed`, `false_positive`, `accepted_risk` or `fixed`.
+    pub status: String,
+    pub template_id: String,
+    /// The affected host or service.
+    pub host: String,
+    /// URL or endpoint where it was detected.
+    pub matched_at: String,
+    pub description: String,
+    pub remediation: String,
+}
+
+impl From<&FindingRow> for Vulnerability {
+    fn from(f: &FindingRow) -> Self {
+        Vulnerability {
+            id: f.id,
+            scan_id: f.scan_id,
+            name: f.name.clone(),
+            severity: f.severity.as_str().to_string(),
+            status: f.status.clone(),
+            template_id: f.template_id.clone(),
+            host: f.host.clone(),
+            matched_at: f.matched_at.clone(),
+            description: f.description.clone(),
+            remediation: f.remediation.clone(),
+        }
+    }
+}
+
+/// A finding in the detail shape.
+#[derive(Debug, Object)]
+pub struct FindingDetail {
+    pub id: Uuid,
+    pub severity: String,
+    /// The template's name.
+    pub title: String,
+    /// Where it was detected (`matched_at`).
+    pub path: String,
+    /// The detecting engine.
+    pub tool: String,
+    pub description: String,
+}
+
+impl From<&FindingRow> for FindingDetail {
+    fn from(f: &FindingRow) -> Self {
+        FindingDetail {
+            id: f.id,
+            severity: f.severity.as_str().to_string(),
+            title: f.name.clone(),
+            path: f.matched_at.clone(),
+            tool: TOOL_NAME.to_string(),
+            description: f.description.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct ScanSummary {
+    pub total_findings: i64,
+    pub critical: i64,
+    pub high: i64,
+    pub medium: i64,
+    pub low: i64,
+    pub info: i64,
+}
+
+#[derive(Debug, Object)]
+pub struct SeverityCounts {
+    pub critical: i64,
+    pub high: i64,
+    pub medium: i64,
+    pub low: i64,
+    pub info: i64,
+}
+
+fn severity_counts(findings: &[FindingRow]) -> [i64; 5] {
+    let mut c = [0i64; 5];
+    for f in findings {
+        c[f.severity.rank() as usize] += 1;
+    }
+    c
+}
+
+fn summary_of(findings: &[FindingRow]) -> ScanSummary {
+    let c = severity_counts(findings);
+    ScanSummary {
+        total_findings: findings.len() as i64,
+        critical: c[0],
+        high: c[1],
+        medium: c[2],
+        low: c[3],
+        info: c[4],
+    }
+}
+
+/// Scan detail with its findings in both shapes.
+#[derive(Debug, Object)]
+pub struct ScanDetail {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    pub domain: String,
+    pub engine: String,
+    pub status: String,
+    pub progress: i32,
+    #[oai(skip_serializing_if_is_none)]
+    pub stage: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub schedule_id: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    #[oai(skip_serializing_if_is_none)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub completed_at: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub error: Option<String>,
+    /// Detail shape, in the order found.
+    pub findings: Vec<FindingDetail>,
+    /// Vulnerability shape, in the order found.
+    pub vulnerabilities: Vec<Vulnerability>,
+    pub summary: ScanSummary,
+}
+
+/// Correlated intelligence of a scan.
+#[derive(Debug, Object)]
+pub struct ScanIntel {
+    pub scan_id: Uuid,
+    pub domain: String,
+    pub severity_counts: SeverityCounts,
+    /// Critical, high, medium, low, then the rest; in the order found
+    /// within a severity.
+    pub vulnerabilities: Vec<Vulnerability>,
+    /// Each affected host with its vulnerabilities (same order).
+    pub hosts: BTreeMap<String, Vec<Vulnerability>>,
+}
+
+/// The `json` report.
+#[derive(Debug, Object)]
+pub struct JsonReport {
+    pub generated_at: DateTime<Utc>,
+    pub scan_id: Uuid,
+    pub target_id: Uuid,
+    pub domain: String,
+    pub engine: String,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    #[oai(skip_serializing_if_is_none)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[oai(skip_serializing_if_is_none)]
+    pub completed_at: Option<DateTime<Utc>>,
+    pub summary: ScanSummary,
+    /// Sorted by severity, critical first.
+    pub vulnerabilities: Vec<Vulnerability>,
+}
+
+#[derive(ApiResponse)]
+pub enum ScanList {
+    /// The caller's scans, newest first.
+    #[oai(status = 200)]
+    Ok(Json<Vec<Scan>>, #[oai(header = "X-Total-Count")] i64),
+}
+
+#[derive(ApiResponse)]
+pub enum ScanCreated {
+    /// The scan is queued.
+    #[oai(status = 201)]
+    Created(Json<Scan>),
+}
+
+/// A rendered report with its media type.
+pub struct ReportResponse {
+    format: Format,
+    scan_id: Uuid,
+    body: Vec<u8>,
+}
+
+impl IntoResponse for ReportResponse {
+    fn into_response(self) -> Response {
+        Response::builder()
+            .content_type(self.format.media_type())
+            .header(
+                "Content-Disposition",
+                format!(
+                    "inline; filename=\"scan-{}.{}\"",
+                    self.scan_id,
+                    self.format.extension()
+                ),
+            )
+            .body(self.body)
+    }
+}
+
+impl ApiResponse for ReportResponse {
+    fn meta() -> MetaResponses {
+        let text = || MetaSchemaRef::Inline(Box::new(MetaSchema::new("string")));
+        MetaResponses {
+            responses: vec![MetaResponse {
+                description: "The report, in the media type of the requested format.",
+                status: Some(200),
+                status_range: None,
+                content: vec![
+                    MetaMediaType {
+                        content_type: Format::Html.media_type(),
+                        schema: text(),
+                    },
+                    MetaMediaType {
+                        content_type: Format::Json.media_type(),
+                        schema: JsonReport::schema_ref(),
+                    },
+                    MetaMediaType {
+                        content_type: Format::Sarif.media_type(),
+                        schema: MetaSchemaRef::Inline(Box::new(MetaSchema::new("object"))),
+                    },
+                    MetaMediaType {
+                        content_type: Format::Csv.media_type(),
+                        schema: text(),
+                    },
+                    MetaMediaType {
+                        content_type: Format::Pdf.media_type(),
+                        schema: MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format(
+                            "string", "binary",
+                        ))),
+                    },
+                ],
+                headers: vec![MetaHeader {
+                    name: "Content-Disposition".to_string(),
+                    description: Some("`inline` with a file name `scan-<id>.<format>`".into()),
+                    required: true,
+                    deprecated: false,
+                    schema: String::schema_ref(),
+                }],
+            }],
+        }
+    }
+
+    fn register(registry: &mut Registry) {
+        JsonReport::register(registry);
+    }
+}
+
+fn parse_engine(raw: Option<&str>) -> Result<Engine> {
+    match raw {
+        None => Ok(Engine::Full),
+        Some(v) => Engine::parse(v)
+            .ok_or_else(|| Error::invalid("engine", "must be one of full, quick, recon")),
+    }
+}
+
+fn parse_status(raw: Option<&str>) -> Result<Option<ScanStatus>> {
+    raw.map(|v| {
+        ScanStatus::parse(v).ok_or_else(|| {
+            Error::invalid(
+                "status",
+                "must be one of queued, pending, running, completed, failed, stopped",
+            )
+        })
+    })
+    .transpose()
+}
+
+async fn owned_scan_with_findings(
+    state: &AppState,
+    user_id: Uuid,
+    scan_id: Uuid,
+) -> Result<(ScanRow, Vec<FindingRow>)> {
+    let db = state.db.get().await?;
+    let scan = scans::find(&**db, user_id, scan_id)
+        .await?
+        .ok_or(Error::NotFound("scan"))?;
+    let list = findings::list_for_scan(&**db, scan_id).await?;
+    Ok((scan, list))
+}
+
+fn by_severity(list: &[FindingRow]) -> Vec<Vulnerability> {
+    let mut sorted: Vec<&FindingRow> = list.iter().collect();
+    // Stable: the order found is kept within a severity.
+    sorted.sort_by_key(|f| f.severity.rank());
+    sorted.into_iter().map(Vulnerability::from).collect()
+}
 
 pub struct ScansApi;
 
@@ -22,39 +390,83 @@ impl ScansApi {
     #[oai(path = "/scans", method = "get", operation_id = "list_scans")]
     async fn list_scans(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        #[oai(name = "target_id")] _target_id: Query<Option<Uuid>>,
-        #[oai(name = "status")] _status: Query<Option<String>>,
-        #[oai(name = "limit")] _limit: Query<Option<i64>>,
-        #[oai(name = "offset")] _offset: Query<Option<i64>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /scans"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        /// Only scans of this target.
+        target_id: Query<Option<Uuid>>,
+        /// Only scans with this status: `queued`, `pending`, `running`,
+        /// `completed`, `failed` or `stopped`.
+        status: Query<Option<String>>,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<ScanList> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let filter = ScanFilter {
+            target_id: target_id.0,
+            status: parse_status(status.0.as_deref())?,
+        };
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (list, total) = scans::list(&**db, me.user.id, filter, page).await?;
+        Ok(ScanList::Ok(
+            Json(list.into_iter().map(Into::into).collect()),
+            total,
+        ))
     }
 
     /// Start a scan
+    ///
+    /// The scan is `queued` and its job pushed to the scanner queue. Over the
+    /// tier's scan limit for the period: 403 with an upgrade prompt. If the
+    /// queue cannot be reached the scan is marked `failed` and the answer is 503.
     #[oai(path = "/scans", method = "post", operation_id = "create_scan")]
     async fn create_scan(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /scans"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        body: Json<ScanCreate>,
+    ) -> Result<ScanCreated> {
+        let me = state.authenticate(&auth, Access::Scan).await?;
+        let engine = parse_engine(body.engine.as_deref())?;
+        let scan = scans::create_scan(&state, &me.user, body.target_id, engine, None).await?;
+        Ok(ScanCreated::Created(Json(scan.into())))
     }
 
     /// Scan detail with findings
     #[oai(path = "/scans/:scan_id", method = "get", operation_id = "get_scan")]
     async fn get_scan(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _scan_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /scans/scan_id"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        scan_id: Path<Uuid>,
+    ) -> Result<Json<ScanDetail>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
+        Ok(Json(ScanDetail {
+            id: s.id,
+            target_id: s.target_id,
+            domain: s.domain,
+            engine: s.engine.as_str().to_string(),
+            status: s.status.as_str().to_string(),
+            progress: i32::from(s.progress),
+            stage: s.stage,
+            schedule_id: s.schedule_id,
+            created_at: s.created_at,
+            started_at: s.started_at,
+            completed_at: s.completed_at,
+            error: s.error,
+            findings: list.iter().map(FindingDetail::from).collect(),
+            vulnerabilities: list.iter().map(Vulnerability::from).collect(),
+            summary: summary_of(&list),
+        }))
     }
 
     /// Stop a queued, pending or running scan
+    ///
+    /// The scan becomes `stopped` and the stop is published to the scanner
+    /// nodes; a finished scan is a 409.
     #[oai(
         path = "/scans/:scan_id/stop",
         method = "post",
@@ -62,11 +474,14 @@ impl ScansApi {
     )]
     async fn stop_scan(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _scan_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /scans/scan_id/stop"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        scan_id: Path<Uuid>,
+    ) -> Result<Json<Scan>> {
+        let me = state.authenticate(&auth, Access::Scan).await?;
+        let scan = scans::stop_scan(&state, me.user.id, scan_id.0).await?;
+        tracing::info!(scan_id = %scan.id, "scan stopped");
+        Ok(Json(scan.into()))
     }
 
     /// Correlated intelligence of a scan
@@ -77,14 +492,38 @@ impl ScansApi {
     )]
     async fn get_scan_intel(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _scan_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /scans/scan_id/intel"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        scan_id: Path<Uuid>,
+    ) -> Result<Json<ScanIntel>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
+        let vulnerabilities = by_severity(&list);
+        let mut hosts: BTreeMap<String, Vec<Vulnerability>> = BTreeMap::new();
+        for v in &vulnerabilities {
+            hosts.entry(v.host.clone()).or_default().push(v.clone());
+        }
+        let c = severity_counts(&list);
+        Ok(Json(ScanIntel {
+            scan_id: s.id,
+            domain: s.domain,
+            severity_counts: SeverityCounts {
+                critical: c[0],
+                high: c[1],
+                medium: c[2],
+                low: c[3],
+                info: c[4],
+            },
+            vulnerabilities,
+            hosts,
+        }))
     }
 
     /// A formatted report of a scan
+    ///
+    /// Formats: `html` (default), `json`, `sarif` (SARIF 2.1.0), `csv`
+    /// (RFC 4180), `pdf`. Monthly and yearly tiers; demo gets a 403 with an
+    /// upgrade prompt.
     #[oai(
         path = "/scans/:scan_id/report",
         method = "get",
@@ -92,11 +531,67 @@ impl ScansApi {
     )]
     async fn get_scan_report(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _scan_id: Path<Uuid>,
-        #[oai(name = "format")] _format: Query<Option<String>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /scans/scan_id/report"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        scan_id: Path<Uuid>,
+        /// `html` (default), `json`, `sarif`, `csv` or `pdf`.
+        format: Query<Option<String>>,
+    ) -> Result<ReportResponse> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let format = match format.0.as_deref() {
+            None => Format::Html,
+            Some(v) => Format::parse(v).ok_or_else(|| {
+                Error::invalid("format", format!("must be one of {}", Format::NAMES))
+            })?,
+        };
+        {
+            let db = state.db.get().await?;
+            let tier = tiers::get(&**db, &me.user.tier_slug).await?;
+            if !tier.is_some_and(|t| t.features.iter().any(|f| f == "reports")) {
+                return Err(Error::UpgradeRequired {
+                    code: "feature_not_in_tier",
+                    detail: format!("reports are not part of the {} tier", me.user.tier_slug),
+                    upgrade: upgrade_prompt(
+                        &state,
+                        &me.user.tier_slug,
+                        "Upgrade to Monthly Pro or Yearly Pro to download scan reports.",
+                    ),
+                });
+            }
+        }
+        let (scan, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
+        let data = ReportData {
+            scan: &scan,
+            findings: &list,
+            generated_at: Utc::now(),
+        };
+        let body = match format {
+            Format::Html => report::html(&data).into_bytes(),
+            Format::Csv => report::csv(&data).into_bytes(),
+            Format::Pdf => report::pdf(&data),
+            Format::Sarif => serde_json::to_vec_pretty(&report::sarif(&data))
+                .map_err(|e| Error::Unexpected(e.into()))?,
+            Format::Json => {
+                let doc = JsonReport {
+                    generated_at: data.generated_at,
+                    scan_id: scan.id,
+                    target_id: scan.target_id,
+                    domain: scan.domain.clone(),
+                    engine: scan.engine.as_str().to_string(),
+                    status: scan.status.as_str().to_string(),
+                    created_at: scan.created_at,
+                    started_at: scan.started_at,
+                    completed_at: scan.completed_at,
+                    summary: summary_of(&list),
+                    vulnerabilities: by_severity(&list),
+                };
+                doc.to_json_string().into_bytes()
+            }
+        };
+        Ok(ReportResponse {
+            format,
+            scan_id: scan.id,
+            body,
+        })
     }
 }

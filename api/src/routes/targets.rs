@@ -1,18 +1,138 @@
-//! Targets: the caller's domains.
-//!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! `/targets`: the caller's domains. Domains are parsed into [`Domain`]
+//! here; per-tier target limits answer 403 with an upgrade prompt.
 
+use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
-use super::ApiTags;
-use crate::auth::Credentials;
+use super::{page, ApiTags};
+use crate::auth::{Access, Credentials};
+use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::store::scans::{self, upgrade_prompt};
+use crate::store::targets::{self, AddError, ImportLine, TargetRow};
+
+/// Most domains one import takes.
+pub const IMPORT_MAX: usize = 500;
+pub const ORGANIZATION_MAX: usize = 200;
+
+/// A domain the caller owns and scans.
+#[derive(Debug, Object)]
+pub struct Target {
+    pub id: Uuid,
+    /// Lower-case hostname; internationalised names in punycode.
+    pub domain: String,
+    pub organization: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<TargetRow> for Target {
+    fn from(t: TargetRow) -> Self {
+        Target {
+            id: t.id,
+            domain: t.domain,
+            organization: t.organization,
+            created_at: t.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct TargetCreate {
+    /// A bare hostname such as `example.com` (no scheme, port or path; not an
+    /// IP address or wildcard). Internationalised names are accepted.
+    pub domain: String,
+    /// Free text, up to 200 characters; empty when absent.
+    pub organization: Option<String>,
+}
+
+#[derive(Debug, Object)]
+pub struct TargetImport {
+    /// Up to 500 domains.
+    pub domains: Vec<String>,
+}
+
+/// A target created by an import.
+#[derive(Debug, Object)]
+pub struct ImportedTarget {
+    pub id: Uuid,
+    pub domain: String,
+}
+
+/// Why one domain of an import was not imported.
+#[derive(Debug, Object)]
+pub struct ImportFailure {
+    /// `domains[i]`, the position in the request.
+    pub field: String,
+    /// The domain as sent.
+    pub domain: String,
+    /// `invalid`, `duplicate` (earlier in the same list), `exists` (the caller
+    /// already has it) or `limit_reached` (the tier's target limit).
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Object)]
+pub struct ImportResult {
+    /// Targets created.
+    pub imported: i64,
+    /// Domains not imported: invalid, duplicate or over the target limit.
+    pub failed: i64,
+    /// The created targets, in request order.
+    pub targets: Vec<ImportedTarget>,
+    /// One entry per failed domain, in request order.
+    pub failures: Vec<ImportFailure>,
+}
+
+#[derive(ApiResponse)]
+pub enum TargetList {
+    /// The caller's targets, newest first.
+    #[oai(status = 200)]
+    Ok(Json<Vec<Target>>, #[oai(header = "X-Total-Count")] i64),
+}
+
+#[derive(ApiResponse)]
+pub enum TargetCreated {
+    /// The target was added.
+    #[oai(status = 201)]
+    Created(Json<Target>),
+}
+
+#[derive(ApiResponse)]
+pub enum TargetDeleted {
+    /// The target, its scans, findings and schedules are gone.
+    #[oai(status = 204)]
+    NoContent,
+}
+
+fn target_limit_error(state: &AppState, tier_slug: &str, limit: i32) -> Error {
+    Error::UpgradeRequired {
+        code: "target_limit_reached",
+        detail: format!("the {tier_slug} tier allows {limit} targets"),
+        upgrade: upgrade_prompt(state, tier_slug, "Upgrade your plan to add more targets."),
+    }
+}
+
+fn validate_organization(raw: Option<&str>) -> Result<String> {
+    let org = raw.unwrap_or_default().trim();
+    if org.chars().count() > ORGANIZATION_MAX {
+        return Err(Error::invalid(
+            "organization",
+            format!("must be at most {ORGANIZATION_MAX} characters"),
+        ));
+    }
+    if org.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "organization",
+            "must not contain control characters",
+        ));
+    }
+    Ok(org.to_string())
+}
 
 pub struct TargetsApi;
 
@@ -22,26 +142,59 @@ impl TargetsApi {
     #[oai(path = "/targets", method = "get", operation_id = "list_targets")]
     async fn list_targets(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        #[oai(name = "limit")] _limit: Query<Option<i64>>,
-        #[oai(name = "offset")] _offset: Query<Option<i64>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /targets"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<TargetList> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (list, total) = targets::list(&**db, me.user.id, page).await?;
+        Ok(TargetList::Ok(
+            Json(list.into_iter().map(Into::into).collect()),
+            total,
+        ))
     }
 
     /// Add a target
+    ///
+    /// 409 when the caller already has the domain; 403 with an upgrade prompt
+    /// when the tier's target limit (demo 5, monthly 100, yearly 500) is reached.
     #[oai(path = "/targets", method = "post", operation_id = "create_target")]
     async fn create_target(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /targets"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        body: Json<TargetCreate>,
+    ) -> Result<TargetCreated> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let domain = Domain::parse(&body.domain, "domain")?;
+        let organization = validate_organization(body.organization.as_deref())?;
+        let mut db = state.db.get().await?;
+        let tx = db.transaction().await?;
+        let target = match targets::create(&*tx, me.user.id, &domain, &organization).await? {
+            Ok(t) => t,
+            Err(AddError::Duplicate) => {
+                return Err(Error::conflict(
+                    "target_exists",
+                    format!("you already have the target {domain}"),
+                ))
+            }
+            Err(AddError::LimitReached { tier_slug, limit }) => {
+                return Err(target_limit_error(&state, &tier_slug, limit))
+            }
+        };
+        tx.commit().await?;
+        Ok(TargetCreated::Created(Json(target.into())))
     }
 
     /// Delete a target and all its scan data
+    ///
+    /// Its active scans are stopped first; its scans, findings and schedules
+    /// are deleted with it.
     #[oai(
         path = "/targets/:target_id",
         method = "delete",
@@ -49,14 +202,35 @@ impl TargetsApi {
     )]
     async fn delete_target(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _target_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("DELETE /targets/target_id"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        target_id: Path<Uuid>,
+    ) -> Result<TargetDeleted> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let db = state.db.get().await?;
+        if targets::find(&**db, me.user.id, target_id.0)
+            .await?
+            .is_none()
+        {
+            return Err(Error::NotFound("target"));
+        }
+        // Stop before deleting: once the rows are gone the nodes running
+        // these scans would have nowhere to report to.
+        for scan_id in scans::active_ids_of_target(&**db, target_id.0).await? {
+            crate::queue::publish_stop(&state, scan_id).await?;
+        }
+        if !targets::delete(&**db, me.user.id, target_id.0).await? {
+            return Err(Error::NotFound("target"));
+        }
+        tracing::info!(target_id = %target_id.0, "target deleted");
+        Ok(TargetDeleted::NoContent)
     }
 
     /// Import up to 500 domains
+    ///
+    /// One transaction; invalid domains, repeats within the list, domains the
+    /// caller already has and those over the tier's target limit count as
+    /// `failed` (each explained in `failures`); the rest are created.
     #[oai(
         path = "/targets/import",
         method = "post",
@@ -64,10 +238,54 @@ impl TargetsApi {
     )]
     async fn import_targets(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /targets/import"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        body: Json<TargetImport>,
+    ) -> Result<Json<ImportResult>> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        if body.domains.len() > IMPORT_MAX {
+            return Err(Error::invalid(
+                "domains",
+                format!("an import takes at most {IMPORT_MAX} domains"),
+            ));
+        }
+        let mut db = state.db.get().await?;
+        let tx = db.transaction().await?;
+        let lines = targets::import(&*tx, me.user.id, &body.domains).await?;
+        tx.commit().await?;
+        let mut result = ImportResult {
+            imported: 0,
+            failed: 0,
+            targets: Vec::new(),
+            failures: Vec::new(),
+        };
+        for (i, line) in lines.into_iter().enumerate() {
+            let (reason, message) = match line {
+                ImportLine::Imported(t) => {
+                    result.imported += 1;
+                    result.targets.push(ImportedTarget {
+                        id: t.id,
+                        domain: t.domain,
+                    });
+                    continue;
+                }
+                ImportLine::Invalid(e) => ("invalid", e.message().to_string()),
+                ImportLine::DuplicateInImport => {
+                    ("duplicate", "appears earlier in this list".to_string())
+                }
+                ImportLine::AlreadyExists => ("exists", "you already have this target".to_string()),
+                ImportLine::LimitReached => {
+                    ("limit_reached", "over your tier's target limit".to_string())
+                }
+            };
+            result.failed += 1;
+            result.failures.push(ImportFailure {
+                field: format!("domains[{i}]"),
+                domain: body.domains[i].clone(),
+                reason: reason.to_string(),
+                message,
+            });
+        }
+        Ok(Json(result))
     }
 }

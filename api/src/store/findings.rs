@@ -1,1 +1,191 @@
-//! Findings of scans.
+//! Findings of scans: idempotent insertion for the ingester (the dedup rule
+//! of the contract, `template_id:matched_at`, first occurrence wins, and the
+//! scan's counters move only for rows actually inserted), reads for scan
+//! detail, intel and reports, and the triage status.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use scanfleet_common::events::FindingEvent;
+use scanfleet_common::Severity;
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use crate::error::Error;
+
+/// Triage statuses of a finding; new findings are `open`.
+pub const STATUSES: [&str; 5] = [
+    "open",
+    "confirmed",
+    "false_positive",
+    "accepted_risk",
+    "fixed",
+];
+
+#[derive(Debug, Clone)]
+pub struct FindingRow {
+    pub id: Uuid,
+    pub scan_id: Uuid,
+    pub user_id: Uuid,
+    pub template_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub status: String,
+    pub host: String,
+    pub matched_at: String,
+    pub description: String,
+    pub remediation: String,
+    pub matcher_name: Option<String>,
+    pub extracted_results: Vec<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, scan_id, user_id, template_id, name, severity, status, host, \
+     matched_at, description, remediation, matcher_name, extracted_results, created_at";
+
+fn from_row(row: &Row) -> FindingRow {
+    let severity: &str = row.get(5);
+    let extracted: serde_json::Value = row.get(12);
+    FindingRow {
+        id: row.get(0),
+        scan_id: row.get(1),
+        user_id: row.get(2),
+        template_id: row.get(3),
+        name: row.get(4),
+        severity: Severity::normalize(severity),
+        status: row.get(6),
+        host: row.get(7),
+        matched_at: row.get(8),
+        description: row.get(9),
+        remediation: row.get(10),
+        matcher_name: row.get(11),
+        extracted_results: serde_json::from_value(extracted).unwrap_or_default(),
+        created_at: row.get(13),
+    }
+}
+
+/// Records a batch of findings of one scan and returns how many were new.
+/// A finding whose dedup key the scan already has (from an earlier batch,
+/// a replayed event, or earlier in this batch) is skipped, so the first
+/// occurrence wins; the scan's counters grow by the new rows only. Call it
+/// in the transaction that acknowledges the events.
+pub async fn insert_findings(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    findings: &[FindingEvent],
+) -> Result<u64, Error> {
+    let mut keys = HashSet::new();
+    let batch: Vec<(&FindingEvent, String)> = findings
+        .iter()
+        .map(|f| (f, f.dedup_key()))
+        .filter(|(_, key)| keys.insert(key.clone()))
+        .collect();
+    if batch.is_empty() {
+        return Ok(0);
+    }
+    let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
+    let template_ids: Vec<&str> = batch.iter().map(|(f, _)| f.template_id.as_str()).collect();
+    let names: Vec<&str> = batch.iter().map(|(f, _)| f.name.as_str()).collect();
+    let severities: Vec<&str> = batch.iter().map(|(f, _)| f.severity.as_str()).collect();
+    let hosts: Vec<&str> = batch.iter().map(|(f, _)| f.host.as_str()).collect();
+    let matched: Vec<&str> = batch.iter().map(|(f, _)| f.matched_at.as_str()).collect();
+    let descriptions: Vec<&str> = batch.iter().map(|(f, _)| f.description.as_str()).collect();
+    let remediations: Vec<&str> = batch.iter().map(|(f, _)| f.remediation.as_str()).collect();
+    let matchers: Vec<Option<&str>> = batch
+        .iter()
+        .map(|(f, _)| f.matcher_name.as_deref())
+        .collect();
+    let extracted: Vec<serde_json::Value> = batch
+        .iter()
+        .map(|(f, _)| serde_json::json!(f.extracted_results))
+        .collect();
+    let dedup: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
+    // WITH ORDINALITY keeps the batch order, so within a statement the
+    // first occurrence is the one inserted.
+    let rows = db
+        .query(
+            "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                                   matched_at, description, remediation, matcher_name,
+                                   extracted_results, dedup_key)
+             SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
+                    n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key
+             FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                         $9::text[], $10::text[], $11::text[], $12::jsonb[], $13::text[])
+                  WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
+                                       description, remediation, matcher_name, extracted,
+                                       dedup_key, ord)
+             ORDER BY n.ord
+             ON CONFLICT (scan_id, dedup_key) DO NOTHING
+             RETURNING severity",
+            &[
+                &scan_id,
+                &user_id,
+                &ids,
+                &template_ids,
+                &names,
+                &severities,
+                &hosts,
+                &matched,
+                &descriptions,
+                &remediations,
+                &matchers,
+                &extracted,
+                &dedup,
+            ],
+        )
+        .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut counts = [0i32; 5];
+    for row in &rows {
+        counts[Severity::normalize(row.get(0)).rank() as usize] += 1;
+    }
+    let total = rows.len() as i32;
+    db.execute(
+        "UPDATE scans SET findings_count = findings_count + $2,
+                critical_count = critical_count + $3, high_count = high_count + $4,
+                medium_count = medium_count + $5, low_count = low_count + $6,
+                info_count = info_count + $7, updated_at = now()
+         WHERE id = $1",
+        &[
+            &scan_id, &total, &counts[0], &counts[1], &counts[2], &counts[3], &counts[4],
+        ],
+    )
+    .await?;
+    Ok(rows.len() as u64)
+}
+
+/// A scan's findings in the order they were found.
+pub async fn list_for_scan(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+) -> Result<Vec<FindingRow>, Error> {
+    let rows = db
+        .query(
+            &format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY created_at, id"),
+            &[&scan_id],
+        )
+        .await?;
+    Ok(rows.iter().map(from_row).collect())
+}
+
+/// Sets the triage status of one of the user's findings; None when it is
+/// not theirs. `status` must be one of [`STATUSES`].
+pub async fn set_status(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+    status: &str,
+) -> Result<Option<FindingRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE findings SET status = $3 WHERE id = $1 AND user_id = $2 RETURNING {COLUMNS}"
+            ),
+            &[&finding_id, &user_id, &status],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
