@@ -124,8 +124,9 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .at("/api/v1/ws/scans/:scan_id", get(scan_websocket))
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
-        .data(state)
+        .data(state.clone())
         .around(problem_guard)
+        .with(crate::ratelimit::RateLimit::new(state))
         .with(Tracing)
 }
 

@@ -22,6 +22,7 @@ pub mod domain;
 pub mod error;
 pub mod problem;
 pub mod queue;
+pub mod ratelimit;
 pub mod report;
 pub mod routes;
 pub mod state;

@@ -1,14 +1,16 @@
 //! Who is calling. Every authenticated request costs one indexed query (the
-//! session joined with its user), so logout, password changes, disabling and
-//! tier changes take effect at once, not when an access token expires.
+//! session, or the API key, joined with its user), so logout, password
+//! changes, key deletion, disabling and tier changes take effect at once, not
+//! when an access token expires.
 
+use chrono::{Duration, Utc};
 use uuid::Uuid;
 
 use super::scheme::{BearerAuth, Credentials};
-use super::tokens::TokenError;
+use super::tokens::{sha256, TokenError};
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::{sessions, users::User};
+use crate::store::{api_keys, scans, sessions, users::User};
 
 /// What an operation needs from an API key's permissions. Bearer tokens of
 /// the owner may do everything.
@@ -89,12 +91,63 @@ impl AppState {
     ) -> Result<Identity, Error> {
         match creds {
             Credentials::Bearer(b) => self.authenticate_bearer(b).await,
-            Credentials::ApiKey(_) => {
-                let _ = access;
-                Err(Error::Unauthenticated(
-                    "API-key authentication is not available in this version".into(),
-                ))
-            }
+            Credentials::ApiKey(k) => self.authenticate_api_key(&k.0.key, access).await,
         }
+    }
+
+    /// `X-API-Key`: one indexed lookup of the key's hash joined with its
+    /// owner, so deleting a key, disabling the owner or moving them to the
+    /// demo tier takes effect on the next request.
+    async fn authenticate_api_key(&self, raw: &str, access: Access) -> Result<Identity, Error> {
+        let db = self.db.get().await?;
+        let found = api_keys::find_by_hash(&**db, &sha256(raw.trim()))
+            .await?
+            .ok_or_else(|| {
+                Error::Unauthenticated("the API key is invalid or was deleted".into())
+            })?;
+        if found.expired {
+            return Err(Error::Unauthenticated("the API key has expired".into()));
+        }
+        if found.user.disabled {
+            return Err(Error::Unauthenticated("this account is disabled".into()));
+        }
+        if found.user.tier_slug == "demo" {
+            return Err(Error::UpgradeRequired {
+                code: "api_keys_require_paid_tier",
+                detail: "API keys work on the monthly and yearly tiers".into(),
+                upgrade: scans::upgrade_prompt(
+                    self,
+                    &found.user.tier_slug,
+                    "Upgrade to Monthly Pro to use API keys.",
+                ),
+            });
+        }
+        if !found
+            .key
+            .permissions
+            .iter()
+            .any(|p| p == access.permission())
+        {
+            return Err(Error::forbidden(
+                "insufficient_permission",
+                format!(
+                    "this API key lacks the `{}` permission",
+                    access.permission()
+                ),
+            ));
+        }
+        // At most one write per key and minute, however busy the key is.
+        let recent = found
+            .key
+            .last_used_at
+            .is_some_and(|t| Utc::now() - t < Duration::seconds(60));
+        if !recent {
+            api_keys::touch(&**db, found.key.id).await?;
+        }
+        Ok(Identity {
+            user: found.user,
+            session_id: None,
+            api_key_id: Some(found.key.id),
+        })
     }
 }

@@ -1,44 +1,244 @@
-//! API keys for machine access.
+//! `/api-keys`: keys for machine access (monthly, yearly and admin tiers).
 //!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! Managing keys needs a Bearer token: a key cannot mint or delete keys. The
+//! raw key (`sfk_...`) is returned once, by the create call; only its SHA-256
+//! and last four characters are stored.
 
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Duration, Utc};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
-use super::ApiTags;
+use super::{page, ApiTags};
+use crate::auth::tokens::{random_token, sha256};
 use crate::auth::BearerAuth;
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::store::api_keys::{self, ApiKey, NewApiKey};
+use crate::store::scans;
+
+/// The prefix of every raw key.
+pub const KEY_PREFIX: &str = "sfk_";
+/// The permissions a key may carry.
+pub const PERMISSIONS: [&str; 3] = ["read", "scan", "write"];
+pub const NAME_MAX: usize = 100;
+pub const DEFAULT_EXPIRES_IN_DAYS: i64 = 90;
+pub const MAX_EXPIRES_IN_DAYS: i64 = 365;
+
+#[derive(Debug, Object)]
+pub struct ApiKeyCreate {
+    /// 1 to 100 characters.
+    pub name: String,
+    /// A non-empty subset of `read` (GET endpoints), `scan` (start and stop
+    /// scans, run schedules now) and `write` (create, change and delete
+    /// targets and schedules).
+    pub permissions: Vec<String>,
+    /// Lifetime in days, 1 to 365 (default 90).
+    pub expires_in_days: Option<i64>,
+}
+
+/// A new key, with the raw value: shown this once, never again.
+#[derive(Debug, Object)]
+pub struct ApiKeyCreated {
+    pub id: Uuid,
+    pub name: String,
+    /// The raw key (`sfk_...`), to send as `X-API-Key`.
+    pub key: String,
+    pub permissions: Vec<String>,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A key as listed: its value masked.
+#[derive(Debug, Object)]
+pub struct ApiKeyOut {
+    pub id: Uuid,
+    pub name: String,
+    /// `sfk_…` and the key's last four characters.
+    pub key: String,
+    pub permissions: Vec<String>,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    /// When the key last authenticated a request (to the minute); null when
+    /// never used.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// `sfk_…` plus the last four characters.
+pub fn masked(last4: &str) -> String {
+    format!("{KEY_PREFIX}\u{2026}{last4}")
+}
+
+impl From<ApiKey> for ApiKeyOut {
+    fn from(k: ApiKey) -> Self {
+        ApiKeyOut {
+            id: k.id,
+            key: masked(&k.last4),
+            name: k.name,
+            permissions: k.permissions,
+            expires_at: k.expires_at,
+            created_at: k.created_at,
+            last_used_at: k.last_used_at,
+        }
+    }
+}
+
+#[derive(ApiResponse)]
+pub enum CreateResponse {
+    /// The key was created; `key` is shown only in this response.
+    #[oai(status = 201)]
+    Created(Json<ApiKeyCreated>),
+}
+
+#[derive(ApiResponse)]
+pub enum ListResponse {
+    /// The caller's keys, newest first, masked.
+    #[oai(status = 200)]
+    Ok(Json<Vec<ApiKeyOut>>, #[oai(header = "X-Total-Count")] i64),
+}
+
+#[derive(ApiResponse)]
+pub enum DeleteResponse {
+    /// The key was deleted; it no longer authenticates.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+/// A validated create request.
+struct ValidKey {
+    name: String,
+    permissions: Vec<String>,
+    expires_in_days: i64,
+}
+
+fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
+    let name = body.name.trim();
+    let len = name.chars().count();
+    if len == 0 || len > NAME_MAX {
+        return Err(Error::invalid(
+            "name",
+            format!("must be 1 to {NAME_MAX} characters"),
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "name",
+            "must not contain control characters",
+        ));
+    }
+    if body.permissions.is_empty() {
+        return Err(Error::invalid(
+            "permissions",
+            "must name at least one of read, scan, write",
+        ));
+    }
+    let mut permissions = BTreeSet::new();
+    for p in &body.permissions {
+        if !PERMISSIONS.contains(&p.as_str()) {
+            return Err(Error::invalid(
+                "permissions",
+                format!("`{p}` is not one of read, scan, write"),
+            ));
+        }
+        permissions.insert(p.clone());
+    }
+    let expires_in_days = body.expires_in_days.unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
+    if !(1..=MAX_EXPIRES_IN_DAYS).contains(&expires_in_days) {
+        return Err(Error::invalid(
+            "expires_in_days",
+            format!("must be between 1 and {MAX_EXPIRES_IN_DAYS}"),
+        ));
+    }
+    // In the fixed order read, scan, write.
+    let permissions = PERMISSIONS
+        .iter()
+        .filter(|p| permissions.contains(**p))
+        .map(|p| p.to_string())
+        .collect();
+    Ok(ValidKey {
+        name: name.to_string(),
+        permissions,
+        expires_in_days,
+    })
+}
 
 pub struct ApiKeysApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::ApiKeys")]
 impl ApiKeysApi {
     /// Create an API key
+    ///
+    /// Needs a Bearer token and the monthly, yearly or admin tier. The raw
+    /// key is in this response only.
     #[oai(path = "/api-keys", method = "post", operation_id = "create_api_key")]
     async fn create_api_key(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /api-keys"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<ApiKeyCreate>,
+    ) -> Result<CreateResponse> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let valid = validate(&body)?;
+        if me.user.tier_slug == "demo" {
+            return Err(Error::UpgradeRequired {
+                code: "api_keys_require_paid_tier",
+                detail: "API keys are available on the monthly and yearly tiers".into(),
+                upgrade: scans::upgrade_prompt(
+                    &state,
+                    &me.user.tier_slug,
+                    "Upgrade to Monthly Pro to create API keys.",
+                ),
+            });
+        }
+        let raw = random_token(KEY_PREFIX);
+        let last4: String = raw[raw.len() - 4..].to_string();
+        let db = state.db.get().await?;
+        let key = api_keys::create(
+            &**db,
+            NewApiKey {
+                user_id: me.user.id,
+                name: &valid.name,
+                key_hash: &sha256(&raw),
+                last4: &last4,
+                permissions: &valid.permissions,
+                expires_at: Utc::now() + Duration::days(valid.expires_in_days),
+            },
+        )
+        .await?;
+        tracing::info!(user_id = %me.user.id, key_id = %key.id, "API key created");
+        Ok(CreateResponse::Created(Json(ApiKeyCreated {
+            id: key.id,
+            name: key.name,
+            key: raw,
+            permissions: key.permissions,
+            expires_at: key.expires_at,
+            created_at: key.created_at,
+        })))
     }
 
     /// List the caller's API keys, masked
     #[oai(path = "/api-keys", method = "get", operation_id = "list_api_keys")]
     async fn list_api_keys(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-        #[oai(name = "limit")] _limit: Query<Option<i64>>,
-        #[oai(name = "offset")] _offset: Query<Option<i64>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /api-keys"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<ListResponse> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (keys, total) = api_keys::list(&**db, me.user.id, page).await?;
+        Ok(ListResponse::Ok(
+            Json(keys.into_iter().map(Into::into).collect()),
+            total,
+        ))
     }
 
     /// Revoke and delete an API key
@@ -49,10 +249,70 @@ impl ApiKeysApi {
     )]
     async fn delete_api_key(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-        _key_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("DELETE /api-keys/key_id"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        key_id: Path<Uuid>,
+    ) -> Result<DeleteResponse> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let db = state.db.get().await?;
+        api_keys::delete(&**db, me.user.id, key_id.0).await?;
+        tracing::info!(user_id = %me.user.id, key_id = %key_id.0, "API key deleted");
+        Ok(DeleteResponse::Deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(name: &str, perms: &[&str], days: Option<i64>) -> ApiKeyCreate {
+        ApiKeyCreate {
+            name: name.into(),
+            permissions: perms.iter().map(|p| p.to_string()).collect(),
+            expires_in_days: days,
+        }
+    }
+
+    fn field(r: Result<ValidKey>) -> String {
+        match r {
+            Err(Error::Validation(e)) => e[0].field.clone(),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn create_requests_are_validated_field_by_field() {
+        let ok = validate(&body(" ci ", &["scan", "read", "read"], None)).unwrap();
+        assert_eq!(ok.name, "ci");
+        assert_eq!(ok.permissions, vec!["read", "scan"]);
+        assert_eq!(ok.expires_in_days, 90);
+        assert_eq!(field(validate(&body("", &["read"], None))), "name");
+        assert_eq!(
+            field(validate(&body(&"x".repeat(101), &["read"], None))),
+            "name"
+        );
+        assert!(validate(&body(&"é".repeat(100), &["read"], None)).is_ok());
+        assert_eq!(field(validate(&body("k", &[], None))), "permissions");
+        assert_eq!(field(validate(&body("k", &["admin"], None))), "permissions");
+        assert_eq!(
+            field(validate(&body("k", &["read"], Some(0)))),
+            "expires_in_days"
+        );
+        assert_eq!(
+            field(validate(&body("k", &["read"], Some(366)))),
+            "expires_in_days"
+        );
+        assert_eq!(
+            validate(&body("k", &["read"], Some(365)))
+                .unwrap()
+                .expires_in_days,
+            365
+        );
+    }
+
+    #[test]
+    fn listings_show_the_prefix_and_last_four_only() {
+        assert_eq!(masked("abcd"), "sfk_\u{2026}abcd");
     }
 }

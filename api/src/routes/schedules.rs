@@ -1,18 +1,127 @@
-//! Schedules: recurring scans.
+//! `/schedules`: recurring scans of a target with a five-field cron
+//! expression in UTC ([`CronSpec`]), firing at most every 5 minutes.
 //!
-//! The operations here are part of the contract but not provided by this
-//! version yet: each answers 501 problem+json.
+//! The scheduler turns due schedules into scans; `run-now` starts one at once
+//! through the same path as `POST /scans` ([`scans::create_scan`]), so it
+//! counts against the tier's scan limit like any other scan.
 
+use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::OpenApi;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
-use super::ApiTags;
-use crate::auth::Credentials;
+use super::{page, ApiTags};
+use crate::auth::{Access, Credentials};
+use crate::cron::CronSpec;
 use crate::error::{Error, Result};
 use crate::state::AppState;
+use crate::store::scans;
+use crate::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
+
+#[derive(Debug, Object)]
+pub struct ScheduleCreate {
+    /// One of the caller's targets.
+    pub target_id: Uuid,
+    /// `full` (default), `quick` or `recon`.
+    pub engine: Option<String>,
+    /// Five fields (minute hour day-of-month month day-of-week), UTC, firing
+    /// at most every 5 minutes; e.g. `0 9 * * 1` (Mondays at 09:00).
+    pub cron_expression: String,
+}
+
+/// Any of the fields; absent ones stay as they are. `next_run` is recomputed.
+#[derive(Debug, Object)]
+pub struct ScheduleUpdateRequest {
+    /// `full`, `quick` or `recon`.
+    pub engine: Option<String>,
+    /// Five-field cron expression, UTC, at most every 5 minutes.
+    pub cron_expression: Option<String>,
+    /// A disabled schedule does not run until enabled again.
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Object)]
+pub struct ScheduleOut {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    /// `full`, `quick` or `recon`.
+    pub engine: String,
+    pub cron_expression: String,
+    pub enabled: bool,
+    /// The next firing of the expression, UTC.
+    pub next_run: DateTime<Utc>,
+    /// When a run was last started (by the scheduler or run-now).
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Schedule> for ScheduleOut {
+    fn from(s: Schedule) -> Self {
+        ScheduleOut {
+            id: s.id,
+            target_id: s.target_id,
+            engine: s.engine.as_str().to_string(),
+            cron_expression: s.cron_expression,
+            enabled: s.enabled,
+            next_run: s.next_run,
+            last_run_at: s.last_run_at,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Object)]
+pub struct RunNowResponse {
+    /// The scan that was created (status `queued`).
+    pub scan_id: Uuid,
+}
+
+#[derive(ApiResponse)]
+pub enum CreateResponse {
+    /// The schedule was created, enabled.
+    #[oai(status = 201)]
+    Created(Json<ScheduleOut>),
+}
+
+#[derive(ApiResponse)]
+pub enum ListResponse {
+    /// The caller's schedules, newest first.
+    #[oai(status = 200)]
+    Ok(Json<Vec<ScheduleOut>>, #[oai(header = "X-Total-Count")] i64),
+}
+
+#[derive(ApiResponse)]
+pub enum DeleteResponse {
+    /// The schedule was deleted; its past scans remain.
+    #[oai(status = 204)]
+    Deleted,
+}
+
+#[derive(ApiResponse)]
+pub enum RunNowResult {
+    /// A scan was queued.
+    #[oai(status = 202)]
+    Accepted(Json<RunNowResponse>),
+}
+
+fn parse_engine(raw: &str) -> Result<Engine> {
+    Engine::parse(raw).ok_or_else(|| Error::invalid("engine", "must be full, quick or recon"))
+}
+
+/// The spec and its next firing after now.
+fn parse_cron(raw: &str) -> Result<(CronSpec, DateTime<Utc>)> {
+    let spec =
+        CronSpec::parse(raw).map_err(|e| Error::invalid("cron_expression", e.to_string()))?;
+    let next = spec
+        .next_after(Utc::now())
+        .ok_or_else(|| Error::invalid("cron_expression", "never fires again"))?;
+    Ok((spec, next))
+}
 
 pub struct SchedulesApi;
 
@@ -22,26 +131,56 @@ impl SchedulesApi {
     #[oai(path = "/schedules", method = "get", operation_id = "list_schedules")]
     async fn list_schedules(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        #[oai(name = "limit")] _limit: Query<Option<i64>>,
-        #[oai(name = "offset")] _offset: Query<Option<i64>>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("GET /schedules"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<i64>>,
+        /// Items to skip.
+        offset: Query<Option<i64>>,
+    ) -> Result<ListResponse> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let page = page(limit.0, offset.0)?;
+        let db = state.db.get().await?;
+        let (list, total) = schedules::list(&**db, me.user.id, page).await?;
+        Ok(ListResponse::Ok(
+            Json(list.into_iter().map(Into::into).collect()),
+            total,
+        ))
     }
 
     /// Create a schedule
+    ///
+    /// The schedule starts enabled; `next_run` is the expression's next
+    /// firing in UTC.
     #[oai(path = "/schedules", method = "post", operation_id = "create_schedule")]
     async fn create_schedule(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /schedules"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        body: Json<ScheduleCreate>,
+    ) -> Result<CreateResponse> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let engine = parse_engine(body.engine.as_deref().unwrap_or("full"))?;
+        let (spec, next_run) = parse_cron(&body.cron_expression)?;
+        let db = state.db.get().await?;
+        let schedule = schedules::create(
+            &**db,
+            NewSchedule {
+                user_id: me.user.id,
+                target_id: body.target_id,
+                engine,
+                cron_expression: spec.as_str(),
+                next_run,
+            },
+        )
+        .await?;
+        tracing::info!(user_id = %me.user.id, schedule_id = %schedule.id, "schedule created");
+        Ok(CreateResponse::Created(Json(schedule.into())))
     }
 
     /// Change a schedule
+    ///
+    /// Any of engine, cron_expression and enabled; `next_run` is recomputed.
     #[oai(
         path = "/schedules/:schedule_id",
         method = "put",
@@ -49,12 +188,44 @@ impl SchedulesApi {
     )]
     async fn update_schedule(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _schedule_id: Path<Uuid>,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("PUT /schedules/schedule_id"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        schedule_id: Path<Uuid>,
+        body: Json<ScheduleUpdateRequest>,
+    ) -> Result<Json<ScheduleOut>> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let engine = body.engine.as_deref().map(parse_engine).transpose()?;
+        let cron = body
+            .cron_expression
+            .as_deref()
+            .map(parse_cron)
+            .transpose()?;
+        let db = state.db.get().await?;
+        let current = schedules::find(&**db, me.user.id, schedule_id.0)
+            .await?
+            .ok_or(Error::NotFound("schedule"))?;
+        let (expression, next_run) = match &cron {
+            Some((spec, next)) => (spec.as_str().to_string(), *next),
+            // The stored expression was valid when stored; the next firing
+            // moves on with time.
+            None => {
+                let (spec, next) = parse_cron(&current.cron_expression)?;
+                (spec.as_str().to_string(), next)
+            }
+        };
+        let updated = schedules::update(
+            &**db,
+            me.user.id,
+            current.id,
+            ScheduleUpdate {
+                engine: engine.unwrap_or(current.engine),
+                cron_expression: &expression,
+                enabled: body.enabled.unwrap_or(current.enabled),
+                next_run,
+            },
+        )
+        .await?;
+        Ok(Json(updated.into()))
     }
 
     /// Delete a schedule
@@ -65,14 +236,21 @@ impl SchedulesApi {
     )]
     async fn delete_schedule(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _schedule_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("DELETE /schedules/schedule_id"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        schedule_id: Path<Uuid>,
+    ) -> Result<DeleteResponse> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let db = state.db.get().await?;
+        schedules::delete(&**db, me.user.id, schedule_id.0).await?;
+        Ok(DeleteResponse::Deleted)
     }
 
     /// Run a schedule's scan now
+    ///
+    /// Creates a scan of the schedule's target with its engine, exactly as
+    /// `POST /scans` does: it counts against the tier's scan limit (403 with
+    /// an upgrade prompt when reached). Works on disabled schedules too.
     #[oai(
         path = "/schedules/:schedule_id/run-now",
         method = "post",
@@ -80,10 +258,30 @@ impl SchedulesApi {
     )]
     async fn run_schedule_now(
         &self,
-        _state: Data<&AppState>,
-        _auth: Credentials,
-        _schedule_id: Path<Uuid>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /schedules/schedule_id/run-now"))
+        state: Data<&AppState>,
+        auth: Credentials,
+        schedule_id: Path<Uuid>,
+    ) -> Result<RunNowResult> {
+        let me = state.authenticate(&auth, Access::Scan).await?;
+        let schedule = {
+            let db = state.db.get().await?;
+            schedules::find(&**db, me.user.id, schedule_id.0)
+                .await?
+                .ok_or(Error::NotFound("schedule"))?
+        };
+        let scan = scans::create_scan(
+            &state,
+            &me.user,
+            schedule.target_id,
+            schedule.engine,
+            Some(schedule.id),
+        )
+        .await?;
+        let db = state.db.get().await?;
+        schedules::mark_run(&**db, schedule.id, scan.created_at).await?;
+        tracing::info!(user_id = %me.user.id, schedule_id = %schedule.id, scan_id = %scan.id, "schedule run now");
+        Ok(RunNowResult::Accepted(Json(RunNowResponse {
+            scan_id: scan.id,
+        })))
     }
 }

@@ -1,0 +1,432 @@
+//! Per-user and per-IP rate limits, as a poem middleware around the whole
+//! HTTP surface (outside the problem guard, so it sees every final response,
+//! errors included, and adds the `X-RateLimit-*` headers to each).
+//!
+//! Counting is a fixed one-minute window in Redis (`INCR` + `EXPIRE` in one
+//! pipeline on `rate_window(subject, minute)`), so every api process shares
+//! one budget per subject. Subjects:
+//! - `user:<id>` when the request carries a valid Bearer token (signature and
+//!   expiry checked, no database) or a known API key; the limit is the
+//!   tier's `rate_limit_rpm`;
+//! - `ip:<address>` for login, register and the tier list, and for requests
+//!   without valid credentials; the limit is `SCANFLEET_RATE__ANON_RPM`.
+//!
+//! The user's tier (and an API key's owner) are cached in-process for a few
+//! seconds, so a limited request costs one Redis round trip and, at most
+//! every [`CACHE_TTL`], one indexed query. A tier change therefore reaches
+//! the limiter within that time; authentication itself re-reads the tier on
+//! every request.
+//!
+//! The payment webhook, `/healthz`, `/readyz`, the docs and the OpenAPI
+//! document are not limited and carry no rate-limit headers.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fred::interfaces::KeysInterface;
+use poem::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
+use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use uuid::Uuid;
+
+use crate::auth::tokens::sha256;
+use crate::error::Error;
+use crate::state::AppState;
+use crate::store::api_keys;
+
+/// How long a user's tier, or an API key's owner, is reused without asking
+/// Postgres again.
+pub const CACHE_TTL: Duration = Duration::from_secs(5);
+/// The counting window.
+pub const WINDOW_SECS: u64 = 60;
+/// A Redis round trip slower than this counts as Redis being down.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
+/// Cache size above which expired entries are swept.
+const CACHE_SWEEP_AT: usize = 10_000;
+
+pub const LIMIT_HEADER: &str = "x-ratelimit-limit";
+pub const REMAINING_HEADER: &str = "x-ratelimit-remaining";
+pub const RESET_HEADER: &str = "x-ratelimit-reset";
+
+/// The middleware; mount it outside the problem guard.
+#[derive(Clone)]
+pub struct RateLimit {
+    limiter: Arc<Limiter>,
+}
+
+impl RateLimit {
+    pub fn new(state: AppState) -> RateLimit {
+        RateLimit {
+            limiter: Arc::new(Limiter {
+                state,
+                user_rpm: Mutex::new(HashMap::new()),
+                key_owner: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+}
+
+impl<E: Endpoint> Middleware<E> for RateLimit {
+    type Output = RateLimited<E>;
+
+    fn transform(&self, ep: E) -> Self::Output {
+        RateLimited {
+            inner: ep,
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+pub struct RateLimited<E> {
+    inner: E,
+    limiter: Arc<Limiter>,
+}
+
+/// An in-process cache entry.
+type Cached<T> = (T, Instant);
+/// An API key's owner and their tier's requests per minute.
+type KeyOwner = Option<(Uuid, u32)>;
+
+struct Limiter {
+    state: AppState,
+    /// user id -> the tier's requests per minute (None: no such user).
+    /// Written by request tasks on a miss; plain `Mutex`, never held across
+    /// an await.
+    user_rpm: Mutex<HashMap<Uuid, Cached<Option<u32>>>>,
+    /// SHA-256 of an API key -> (owner, requests per minute), None for an
+    /// unknown key. Same locking rule.
+    key_owner: Mutex<HashMap<Vec<u8>, Cached<KeyOwner>>>,
+}
+
+/// Who a request is counted against, and at what limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Subject {
+    key: String,
+    limit: u32,
+}
+
+/// The outcome of counting one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Count {
+    limit: u32,
+    used: u64,
+    reset_secs: u64,
+}
+
+impl Count {
+    fn exceeded(&self) -> bool {
+        self.used > u64::from(self.limit)
+    }
+
+    fn remaining(&self) -> u64 {
+        u64::from(self.limit).saturating_sub(self.used)
+    }
+
+    fn apply(&self, resp: &mut Response) {
+        let headers = resp.headers_mut();
+        for (name, value) in [
+            (LIMIT_HEADER, u64::from(self.limit)),
+            (REMAINING_HEADER, self.remaining()),
+            (RESET_HEADER, self.reset_secs),
+        ] {
+            headers.insert(HeaderName::from_static(name), HeaderValue::from(value));
+        }
+    }
+}
+
+/// What the limiter does with a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PathClass {
+    /// Not limited, no headers.
+    Exempt,
+    /// Always counted per client IP.
+    Anonymous,
+    /// Counted per user when credentials are valid, else per IP.
+    Authenticated,
+}
+
+fn classify(path: &str) -> PathClass {
+    let path = path.trim_end_matches('/');
+    match path {
+        "/healthz" | "/readyz" | "/api/v1/openapi.json" | "/api/v1/subscriptions/webhook" => {
+            PathClass::Exempt
+        }
+        _ if path == "/api/v1/docs" || path.starts_with("/api/v1/docs/") => PathClass::Exempt,
+        "/api/v1/auth/login" | "/api/v1/auth/register" | "/api/v1/subscriptions/tiers" => {
+            PathClass::Anonymous
+        }
+        _ => PathClass::Authenticated,
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The Bearer token of an `Authorization` header, or a WebSocket's `token`
+/// query parameter (browsers cannot set headers on a WebSocket handshake).
+fn bearer_token(req: &Request) -> Option<String> {
+    if let Some(v) = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        let (scheme, token) = v.trim().split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim().to_string());
+    }
+    if req.uri().path().starts_with("/api/v1/ws/") {
+        return req.uri().query().and_then(|q| {
+            q.split('&')
+                .filter_map(|kv| kv.split_once('='))
+                .find(|(k, _)| *k == "token")
+                .map(|(_, v)| v.to_string())
+        });
+    }
+    None
+}
+
+fn client_ip(req: &Request) -> String {
+    req.remote_addr()
+        .as_socket_addr()
+        .map(|a| match a.ip() {
+            // An IPv4 client on a dual-stack socket is the same client.
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6)),
+            ip => ip,
+        })
+        .map(|ip| ip.to_string())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn cached<K: std::hash::Hash + Eq + Clone, V: Clone>(
+    map: &Mutex<HashMap<K, Cached<V>>>,
+    key: &K,
+) -> Option<V> {
+    let map = map.lock().unwrap_or_else(|p| p.into_inner());
+    map.get(key)
+        .filter(|(_, at)| at.elapsed() < CACHE_TTL)
+        .map(|(v, _)| v.clone())
+}
+
+fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, Cached<V>>>, key: K, value: V) {
+    let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= CACHE_SWEEP_AT {
+        map.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+    }
+    map.insert(key, (value, Instant::now()));
+}
+
+impl Limiter {
+    fn anonymous(&self, req: &Request) -> Subject {
+        Subject {
+            key: format!("ip:{}", client_ip(req)),
+            limit: self.state.settings.rate.anon_rpm,
+        }
+    }
+
+    fn user(id: Uuid, rpm: u32) -> Subject {
+        Subject {
+            key: format!("user:{id}"),
+            limit: rpm,
+        }
+    }
+
+    async fn subject(&self, req: &Request, class: PathClass) -> Result<Subject, Error> {
+        if class == PathClass::Anonymous {
+            return Ok(self.anonymous(req));
+        }
+        if let Some(token) = bearer_token(req) {
+            if let Ok(claims) = self.state.jwt.verify(&token) {
+                if let Some(rpm) = self.user_rpm(claims.sub).await? {
+                    return Ok(Self::user(claims.sub, rpm));
+                }
+            }
+            return Ok(self.anonymous(req));
+        }
+        if let Some(key) = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()) {
+            if let Some((user_id, rpm)) = self.key_owner(key.trim()).await? {
+                return Ok(Self::user(user_id, rpm));
+            }
+        }
+        Ok(self.anonymous(req))
+    }
+
+    async fn user_rpm(&self, user_id: Uuid) -> Result<Option<u32>, Error> {
+        if let Some(hit) = cached(&self.user_rpm, &user_id) {
+            return Ok(hit);
+        }
+        let db = self.state.db.get().await?;
+        let rpm = db
+            .query_opt(
+                "SELECT t.rate_limit_rpm FROM users u JOIN tiers t ON t.slug = u.tier_slug
+                 WHERE u.id = $1",
+                &[&user_id],
+            )
+            .await?
+            .map(|r| r.get::<_, i32>(0).max(1) as u32);
+        remember(&self.user_rpm, user_id, rpm);
+        Ok(rpm)
+    }
+
+    async fn key_owner(&self, raw: &str) -> Result<KeyOwner, Error> {
+        let hash = sha256(raw);
+        if let Some(hit) = cached(&self.key_owner, &hash) {
+            return Ok(hit);
+        }
+        let db = self.state.db.get().await?;
+        let owner = api_keys::rate_subject(&**db, &hash)
+            .await?
+            .map(|(id, rpm)| (id, rpm.max(1) as u32));
+        remember(&self.key_owner, hash, owner);
+        Ok(owner)
+    }
+
+    /// Counts one request of `subject` in the current window.
+    async fn count(&self, subject: &Subject) -> Result<Count, Error> {
+        let now = now_secs();
+        let window = now / WINDOW_SECS;
+        let key = self.state.keys.rate_window(&subject.key, window as i64);
+        let pipeline = self.state.redis.pipeline();
+        let _: () = pipeline.incr(&key).await?;
+        // Outlives the window a little, so a clock skew between api
+        // processes cannot drop a live counter.
+        let _: () = pipeline.expire(&key, 2 * WINDOW_SECS as i64, None).await?;
+        let (used, _): (u64, i64) = pipeline.all().await?;
+        Ok(Count {
+            limit: subject.limit,
+            used,
+            reset_secs: WINDOW_SECS - now % WINDOW_SECS,
+        })
+    }
+
+    /// The subject's count, or `None` when it cannot be had.
+    async fn check(&self, req: &Request, class: PathClass) -> Option<Count> {
+        let work = async {
+            let subject = self.subject(req, class).await?;
+            self.count(&subject).await
+        };
+        // Fail open: when Redis (or Postgres, for a tier lookup) is down or
+        // slow, serving requests unlimited is better than failing every one
+        // of them; the outage is logged and /readyz reports it.
+        match tokio::time::timeout(REDIS_TIMEOUT, work).await {
+            Ok(Ok(count)) => Some(count),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "rate limiting skipped: cannot count the request");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("rate limiting skipped: counting timed out");
+                None
+            }
+        }
+    }
+}
+
+impl<E: Endpoint> Endpoint for RateLimited<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        let class = classify(req.uri().path());
+        if !self.limiter.state.settings.rate.enabled || class == PathClass::Exempt {
+            return self.inner.call(req).await.map(IntoResponse::into_response);
+        }
+        let Some(count) = self.limiter.check(&req, class).await else {
+            return self.inner.call(req).await.map(IntoResponse::into_response);
+        };
+        let mut resp = if count.exceeded() {
+            Error::RateLimited {
+                retry_after_secs: count.reset_secs,
+            }
+            .into_response()
+        } else {
+            match self.inner.call(req).await {
+                Ok(r) => r.into_response(),
+                // The problem guard inside turns errors into responses; this
+                // is only a fallback.
+                Err(e) => e.into_response(),
+            }
+        };
+        count.apply(&mut resp);
+        Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_endpoints_docs_and_the_webhook_are_not_limited() {
+        for p in [
+            "/healthz",
+            "/readyz",
+            "/api/v1/openapi.json",
+            "/api/v1/docs",
+            "/api/v1/docs/index.html",
+            "/api/v1/subscriptions/webhook",
+        ] {
+            assert_eq!(classify(p), PathClass::Exempt, "{p}");
+        }
+    }
+
+    #[test]
+    fn login_register_and_tiers_are_limited_per_ip() {
+        for p in [
+            "/api/v1/auth/login",
+            "/api/v1/auth/register/",
+            "/api/v1/subscriptions/tiers",
+        ] {
+            assert_eq!(classify(p), PathClass::Anonymous, "{p}");
+        }
+        for p in ["/api/v1/scans", "/api/v1/auth/me", "/api/v1/docsx", "/nope"] {
+            assert_eq!(classify(p), PathClass::Authenticated, "{p}");
+        }
+    }
+
+    #[test]
+    fn counts_report_what_is_left() {
+        let c = Count {
+            limit: 10,
+            used: 3,
+            reset_secs: 42,
+        };
+        assert_eq!(c.remaining(), 7);
+        assert!(!c.exceeded());
+        let over = Count { used: 11, ..c };
+        assert!(over.exceeded());
+        assert_eq!(over.remaining(), 0);
+        let at = Count { used: 10, ..c };
+        assert!(!at.exceeded());
+        let mut resp = Response::default();
+        c.apply(&mut resp);
+        assert_eq!(resp.headers()[LIMIT_HEADER], "10");
+        assert_eq!(resp.headers()[REMAINING_HEADER], "7");
+        assert_eq!(resp.headers()[RESET_HEADER], "42");
+    }
+
+    #[test]
+    fn bearer_tokens_come_from_the_header_or_the_websocket_query() {
+        let r = Request::builder()
+            .uri_str("/api/v1/scans")
+            .header(AUTHORIZATION, "Bearer abc.def")
+            .finish();
+        assert_eq!(bearer_token(&r).as_deref(), Some("abc.def"));
+        let ws = Request::builder()
+            .uri_str("/api/v1/ws/scans/1?x=1&token=tok")
+            .finish();
+        assert_eq!(bearer_token(&ws).as_deref(), Some("tok"));
+        let basic = Request::builder()
+            .uri_str("/api/v1/scans")
+            .header(AUTHORIZATION, "Basic xyz")
+            .finish();
+        assert_eq!(bearer_token(&basic), None);
+    }
+}

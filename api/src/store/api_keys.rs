@@ -1,0 +1,172 @@
+//! API keys: stored as the SHA-256 of the raw key (shown once, at creation)
+//! with its last four characters for listings. A deleted key is gone: its
+//! row is removed, so a lookup by hash finds nothing.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use super::users::{self, User};
+use super::Page;
+use crate::error::Error;
+
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub name: String,
+    pub last4: String,
+    pub permissions: Vec<String>,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+const COLUMNS: &str =
+    "k.id, k.user_id, k.name, k.last4, k.permissions, k.expires_at, k.created_at, k.last_used_at";
+
+fn from_row(row: &Row) -> ApiKey {
+    from_row_at(row, 0)
+}
+
+/// A key whose [`COLUMNS`] start at column `at`.
+fn from_row_at(row: &Row, at: usize) -> ApiKey {
+    ApiKey {
+        id: row.get(at),
+        user_id: row.get(at + 1),
+        name: row.get(at + 2),
+        last4: row.get(at + 3),
+        permissions: row.get(at + 4),
+        expires_at: row.get(at + 5),
+        created_at: row.get(at + 6),
+        last_used_at: row.get(at + 7),
+    }
+}
+
+pub struct NewApiKey<'a> {
+    pub user_id: Uuid,
+    pub name: &'a str,
+    pub key_hash: &'a [u8],
+    pub last4: &'a str,
+    pub permissions: &'a [String],
+    pub expires_at: DateTime<Utc>,
+}
+
+pub async fn create(db: &impl GenericClient, new: NewApiKey<'_>) -> Result<ApiKey, Error> {
+    let row = db
+        .query_one(
+            &format!(
+                "INSERT INTO api_keys AS k (id, user_id, name, key_hash, last4, permissions, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+            ),
+            &[
+                &Uuid::now_v7(),
+                &new.user_id,
+                &new.name,
+                &new.key_hash,
+                &new.last4,
+                &new.permissions,
+                &new.expires_at,
+            ],
+        )
+        .await?;
+    Ok(from_row(&row))
+}
+
+/// Newest first, with the total count.
+pub async fn list(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    page: Page,
+) -> Result<(Vec<ApiKey>, i64), Error> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM api_keys k WHERE k.user_id = $1
+                 ORDER BY k.created_at DESC, k.id DESC LIMIT $2 OFFSET $3"
+            ),
+            &[&user_id, &page.limit, &page.offset],
+        )
+        .await?;
+    let total: i64 = db
+        .query_one(
+            "SELECT count(*) FROM api_keys WHERE user_id = $1",
+            &[&user_id],
+        )
+        .await?
+        .get(0);
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// Deletes the user's key; someone else's is `NotFound`.
+pub async fn delete(db: &impl GenericClient, user_id: Uuid, id: Uuid) -> Result<(), Error> {
+    let n = db
+        .execute(
+            "DELETE FROM api_keys WHERE id = $1 AND user_id = $2",
+            &[&id, &user_id],
+        )
+        .await?;
+    if n == 0 {
+        return Err(Error::NotFound("API key"));
+    }
+    Ok(())
+}
+
+/// A key found by its hash, with its owner as stored now (tier, disabled).
+#[derive(Debug, Clone)]
+pub struct KeyOwner {
+    pub key: ApiKey,
+    pub user: User,
+    pub expired: bool,
+}
+
+/// One indexed lookup (the unique `key_hash` index) joined with the owner.
+pub async fn find_by_hash(
+    db: &impl GenericClient,
+    key_hash: &[u8],
+) -> Result<Option<KeyOwner>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT {}, {COLUMNS}, k.expires_at <= now() AS expired
+                 FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_hash = $1",
+                users::COLUMNS
+            ),
+            &[&key_hash],
+        )
+        .await?;
+    // The user's columns come first, then the key's.
+    let user_columns = users::COLUMNS.split(',').count();
+    Ok(row.map(|r| KeyOwner {
+        key: from_row_at(&r, user_columns),
+        user: users::from_row(&r),
+        expired: r.get("expired"),
+    }))
+}
+
+/// The owner and their tier's requests per minute, for the rate limiter
+/// (expired keys are still counted against their owner: they were sent).
+pub async fn rate_subject(
+    db: &impl GenericClient,
+    key_hash: &[u8],
+) -> Result<Option<(Uuid, i32)>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT u.id, t.rate_limit_rpm FROM api_keys k JOIN users u ON u.id = k.user_id
+             JOIN tiers t ON t.slug = u.tier_slug WHERE k.key_hash = $1",
+            &[&key_hash],
+        )
+        .await?;
+    Ok(row.map(|r| (r.get(0), r.get(1))))
+}
+
+/// Records a use; callers skip it when the stored time is recent, so a busy
+/// key does not cost a write per request.
+pub async fn touch(db: &impl GenericClient, id: Uuid) -> Result<(), Error> {
+    db.execute(
+        "UPDATE api_keys SET last_used_at = now() WHERE id = $1",
+        &[&id],
+    )
+    .await?;
+    Ok(())
+}

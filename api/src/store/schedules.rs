@@ -1,0 +1,179 @@
+//! Schedules: recurring scans of one target. The cron expression is stored
+//! as given and was validated ([`crate::cron::CronSpec`]) before it got
+//! here; `next_run` is always computed by the caller from that spec.
+
+use chrono::{DateTime, Utc};
+use scanfleet_common::jobs::Engine;
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use super::Page;
+use crate::error::Error;
+
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub target_id: Uuid,
+    pub engine: Engine,
+    pub cron_expression: String,
+    pub enabled: bool,
+    pub next_run: DateTime<Utc>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "s.id, s.user_id, s.target_id, s.engine, s.cron_expression, s.enabled, \
+                       s.next_run, s.last_run_at, s.created_at, s.updated_at";
+
+fn from_row(row: &Row) -> Schedule {
+    let engine: &str = row.get(3);
+    Schedule {
+        id: row.get(0),
+        user_id: row.get(1),
+        target_id: row.get(2),
+        // The table's CHECK constraint admits only known engines.
+        engine: Engine::parse(engine).unwrap_or(Engine::Full),
+        cron_expression: row.get(4),
+        enabled: row.get(5),
+        next_run: row.get(6),
+        last_run_at: row.get(7),
+        created_at: row.get(8),
+        updated_at: row.get(9),
+    }
+}
+
+pub struct NewSchedule<'a> {
+    pub user_id: Uuid,
+    pub target_id: Uuid,
+    pub engine: Engine,
+    pub cron_expression: &'a str,
+    pub next_run: DateTime<Utc>,
+}
+
+/// Inserts an enabled schedule; a target that is missing or someone else's
+/// is `NotFound("target")` (one statement: the insert selects the target).
+pub async fn create(db: &impl GenericClient, new: NewSchedule<'_>) -> Result<Schedule, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "INSERT INTO schedules AS s (id, user_id, target_id, engine, cron_expression, next_run)
+                 SELECT $1, t.user_id, t.id, $4, $5, $6 FROM targets t
+                 WHERE t.id = $3 AND t.user_id = $2
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &Uuid::now_v7(),
+                &new.user_id,
+                &new.target_id,
+                &new.engine.as_str(),
+                &new.cron_expression,
+                &new.next_run,
+            ],
+        )
+        .await?
+        .ok_or(Error::NotFound("target"))?;
+    Ok(from_row(&row))
+}
+
+/// The user's schedule; someone else's is `None`.
+pub async fn find(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    id: Uuid,
+) -> Result<Option<Schedule>, Error> {
+    let row = db
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM schedules s WHERE s.id = $1 AND s.user_id = $2"),
+            &[&id, &user_id],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Newest first, with the total count.
+pub async fn list(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    page: Page,
+) -> Result<(Vec<Schedule>, i64), Error> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM schedules s WHERE s.user_id = $1
+                 ORDER BY s.created_at DESC, s.id DESC LIMIT $2 OFFSET $3"
+            ),
+            &[&user_id, &page.limit, &page.offset],
+        )
+        .await?;
+    let total: i64 = db
+        .query_one(
+            "SELECT count(*) FROM schedules WHERE user_id = $1",
+            &[&user_id],
+        )
+        .await?
+        .get(0);
+    Ok((rows.iter().map(from_row).collect(), total))
+}
+
+/// The new values of a schedule, computed by the caller from the old ones
+/// and the request (so `next_run` always matches `cron_expression`).
+pub struct ScheduleUpdate<'a> {
+    pub engine: Engine,
+    pub cron_expression: &'a str,
+    pub enabled: bool,
+    pub next_run: DateTime<Utc>,
+}
+
+pub async fn update(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    id: Uuid,
+    change: ScheduleUpdate<'_>,
+) -> Result<Schedule, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE schedules s SET engine = $3, cron_expression = $4, enabled = $5,
+                        next_run = $6, updated_at = now()
+                 WHERE s.id = $1 AND s.user_id = $2 RETURNING {COLUMNS}"
+            ),
+            &[
+                &id,
+                &user_id,
+                &change.engine.as_str(),
+                &change.cron_expression,
+                &change.enabled,
+                &change.next_run,
+            ],
+        )
+        .await?
+        .ok_or(Error::NotFound("schedule"))?;
+    Ok(from_row(&row))
+}
+
+/// Deletes the user's schedule; someone else's is `NotFound`. Its past scans
+/// stay (their `schedule_id` becomes NULL).
+pub async fn delete(db: &impl GenericClient, user_id: Uuid, id: Uuid) -> Result<(), Error> {
+    let n = db
+        .execute(
+            "DELETE FROM schedules WHERE id = $1 AND user_id = $2",
+            &[&id, &user_id],
+        )
+        .await?;
+    if n == 0 {
+        return Err(Error::NotFound("schedule"));
+    }
+    Ok(())
+}
+
+/// Records that a run of the schedule was started (run-now or the scheduler).
+pub async fn mark_run(db: &impl GenericClient, id: Uuid, at: DateTime<Utc>) -> Result<(), Error> {
+    db.execute(
+        "UPDATE schedules SET last_run_at = $2, updated_at = now() WHERE id = $1",
+        &[&id, &at],
+    )
+    .await?;
+    Ok(())
+}
