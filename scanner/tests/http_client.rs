@@ -561,6 +561,25 @@ async fn a_silent_server_times_out_and_is_not_retried() {
 }
 
 #[tokio::test]
+async fn a_body_that_stalls_midway_times_out_without_a_retry() {
+    let server = TestServer::start(|_| {
+        Reply::Send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..".to_vec())
+    })
+    .await;
+    let c = client(ClientConfig {
+        timeout: Duration::from_millis(300),
+        ..lab_config()
+    });
+    let err = c
+        .send(&Request::get(&server.url("/")), &SendOptions::default())
+        .await
+        .expect_err("times out");
+    assert!(matches!(err, HttpError::Timeout { .. }), "{err:?}");
+    assert!(err.is_transient());
+    assert_eq!(server.connections_before_now().await, 1);
+}
+
+#[tokio::test]
 async fn refused_connections_report_a_connect_error() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();

@@ -196,8 +196,8 @@ impl HttpClient {
     }
 
     /// One request/response exchange with `url`'s origin, retried per
-    /// `cfg.retries` on refused or reset connections. Returns the response
-    /// and the time spent on the wire.
+    /// `cfg.retries` on refused or reset connections, bounded by
+    /// `cfg.timeout`. Returns the response and the time spent on the wire.
     #[tracing::instrument(level = "debug", skip_all, fields(host = %url.host, port = url.port))]
     async fn exchange(
         &self,
@@ -211,12 +211,17 @@ impl HttpClient {
             host: url.host.clone(),
             after: cfg.timeout,
         };
+        // One budget covers resolution, connecting, writing and reading
+        // (retries included); waiting for the rate limiter or a slot does not
+        // use it, so a busy scanner does not time out healthy hosts.
+        let resolving = Instant::now();
         let addrs = tokio::time::timeout(
             cfg.timeout,
             resolve(cfg, &self.inner.dns, &url.host, url.port),
         )
         .await
         .map_err(|_| timed_out())??;
+        let budget = cfg.timeout.saturating_sub(resolving.elapsed());
         // The rate wait comes before the permit so that requests sleeping
         // for one slow-rated host do not hold slots other hosts could use.
         if let Some(rate) = &self.inner.rate {
@@ -243,7 +248,7 @@ impl HttpClient {
                 }
             }
         };
-        let resp = tokio::time::timeout(cfg.timeout, attempts)
+        let resp = tokio::time::timeout(budget, attempts)
             .await
             .map_err(|_| timed_out())??;
         Ok((resp, started.elapsed()))
