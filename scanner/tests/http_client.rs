@@ -163,7 +163,7 @@ async fn serve_plain(
             Reply::Reset => {
                 // Linger zero turns the close into a RST.
                 let std = stream.into_std().expect("into std");
-                let sock = socket2_linger_zero(std);
+                let sock = with_linger_zero(std);
                 drop(sock);
                 return;
             }
@@ -175,7 +175,7 @@ async fn serve_plain(
     }
 }
 
-fn socket2_linger_zero(std: std::net::TcpStream) -> std::net::TcpStream {
+fn with_linger_zero(std: std::net::TcpStream) -> std::net::TcpStream {
     // SO_LINGER with a zero timeout, through the tokio API which wraps it.
     let tokio_stream = TcpStream::from_std(std).expect("from std");
     #[allow(deprecated)]

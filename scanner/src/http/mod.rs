@@ -8,6 +8,13 @@
 //! is checked against the non-public ranges, and the connected peer is
 //! checked again, unless `allow_private` is set.
 //!
+//! Each exchange (resolve, connect, TLS, write, read) is bounded by
+//! `ClientConfig::timeout`; waiting for a concurrency slot or the per-host
+//! rate ceiling is not. A refused or reset connection is retried
+//! `retries` times at once; a timeout never is (a slow host stays slow, and
+//! retrying would double the scan time and skew time-based checks). A pooled
+//! connection the server had closed is replaced without using the retry.
+//!
 //! # Layout
 //! - `client`: [`HttpClient`], [`SendOptions`]: pooling, retries, redirects.
 //! - `request`: [`Request`], raw-block parsing and the wire form.
