@@ -339,3 +339,25 @@ fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
         "uses flow (javascript); self-contained request; needs interactsh (out-of-band); unsupported feature: race"
     );
 }
+
+#[test]
+fn pitchfork_lists_of_different_lengths_cannot_be_paired() {
+    let y = with_block(&format!(
+        "path: ['{{{{BaseURL}}}}/{{{{u}}}}/{{{{p}}}}']\n    payloads:\n      u: [a, b]\n      p: [c]\n    attack: pitchfork\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "pitchfork payloads of unequal length");
+    let even = y.replace("p: [c]", "p: [c, d]");
+    assert_eq!(primary(&even), "runnable");
+}
+
+#[test]
+fn operators_that_do_not_compile_are_named_by_kind() {
+    let bad_regex = with_block(
+        "path: ['{{BaseURL}}']\n    matchers:\n      - type: regex\n        regex: ['(?)broken']\n",
+    );
+    assert_eq!(primary(&bad_regex), "invalid operator: regex");
+    let no_words = with_block(
+        "path: ['{{BaseURL}}']\n    matchers:\n      - type: word\n        part: body\n",
+    );
+    assert_eq!(primary(&no_words), "invalid operator: no values");
+}

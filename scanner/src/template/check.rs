@@ -13,7 +13,7 @@ use std::fmt;
 
 use super::model::{HttpBlock, PayloadDef, Template};
 use crate::dsl;
-use crate::operators::{ExtractorDef, MatcherDef};
+use crate::operators::{ExtractorDef, MatcherDef, OperatorError, Operators};
 
 /// One reason a template cannot run. The variants are listed from the most
 /// to the least fundamental; a template's first reason is the one reports
@@ -48,6 +48,12 @@ pub enum Reason {
     UnsupportedDslHelper(String),
     /// A DSL expression the engine's parser rejects.
     UnsupportedDslExpression,
+    /// Pitchfork pairs values by position, so its lists must be as long
+    /// as each other (Nuclei refuses these too).
+    UnequalPitchforkPayloads,
+    /// A matcher or extractor that does not compile: a bad regex, XPath,
+    /// JSON path, hex string or condition, or no values at all.
+    InvalidOperator(String),
 }
 
 impl fmt::Display for Reason {
@@ -68,6 +74,8 @@ impl fmt::Display for Reason {
             Reason::UnsupportedExtractorType(t) => write!(f, "unsupported extractor type: {t}"),
             Reason::UnsupportedDslHelper(h) => write!(f, "unsupported DSL helper: {h}"),
             Reason::UnsupportedDslExpression => f.write_str("unsupported DSL expression"),
+            Reason::UnequalPitchforkPayloads => f.write_str("pitchfork payloads of unequal length"),
+            Reason::InvalidOperator(what) => write!(f, "invalid operator: {what}"),
         }
     }
 }
@@ -256,12 +264,56 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
             }
         }
     }
+    let pitchfork = block
+        .attack
+        .as_deref()
+        .is_some_and(|a| a.trim().eq_ignore_ascii_case("pitchfork"));
+    if pitchfork {
+        let mut lengths = block.payloads.iter().map(|(_, v)| v.len());
+        if let Some(first) = lengths.next() {
+            if lengths.any(|n| n != first) {
+                reasons.insert(Reason::UnequalPitchforkPayloads);
+            }
+        }
+    }
     for m in &block.matchers {
         check_matcher(m, reasons);
     }
     for x in &block.extractors {
         check_extractor(x, reasons);
     }
+    // The operators module is the judge of what compiles; it stops at the
+    // first problem, which is enough for a reason.
+    let compiled = Operators::compile(
+        &block.matchers,
+        &block.extractors,
+        block.matchers_condition.as_deref(),
+    );
+    if let Err(e) = compiled {
+        if let Some(reason) = operator_reason(e) {
+            reasons.insert(reason);
+        }
+    }
+}
+
+/// The reason for an operator that does not compile; `None` when the
+/// problem is already named by the checks above (types, DSL helpers).
+fn operator_reason(e: OperatorError) -> Option<Reason> {
+    let what = match e {
+        OperatorError::UnknownMatcherType(t) => return Some(Reason::UnsupportedMatcherType(t)),
+        OperatorError::UnknownExtractorType(t) => return Some(Reason::UnsupportedExtractorType(t)),
+        OperatorError::BadDsl { .. } => return Some(Reason::UnsupportedDslExpression),
+        OperatorError::UnknownCondition(_) => "condition",
+        OperatorError::UnknownEncoding(_) => "encoding",
+        OperatorError::MissingValues { .. } => "no values",
+        OperatorError::BadRegex { .. } => "regex",
+        OperatorError::BadHex { .. } => "hex",
+        OperatorError::BadXPath { .. } => "xpath",
+        OperatorError::BadJsonPath { .. } => "json path",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    };
+    Some(Reason::InvalidOperator(what.to_string()))
 }
 
 /// Names of the `@name: value` lines in front of a raw request's request line.
