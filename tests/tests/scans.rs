@@ -1,0 +1,800 @@
+//! Scans against the real app, Postgres and Redis: creation with the queue
+//! push, tier scan limits (with the race), listing, detail, stop with its
+//! Redis publication, intel ordering and reports.
+
+use std::time::Duration;
+
+use fred::interfaces::{
+    ClientLike, EventInterface, HashesInterface, KeysInterface, ListInterface, PubsubInterface,
+    SortedSetsInterface,
+};
+use fred::prelude::{Builder, Config as RedisConfig};
+use reqwest::Method;
+use scanfleet_api::store::{findings, scans};
+use scanfleet_common::events::{FindingEvent, ScanStatus};
+use scanfleet_common::jobs::{Engine, ScanJob};
+use scanfleet_common::Severity;
+use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+async fn target(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
+    let r = app
+        .post(
+            "/api/v1/targets",
+            Some(&user.access_token),
+            json!({ "domain": domain }),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().parse().unwrap()
+}
+
+async fn start(app: &TestApp, user: &TestUser, body: Value) -> Reply {
+    app.post("/api/v1/scans", Some(&user.access_token), body)
+        .await
+}
+
+async fn scan(app: &TestApp, user: &TestUser, target_id: Uuid) -> Uuid {
+    let r = start(app, user, json!({ "target_id": target_id })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// The jobs in the apalis queue, in push order. apalis keeps the task ids
+/// of pushed jobs in the `<queue>:scheduled` sorted set (scored by their
+/// run time, now) until a worker's fetch moves them to `<queue>:active`, and
+/// the JSON-encoded jobs in the `<queue>:data` hash.
+async fn queued_jobs(app: &TestApp) -> Vec<ScanJob> {
+    let queue = app.state.keys.scan_queue();
+    let mut ids: Vec<String> = app
+        .state
+        .redis
+        .zrange(
+            format!("{queue}:scheduled"),
+            0,
+            -1,
+            None,
+            false,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let active: Vec<String> = app
+        .state
+        .redis
+        .lrange(format!("{queue}:active"), 0, -1)
+        .await
+        .unwrap();
+    ids.extend(active);
+    // Task ids are ULIDs: sorting them sorts by push time.
+    ids.sort();
+    let mut jobs = Vec::new();
+    for id in ids {
+        let data: String = app
+            .state
+            .redis
+            .hget(format!("{queue}:data"), id)
+            .await
+            .unwrap();
+        jobs.push(serde_json::from_str(&data).expect("a ScanJob"));
+    }
+    jobs
+}
+
+fn finding(template: &str, severity: Severity, host: &str, path: &str) -> FindingEvent {
+    FindingEvent {
+        template_id: template.into(),
+        name: format!("{template} name"),
+        severity,
+        host: host.into(),
+        matched_at: format!("https://{host}{path}"),
+        description: format!("{template} description"),
+        remediation: format!("{template} remediation"),
+        extracted_results: vec![],
+        matcher_name: None,
+    }
+}
+
+async fn add_findings(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[FindingEvent]) {
+    let db = app.state.db.get().await.unwrap();
+    findings::insert_findings(&**db, scan_id, user.id, list)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    let r = start(&app, &user, json!({ "target_id": t })).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["status"], "queued");
+    assert_eq!(r.body["engine"], "full");
+    assert_eq!(r.body["target_id"], t.to_string());
+    assert_eq!(r.body["domain"], "example.com");
+    assert_eq!(r.body["progress"], 0);
+    assert!(r.body["created_at"].is_string());
+    let id: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+
+    let jobs = queued_jobs(&app).await;
+    assert_eq!(
+        jobs,
+        vec![ScanJob {
+            scan_id: id,
+            target_id: t,
+            domain: "example.com".into(),
+            engine: Engine::Full,
+        }]
+    );
+}
+
+#[tokio::test]
+async fn quick_and_recon_engines_are_accepted_and_others_are_a_422_naming_engine() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    for engine in ["quick", "recon"] {
+        let r = start(&app, &user, json!({ "target_id": t, "engine": engine })).await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        assert_eq!(r.body["engine"], engine);
+    }
+    for engine in ["deep", "FULL", ""] {
+        let r = start(&app, &user, json!({ "target_id": t, "engine": engine })).await;
+        r.assert_problem(422);
+        assert_eq!(r.error_fields(), vec!["engine"]);
+    }
+    let engines: Vec<Engine> = queued_jobs(&app).await.iter().map(|j| j.engine).collect();
+    assert_eq!(engines, vec![Engine::Quick, Engine::Recon]);
+}
+
+#[tokio::test]
+async fn scanning_another_users_or_a_missing_target_is_a_404() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let t = target(&app, &alice, "example.com").await;
+    start(&app, &bob, json!({ "target_id": t }))
+        .await
+        .assert_problem(404);
+    start(&app, &alice, json!({ "target_id": Uuid::now_v7() }))
+        .await
+        .assert_problem(404);
+    assert!(queued_jobs(&app).await.is_empty());
+    let r = start(&app, &alice, json!({})).await;
+    assert!(r.status.is_client_error(), "{}", r.status);
+}
+
+#[tokio::test]
+async fn a_failed_queue_push_fails_the_scan_and_answers_503() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    // A string where apalis keeps its job hash: the push script errors.
+    let data_key = format!("{}:data", app.state.keys.scan_queue());
+    let _: () = app
+        .state
+        .redis
+        .set(data_key, "not a hash", None, None, false)
+        .await
+        .unwrap();
+    let r = start(&app, &user, json!({ "target_id": t })).await;
+    r.assert_problem(503);
+    let r = app.get("/api/v1/scans", &user.access_token).await;
+    assert_eq!(r.header("x-total-count"), Some("1"));
+    assert_eq!(r.body[0]["status"], "failed");
+    assert!(r.body[0]["error"].as_str().unwrap().contains("queued"));
+    assert!(r.body[0]["completed_at"].is_string());
+}
+
+#[tokio::test]
+async fn the_demo_scan_limit_is_ten_then_403_with_an_upgrade_prompt() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    for _ in 0..10 {
+        scan(&app, &user, t).await;
+    }
+    let r = start(&app, &user, json!({ "target_id": t })).await;
+    let body = r.assert_problem(403);
+    assert_eq!(body["code"], "scan_limit_reached");
+    assert_eq!(body["upgrade"]["tier_slug"], "monthly");
+    assert_eq!(
+        body["upgrade"]["url"],
+        format!(
+            "{}/api/v1/subscriptions/tiers",
+            app.state.settings.api.public_url
+        )
+    );
+    assert!(!body["upgrade"]["message"].as_str().unwrap().is_empty());
+    let r = app.get("/api/v1/scans", &user.access_token).await;
+    assert_eq!(r.header("x-total-count"), Some("10"));
+    assert_eq!(queued_jobs(&app).await.len(), 10);
+}
+
+async fn set_usage(app: &TestApp, user: &TestUser, scans_used: i32) {
+    let db = app.state.db.get().await.unwrap();
+    let (start, _) = scans::usage_period(&**db, user.id).await.unwrap();
+    db.execute(
+        "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, $3)
+         ON CONFLICT (user_id, period_start) DO UPDATE SET scans = $3",
+        &[&user.id, &start, &scans_used],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn two_concurrent_creates_at_one_below_the_limit_yield_exactly_one_scan() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    for round in 0..5 {
+        set_usage(&app, &user, 9).await;
+        let body = json!({ "target_id": t });
+        let (a, b) = tokio::join!(start(&app, &user, body.clone()), start(&app, &user, body));
+        let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [201, 403],
+            "round {round}: {} / {}",
+            a.text,
+            b.text
+        );
+        let refused = if a.status == 403 { &a } else { &b };
+        assert_eq!(refused.body["code"], "scan_limit_reached");
+        let r = app.get("/api/v1/scans", &user.access_token).await;
+        assert_eq!(
+            r.header("x-total-count"),
+            Some(format!("{}", round + 1).as_str())
+        );
+    }
+}
+
+#[tokio::test]
+async fn paid_tiers_count_scans_in_the_billing_period_and_admins_are_unlimited() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let db = app.state.db.get().await.unwrap();
+    let period_start: chrono::DateTime<chrono::Utc> = db
+        .query_one(
+            "INSERT INTO subscriptions (user_id, tier_slug, current_period_start, current_period_end)
+             VALUES ($1, 'monthly', date_trunc('second', now()) - interval '3 days',
+                     date_trunc('second', now()) + interval '27 days')
+             RETURNING current_period_start",
+            &[&user.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let t = target(&app, &user, "example.com").await;
+    scan(&app, &user, t).await;
+    let used: i32 = db
+        .query_one(
+            "SELECT scans FROM scan_usage WHERE user_id = $1 AND period_start = $2",
+            &[&user.id, &period_start],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(used, 1);
+    set_usage(&app, &user, 60).await;
+    let body = start(&app, &user, json!({ "target_id": t }))
+        .await
+        .assert_problem(403)
+        .clone();
+    assert_eq!(body["upgrade"]["tier_slug"], "yearly");
+
+    let admin = app.new_user().await;
+    app.make_admin(admin.id).await;
+    let t = target(&app, &admin, "admin.example.com").await;
+    set_usage(&app, &admin, 1_000_000).await;
+    scan(&app, &admin, t).await;
+}
+
+#[tokio::test]
+async fn scans_are_listed_newest_first_with_filters_and_a_total_count() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let t1 = target(&app, &alice, "one.example.com").await;
+    let t2 = target(&app, &alice, "two.example.com").await;
+    let s1 = scan(&app, &alice, t1).await;
+    let s2 = scan(&app, &alice, t2).await;
+    let s3 = scan(&app, &alice, t1).await;
+    let tb = target(&app, &bob, "bob.example.com").await;
+    scan(&app, &bob, tb).await;
+    {
+        let db = app.state.db.get().await.unwrap();
+        assert!(scans::set_scan_status(&**db, s3, ScanStatus::Running, None)
+            .await
+            .unwrap());
+    }
+    let ids = |r: &Reply| -> Vec<String> {
+        r.body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let r = app.get("/api/v1/scans", &alice.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.header("x-total-count"), Some("3"));
+    assert_eq!(ids(&r), [s3, s2, s1].map(|s| s.to_string()));
+    let r = app
+        .get(
+            &format!("/api/v1/scans?target_id={t1}"),
+            &alice.access_token,
+        )
+        .await;
+    assert_eq!(r.header("x-total-count"), Some("2"));
+    assert_eq!(ids(&r), [s3, s1].map(|s| s.to_string()));
+    let r = app
+        .get("/api/v1/scans?status=queued", &alice.access_token)
+        .await;
+    assert_eq!(ids(&r), [s2, s1].map(|s| s.to_string()));
+    let r = app
+        .get(
+            &format!("/api/v1/scans?status=running&target_id={t1}"),
+            &alice.access_token,
+        )
+        .await;
+    assert_eq!(ids(&r), [s3.to_string()]);
+    let r = app
+        .get("/api/v1/scans?limit=1&offset=2", &alice.access_token)
+        .await;
+    assert_eq!(ids(&r), [s1.to_string()]);
+    assert_eq!(r.header("x-total-count"), Some("3"));
+    let r = app
+        .get("/api/v1/scans?status=done", &alice.access_token)
+        .await;
+    r.assert_problem(422);
+    assert_eq!(r.error_fields(), vec!["status"]);
+    let r = app
+        .get(
+            &format!("/api/v1/scans?target_id={tb}"),
+            &alice.access_token,
+        )
+        .await;
+    assert_eq!(r.header("x-total-count"), Some("0"));
+}
+
+#[tokio::test]
+async fn scan_detail_carries_findings_in_both_shapes_and_a_summary() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let t = target(&app, &alice, "example.com").await;
+    let s = scan(&app, &alice, t).await;
+    add_findings(
+        &app,
+        s,
+        &alice,
+        &[
+            finding("git-config", Severity::High, "example.com", "/.git/config"),
+            finding("tech-nginx", Severity::Info, "www.example.com", "/"),
+            finding("env-file", Severity::Critical, "example.com", "/.env"),
+        ],
+    )
+    .await;
+    let r = app
+        .get(&format!("/api/v1/scans/{s}"), &alice.access_token)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    for field in [
+        "id",
+        "target_id",
+        "domain",
+        "engine",
+        "status",
+        "created_at",
+    ] {
+        assert!(r.body[field].is_string(), "{field}");
+    }
+    assert_eq!(r.body["domain"], "example.com");
+    assert_eq!(r.body["progress"], 0);
+    assert_eq!(
+        r.body["summary"],
+        json!({"total_findings": 3, "critical": 1, "high": 1, "medium": 0, "low": 0, "info": 1})
+    );
+    let f = &r.body["findings"][0];
+    assert_eq!(f["severity"], "high");
+    assert_eq!(f["title"], "git-config name");
+    assert_eq!(f["path"], "https://example.com/.git/config");
+    assert_eq!(f["tool"], "scanfleet-templates");
+    assert_eq!(f["description"], "git-config description");
+    let v = &r.body["vulnerabilities"][0];
+    assert_eq!(v["scan_id"], s.to_string());
+    assert_eq!(v["name"], "git-config name");
+    assert_eq!(v["status"], "open");
+    assert_eq!(v["template_id"], "git-config");
+    assert_eq!(v["host"], "example.com");
+    assert_eq!(v["matched_at"], "https://example.com/.git/config");
+    assert_eq!(v["remediation"], "git-config remediation");
+    assert_eq!(v["id"], f["id"]);
+    assert_eq!(r.body["vulnerabilities"].as_array().unwrap().len(), 3);
+
+    app.get(&format!("/api/v1/scans/{s}"), &bob.access_token)
+        .await
+        .assert_problem(404);
+    app.get(
+        &format!("/api/v1/scans/{}", Uuid::now_v7()),
+        &alice.access_token,
+    )
+    .await
+    .assert_problem(404);
+}
+
+#[tokio::test]
+async fn stopping_a_queued_scan_publishes_the_stop_and_marks_it() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    let s = scan(&app, &user, t).await;
+
+    let subscriber =
+        Builder::from_config(RedisConfig::from_url(app.state.settings.redis_url.expose()).unwrap())
+            .build_subscriber_client()
+            .unwrap();
+    subscriber.init().await.unwrap();
+    let mut messages = subscriber.message_rx();
+    subscriber
+        .subscribe(app.state.keys.scan_stop_channel())
+        .await
+        .unwrap();
+
+    let r = app
+        .post(
+            &format!("/api/v1/scans/{s}/stop"),
+            Some(&user.access_token),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["status"], "stopped");
+    assert!(r.body["completed_at"].is_string());
+
+    let message = tokio::time::timeout(Duration::from_secs(5), messages.recv())
+        .await
+        .expect("no stop was published")
+        .unwrap();
+    assert_eq!(message.value.convert::<String>().unwrap(), s.to_string());
+    let key = app.state.keys.scan_stopped(s);
+    let ttl: i64 = app.state.redis.ttl(&key).await.unwrap();
+    assert!((86_000..=86_400).contains(&ttl), "ttl {ttl}");
+    let _ = subscriber.quit().await;
+
+    let r = app
+        .post(
+            &format!("/api/v1/scans/{s}/stop"),
+            Some(&user.access_token),
+            json!({}),
+        )
+        .await;
+    assert_eq!(r.assert_problem(409)["code"], "scan_finished");
+}
+
+#[tokio::test]
+async fn pending_and_running_scans_stop_but_finished_ones_are_a_409() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let t = target(&app, &alice, "example.com").await;
+    let db = app.state.db.get().await.unwrap();
+    for (status, expected) in [
+        (ScanStatus::Pending, 200),
+        (ScanStatus::Running, 200),
+        (ScanStatus::Completed, 409),
+        (ScanStatus::Failed, 409),
+    ] {
+        let s = scan(&app, &alice, t).await;
+        assert!(scans::set_scan_status(&**db, s, status, None)
+            .await
+            .unwrap());
+        let path = format!("/api/v1/scans/{s}/stop");
+        app.post(&path, Some(&bob.access_token), json!({}))
+            .await
+            .assert_problem(404);
+        let r = app.post(&path, Some(&alice.access_token), json!({})).await;
+        assert_eq!(r.status, expected, "{status:?}: {}", r.text);
+        if expected == 409 {
+            assert_eq!(r.body["code"], "scan_finished");
+            let marker: Option<String> = app
+                .state
+                .redis
+                .get(app.state.keys.scan_stopped(s))
+                .await
+                .unwrap();
+            assert_eq!(marker, None, "a finished scan must not be marked stopped");
+        }
+    }
+}
+
+#[tokio::test]
+async fn intel_sorts_by_severity_and_groups_by_host() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let t = target(&app, &alice, "example.com").await;
+    let s = scan(&app, &alice, t).await;
+    add_findings(
+        &app,
+        s,
+        &alice,
+        &[
+            finding("tech", Severity::Info, "www.example.com", "/"),
+            finding("headers", Severity::Low, "example.com", "/"),
+            finding("odd", Severity::normalize("urgent"), "example.com", "/odd"),
+            finding("rce", Severity::Critical, "api.example.com", "/run"),
+            finding("listing", Severity::Medium, "www.example.com", "/files/"),
+            finding("cve", Severity::High, "example.com", "/cgi"),
+            finding("rce2", Severity::Critical, "example.com", "/exec"),
+        ],
+    )
+    .await;
+    let r = app
+        .get(&format!("/api/v1/scans/{s}/intel"), &alice.access_token)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["scan_id"], s.to_string());
+    assert_eq!(r.body["domain"], "example.com");
+    let order: Vec<(&str, &str)> = r.body["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["severity"].as_str().unwrap(),
+                v["template_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("critical", "rce"),
+            ("critical", "rce2"),
+            ("high", "cve"),
+            ("medium", "listing"),
+            ("low", "headers"),
+            ("info", "tech"),
+            ("info", "odd"),
+        ]
+    );
+    assert_eq!(
+        r.body["severity_counts"],
+        json!({"critical": 2, "high": 1, "medium": 1, "low": 1, "info": 2})
+    );
+    let hosts = r.body["hosts"].as_object().unwrap();
+    let mut names: Vec<&String> = hosts.keys().collect();
+    names.sort();
+    assert_eq!(names, ["api.example.com", "example.com", "www.example.com"]);
+    let of = |host: &str| -> Vec<&str> {
+        hosts[host]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["template_id"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(of("example.com"), ["rce2", "cve", "headers", "odd"]);
+    assert_eq!(of("www.example.com"), ["listing", "tech"]);
+    assert_eq!(of("api.example.com"), ["rce"]);
+    app.get(&format!("/api/v1/scans/{s}/intel"), &bob.access_token)
+        .await
+        .assert_problem(404);
+}
+
+async fn report(app: &TestApp, user: &TestUser, scan_id: Uuid, query: &str) -> (Reply, Vec<u8>) {
+    let resp = app
+        .client
+        .get(app.url(&format!("/api/v1/scans/{scan_id}/report{query}")))
+        .bearer_auth(&user.access_token)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.unwrap().to_vec();
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        },
+        bytes,
+    )
+}
+
+#[tokio::test]
+async fn reports_are_a_paid_feature_and_demo_gets_403_with_an_upgrade_prompt() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    let s = scan(&app, &user, t).await;
+    let (r, _) = report(&app, &user, s, "").await;
+    let body = r.assert_problem(403);
+    assert_eq!(body["code"], "feature_not_in_tier");
+    assert_eq!(body["upgrade"]["tier_slug"], "monthly");
+}
+
+#[tokio::test]
+async fn reports_come_in_html_json_sarif_csv_and_pdf() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    app.set_tier(alice.id, "monthly").await;
+    app.set_tier(bob.id, "yearly").await;
+    let t = target(&app, &alice, "example.com").await;
+    let s = scan(&app, &alice, t).await;
+    let mut tricky = finding("xss", Severity::Medium, "example.com", "/q");
+    tricky.name = "Reflected <script>, \"quoted\"".into();
+    tricky.description = "line one\nline two, with comma".into();
+    add_findings(
+        &app,
+        s,
+        &alice,
+        &[
+            tricky,
+            finding("git-config", Severity::High, "example.com", "/.git/config"),
+            finding(
+                "git-config",
+                Severity::High,
+                "www.example.com",
+                "/.git/config",
+            ),
+        ],
+    )
+    .await;
+
+    let (r, _) = report(&app, &alice, s, "").await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert!(r.text.starts_with("<!DOCTYPE html>"));
+    assert!(r.text.contains("Reflected &lt;script&gt;"));
+    assert!(!r.text.contains("<script>"));
+    assert!(r
+        .header("content-disposition")
+        .unwrap()
+        .contains(&format!("scan-{s}.html")));
+
+    let (r, _) = report(&app, &alice, s, "?format=json").await;
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.body["scan_id"], s.to_string());
+    assert_eq!(r.body["summary"]["total_findings"], 3);
+    assert_eq!(r.body["vulnerabilities"][0]["severity"], "high");
+    assert_eq!(r.body["vulnerabilities"][2]["severity"], "medium");
+
+    let (r, _) = report(&app, &alice, s, "?format=sarif").await;
+    assert_eq!(r.header("content-type"), Some("application/sarif+json"));
+    assert_eq!(r.body["version"], "2.1.0");
+    let run = &r.body["runs"][0];
+    let rules: Vec<&str> = run["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["git-config", "xss"], "one rule per template");
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["ruleId"], "git-config");
+    assert_eq!(results[0]["level"], "error");
+    assert_eq!(results[2]["ruleIndex"], 1);
+    assert_eq!(results[2]["level"], "warning");
+    assert_eq!(
+        results[1]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "https://www.example.com/.git/config"
+    );
+
+    let (r, _) = report(&app, &alice, s, "?format=csv").await;
+    assert_eq!(r.header("content-type"), Some("text/csv; charset=utf-8"));
+    let lines: Vec<&str> = r.text.split("\r\n").collect();
+    assert!(lines[0].starts_with("id,scan_id,domain,template_id,name,severity"));
+    assert!(r.text.ends_with("\r\n"));
+    assert!(
+        r.text
+            .contains(",\"Reflected <script>, \"\"quoted\"\"\",medium,"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("\"line one\nline two, with comma\""));
+
+    let (r, bytes) = report(&app, &alice, s, "?format=pdf").await;
+    assert_eq!(r.header("content-type"), Some("application/pdf"));
+    assert_valid_pdf(&bytes);
+
+    let (r, _) = report(&app, &alice, s, "?format=xml").await;
+    r.assert_problem(422);
+    assert_eq!(r.error_fields(), vec!["format"]);
+    let (r, _) = report(&app, &bob, s, "?format=csv").await;
+    r.assert_problem(404);
+}
+
+/// The header, the trailer, and every cross-reference offset pointing at
+/// the object it names.
+fn assert_valid_pdf(bytes: &[u8]) {
+    assert!(bytes.starts_with(b"%PDF-1."));
+    let text = String::from_utf8_lossy(bytes);
+    assert!(text.trim_end().ends_with("%%EOF"));
+    let startxref: usize = text
+        .rsplit("startxref")
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bytes[startxref..].starts_with(b"xref"));
+    let table = String::from_utf8_lossy(&bytes[startxref..]);
+    let mut lines = table.lines().skip(1);
+    let header: Vec<usize> = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(header[0], 0);
+    let count = header[1];
+    assert!(count >= 6, "catalog, pages, font and at least one page");
+    let entries: Vec<&str> = lines.take(count).collect();
+    assert!(entries[0].ends_with(" f "));
+    for (n, entry) in entries.iter().enumerate().skip(1) {
+        assert_eq!(entry.len(), 19, "{entry:?}");
+        let offset: usize = entry[..10].parse().unwrap();
+        let expected = format!("{n} 0 obj");
+        assert!(
+            bytes[offset..].starts_with(expected.as_bytes()),
+            "xref entry {n} points at the wrong bytes"
+        );
+    }
+    assert!(text.contains("/Type /Catalog"));
+    assert!(text.contains("(Scan report: example.com) Tj"));
+}
+
+#[tokio::test]
+async fn long_reports_span_several_pdf_pages() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let t = target(&app, &user, "example.com").await;
+    let s = scan(&app, &user, t).await;
+    let many: Vec<FindingEvent> = (0..60)
+        .map(|i| {
+            finding(
+                &format!("t{i}"),
+                Severity::Low,
+                "example.com",
+                &format!("/{i}"),
+            )
+        })
+        .collect();
+    add_findings(&app, s, &user, &many).await;
+    let (r, bytes) = report(&app, &user, s, "?format=pdf").await;
+    assert_eq!(r.status, 200);
+    assert_valid_pdf(&bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let pages = text.matches("/Type /Page ").count();
+    assert!(pages >= 5, "{pages} pages");
+    assert!(text.contains(&format!("/Count {pages}")));
+}
+
+#[tokio::test]
+async fn scan_operations_need_authentication() {
+    let app = spawn_app().await;
+    let r = app.call(Method::GET, "/api/v1/scans", None, None).await;
+    r.assert_problem(401);
+    let r = app
+        .post("/api/v1/scans", None, json!({"target_id": Uuid::now_v7()}))
+        .await;
+    r.assert_problem(401);
+}
