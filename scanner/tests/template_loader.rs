@@ -275,6 +275,7 @@ fn a_directory_load_survives_broken_files_and_counts_every_template() {
     s.write("a/b/bad.yaml", "id: [unclosed\n");
     s.write("a/notes.txt", "not a template");
     s.write("empty.yaml", "");
+    s.write(".github/workflows/ci.yml", "on: push\n");
     let report = load_dir(s.path());
     assert_eq!(report.found, 4, "{report}");
     assert_eq!(report.parsed(), 2, "{report}");

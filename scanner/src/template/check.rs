@@ -189,7 +189,8 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     if block.fuzzing.is_some() || block.pre_condition.is_some() {
         feature("fuzzing");
     }
-    if block.race || block.race_count.is_some_and(|n| n > 0) {
+    // `race_count` alone does nothing in Nuclei; `race` turns it on.
+    if block.race {
         feature("race");
     }
     if block.pipeline {

@@ -172,7 +172,8 @@ pub fn load_file_with(path: &Path, options: &LoadOptions) -> Result<Template, Lo
     parse_str_with(&text, path, options)
 }
 
-/// Loads every `.yaml`/`.yml` file under `dir`. Payload files are looked
+/// Loads every `.yaml`/`.yml` file under `dir`, skipping hidden files and
+/// folders. Payload files are looked
 /// up relative to each template, then under `dir` and its parent (the
 /// usual layout is `<checkout>/http/...` with `<checkout>/helpers/...`).
 pub fn load_dir(dir: &Path) -> LoadReport {
@@ -235,6 +236,11 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>, errors: &mut Vec<LoadError>) {
                 continue;
             }
         };
+        // Hidden entries (`.github/workflows/*.yml` in a template checkout)
+        // are tooling, not templates.
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
         let path = entry.path();
         // `metadata` follows symlinks, so linked files and folders count.
         match std::fs::metadata(&path) {
