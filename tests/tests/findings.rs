@@ -1,0 +1,307 @@
+//! Findings against the real app and Postgres: the storage functions the
+//! ingester calls (dedup, severity rule, counters, forward-only status) and
+//! `PATCH /findings/{finding_id}`.
+
+use scanfleet_api::store::{findings, scans};
+use scanfleet_common::events::{FindingEvent, ScanStatus};
+use scanfleet_common::Severity;
+use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
+use serde_json::json;
+use uuid::Uuid;
+
+async fn new_scan(app: &TestApp, user: &TestUser) -> Uuid {
+    let r = app
+        .post(
+            "/api/v1/targets",
+            Some(&user.access_token),
+            json!({"domain": format!("t{}.example.com", Uuid::new_v4().simple())}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&user.access_token),
+            json!({"target_id": r.body["id"]}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().parse().unwrap()
+}
+
+fn finding(template: &str, severity: Severity, path: &str) -> FindingEvent {
+    FindingEvent {
+        template_id: template.into(),
+        name: format!("{template} name"),
+        severity,
+        host: "example.com".into(),
+        matched_at: format!("https://example.com{path}"),
+        description: String::new(),
+        remediation: String::new(),
+        extracted_results: vec!["v1".into()],
+        matcher_name: Some("m".into()),
+    }
+}
+
+async fn insert(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[FindingEvent]) -> u64 {
+    let db = app.state.db.get().await.unwrap();
+    findings::insert_findings(&**db, scan_id, user.id, list)
+        .await
+        .unwrap()
+}
+
+/// (findings_count, critical, high, medium, low, info) of a scan.
+async fn counters(app: &TestApp, scan_id: Uuid) -> [i32; 6] {
+    let db = app.state.db.get().await.unwrap();
+    let row = db
+        .query_one(
+            "SELECT findings_count, critical_count, high_count, medium_count, low_count, info_count
+             FROM scans WHERE id = $1",
+            &[&scan_id],
+        )
+        .await
+        .unwrap();
+    [0, 1, 2, 3, 4, 5].map(|i| row.get(i))
+}
+
+async fn detail(app: &TestApp, user: &TestUser, scan_id: Uuid) -> Reply {
+    app.get(&format!("/api/v1/scans/{scan_id}"), &user.access_token)
+        .await
+}
+
+#[tokio::test]
+async fn inserting_the_same_findings_twice_records_them_once() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    let batch = [
+        finding("git-config", Severity::High, "/.git/config"),
+        finding("env-file", Severity::Critical, "/.env"),
+        finding("tech", Severity::Info, "/"),
+    ];
+    assert_eq!(insert(&app, s, &user, &batch).await, 3);
+    assert_eq!(insert(&app, s, &user, &batch).await, 0);
+    assert_eq!(counters(&app, s).await, [3, 1, 1, 0, 0, 1]);
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["vulnerabilities"].as_array().unwrap().len(), 3);
+    assert_eq!(r.body["summary"]["total_findings"], 3);
+}
+
+#[tokio::test]
+async fn the_first_occurrence_of_a_dedup_key_wins_within_and_across_batches() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    let mut first = finding("git-config", Severity::High, "/.git/config");
+    first.name = "first".into();
+    let mut second = first.clone();
+    second.name = "second".into();
+    second.severity = Severity::Low;
+    // Same template elsewhere and another template at the same place are
+    // different keys.
+    let elsewhere = finding("git-config", Severity::High, "/app/.git/config");
+    let other_template = finding("git-head", Severity::Medium, "/.git/config");
+    assert_eq!(
+        insert(
+            &app,
+            s,
+            &user,
+            &[first, second.clone(), elsewhere, other_template]
+        )
+        .await,
+        3
+    );
+    let mut third = second;
+    third.name = "third".into();
+    assert_eq!(insert(&app, s, &user, &[third]).await, 0);
+    let db = app.state.db.get().await.unwrap();
+    let rows = db
+        .query(
+            "SELECT name, severity FROM findings
+             WHERE scan_id = $1 AND dedup_key = 'git-config:https://example.com/.git/config'",
+            &[&s],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, String>(0), "first");
+    assert_eq!(rows[0].get::<_, String>(1), "high");
+    assert_eq!(counters(&app, s).await, [3, 0, 2, 1, 0, 0]);
+}
+
+#[tokio::test]
+async fn an_unknown_severity_is_stored_as_info() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    let odd = finding("odd", Severity::normalize("urgent"), "/odd");
+    let empty = finding("empty", Severity::normalize(""), "/empty");
+    assert_eq!(insert(&app, s, &user, &[odd, empty]).await, 2);
+    let r = detail(&app, &user, s).await;
+    for v in r.body["vulnerabilities"].as_array().unwrap() {
+        assert_eq!(v["severity"], "info");
+    }
+    assert_eq!(counters(&app, s).await, [2, 0, 0, 0, 0, 2]);
+}
+
+#[tokio::test]
+async fn new_findings_are_open_and_their_status_can_be_set() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    insert(
+        &app,
+        s,
+        &user,
+        &[finding("git-config", Severity::High, "/")],
+    )
+    .await;
+    let r = detail(&app, &user, s).await;
+    let v = &r.body["vulnerabilities"][0];
+    assert_eq!(v["status"], "open");
+    let id = v["id"].as_str().unwrap().to_string();
+    for status in [
+        "confirmed",
+        "false_positive",
+        "accepted_risk",
+        "fixed",
+        "open",
+    ] {
+        let r = app
+            .call(
+                reqwest::Method::PATCH,
+                &format!("/api/v1/findings/{id}"),
+                Some(&user.access_token),
+                Some(json!({ "status": status })),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{status}: {}", r.text);
+        assert_eq!(r.body["status"], status);
+        assert_eq!(r.body["id"], id);
+        assert_eq!(r.body["template_id"], "git-config");
+        let r = detail(&app, &user, s).await;
+        assert_eq!(r.body["vulnerabilities"][0]["status"], status);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_finding_status_is_a_422_naming_status() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    insert(
+        &app,
+        s,
+        &user,
+        &[finding("git-config", Severity::High, "/")],
+    )
+    .await;
+    let id = detail(&app, &user, s).await.body["vulnerabilities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for bad in ["closed", "OPEN", ""] {
+        let r = app
+            .call(
+                reqwest::Method::PATCH,
+                &format!("/api/v1/findings/{id}"),
+                Some(&user.access_token),
+                Some(json!({ "status": bad })),
+            )
+            .await;
+        r.assert_problem(422);
+        assert_eq!(r.error_fields(), vec!["status"]);
+    }
+}
+
+#[tokio::test]
+async fn another_users_finding_is_a_404() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let s = new_scan(&app, &alice).await;
+    insert(
+        &app,
+        s,
+        &alice,
+        &[finding("git-config", Severity::High, "/")],
+    )
+    .await;
+    let id = detail(&app, &alice, s).await.body["vulnerabilities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (who, path) in [
+        (&bob, format!("/api/v1/findings/{id}")),
+        (&alice, format!("/api/v1/findings/{}", Uuid::now_v7())),
+    ] {
+        let r = app
+            .call(
+                reqwest::Method::PATCH,
+                &path,
+                Some(&who.access_token),
+                Some(json!({ "status": "fixed" })),
+            )
+            .await;
+        r.assert_problem(404);
+    }
+    let r = detail(&app, &alice, s).await;
+    assert_eq!(r.body["vulnerabilities"][0]["status"], "open");
+}
+
+#[tokio::test]
+async fn scan_status_only_moves_forward_and_stamps_its_times() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    let db = app.state.db.get().await.unwrap();
+    let set = |status| {
+        let db = &db;
+        async move {
+            scans::set_scan_status(&***db, s, status, None)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(set(ScanStatus::Pending).await);
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["status"], "pending");
+    let started = r.body["started_at"].clone();
+    assert!(started.is_string());
+    assert!(r.body.get("completed_at").is_none());
+
+    assert!(set(ScanStatus::Running).await);
+    assert!(!set(ScanStatus::Pending).await, "backwards");
+    assert!(!set(ScanStatus::Running).await, "same status");
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["status"], "running");
+    assert_eq!(r.body["started_at"], started, "started_at is kept");
+
+    assert!(set(ScanStatus::Completed).await);
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["status"], "completed");
+    assert_eq!(r.body["progress"], 100);
+    assert!(r.body["completed_at"].is_string());
+    assert!(
+        !set(ScanStatus::Failed).await,
+        "terminal statuses never change"
+    );
+    assert!(!set(ScanStatus::Running).await);
+    assert_eq!(detail(&app, &user, s).await.body["status"], "completed");
+
+    let s2 = new_scan(&app, &user).await;
+    assert!(
+        scans::set_scan_status(&**db, s2, ScanStatus::Failed, Some("node lost"))
+            .await
+            .unwrap()
+    );
+    let r = detail(&app, &user, s2).await;
+    assert_eq!(r.body["status"], "failed");
+    assert_eq!(r.body["error"], "node lost");
+    assert_eq!(r.body["progress"], 0);
+    assert!(
+        !scans::set_scan_status(&**db, Uuid::now_v7(), ScanStatus::Running, None)
+            .await
+            .unwrap()
+    );
+}
