@@ -90,7 +90,7 @@ pub struct Info {
     pub tags: Vec<String>,
     #[serde(default, deserialize_with = "yaml::string_list")]
     pub reference: Vec<String>,
-    #[serde(default, deserialize_with = "opt_classification")]
+    #[serde(default)]
     pub classification: Option<Classification>,
     /// Free-form key/values (`max-request`, `shodan-query`, `verified`...).
     #[serde(default, deserialize_with = "yaml::ordered_map")]
@@ -140,10 +140,6 @@ pub struct Classification {
     pub epss_percentile: Option<f64>,
     #[serde(default, deserialize_with = "yaml::opt_text")]
     pub cpe: Option<String>,
-}
-
-fn opt_classification<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Classification>, D::Error> {
-    Option::<Classification>::deserialize(d)
 }
 
 /// A `payloads:` value: an inline list, or the path of a word-list file
