@@ -91,7 +91,7 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
                 Some(Err(e)) => return Err(e.clone()),
                 None => None,
             };
-            (helper.run)(&values, &CallCtx { regex })
+            helpers::call_memo(helper, &values, &CallCtx { regex })
         }
         Node::List(items) => {
             let mut out = Vec::with_capacity(items.len());

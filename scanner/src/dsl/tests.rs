@@ -692,3 +692,33 @@ fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
         _ => {}
     }
 }
+
+#[test]
+fn remembered_results_never_leak_between_different_bodies() {
+    let e = Expr::parse("mmh3(base64_py(body))").unwrap_or_else(|e| panic!("{e}"));
+    let a = Bytes::from(vec![b'a'; 8192]);
+    let b = Bytes::from(vec![b'b'; 8192]);
+    let hash = |body: &Bytes| {
+        e.eval(&scope(&[("body", Value::Str(body.clone()))]))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let ha = hash(&a);
+    let hb = hash(&b);
+    assert_ne!(ha, hb);
+    assert_eq!(hash(&a), ha);
+    // The same content in a fresh buffer gives the same answer.
+    assert_eq!(hash(&Bytes::from(vec![b'a'; 8192])), ha);
+    let direct = helpers::mmh3_hash(&helpers_test_base64_py(&vec![b'b'; 8192]), 0) as i32;
+    assert_eq!(hb, Value::from(direct.to_string()));
+}
+
+fn helpers_test_base64_py(data: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let enc = base64::engine::general_purpose::STANDARD.encode(data);
+    let mut out = Vec::new();
+    for line in enc.as_bytes().chunks(76) {
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    out
+}

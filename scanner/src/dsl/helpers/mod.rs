@@ -50,6 +50,10 @@ pub(crate) struct Helper {
     /// Index of an argument that is a regular expression, precompiled when
     /// it is a literal.
     pub regex_arg: Option<usize>,
+    /// Pure one-argument helpers whose results on large inputs are worth
+    /// remembering: hundreds of favicon templates compute
+    /// `mmh3(base64_py(body))` on the same response body.
+    pub memo: bool,
     pub run: HelperFn,
 }
 
@@ -84,6 +88,7 @@ const fn h(name: &'static str, min: usize, max: usize, run: HelperFn) -> Helper 
         min,
         max: Some(max),
         regex_arg: None,
+        memo: false,
         run,
     }
 }
@@ -94,8 +99,14 @@ const fn variadic(name: &'static str, min: usize, run: HelperFn) -> Helper {
         min,
         max: None,
         regex_arg: None,
+        memo: false,
         run,
     }
+}
+
+const fn memo(mut helper: Helper) -> Helper {
+    helper.memo = true;
+    helper
 }
 
 const fn with_regex(mut helper: Helper, arg: usize) -> Helper {
@@ -110,6 +121,7 @@ macro_rules! unsupported {
             min: $min,
             max: $max,
             regex_arg: None,
+            memo: false,
             run: |_, _| {
                 Err(DslError::Unsupported {
                     function: $name,
@@ -129,8 +141,8 @@ static HELPERS: &[Helper] = &[
     variadic("ends_with", 2, strings::ends_with),
     variadic("line_starts_with", 2, strings::line_starts_with),
     variadic("line_ends_with", 2, strings::line_ends_with),
-    h("to_lower", 1, 1, strings::to_lower),
-    h("to_upper", 1, 1, strings::to_upper),
+    memo(h("to_lower", 1, 1, strings::to_lower)),
+    memo(h("to_upper", 1, 1, strings::to_upper)),
     h("to_title", 1, 2, strings::to_title),
     variadic("concat", 0, strings::concat),
     h("replace", 3, 3, strings::replace),
@@ -138,7 +150,7 @@ static HELPERS: &[Helper] = &[
     h("trim", 2, 2, strings::trim),
     h("trim_left", 2, 2, strings::trim_left),
     h("trim_right", 2, 2, strings::trim_right),
-    h("trim_space", 1, 1, strings::trim_space),
+    memo(h("trim_space", 1, 1, strings::trim_space)),
     h("trim_prefix", 2, 2, strings::trim_prefix),
     h("trim_suffix", 2, 2, strings::trim_suffix),
     h("reverse", 1, 1, strings::reverse),
@@ -161,15 +173,15 @@ static HELPERS: &[Helper] = &[
     h("to_number", 1, 1, strings::to_number),
     variadic("print_debug", 1, strings::print_debug),
     // encoding
-    h("base64", 1, 1, encoding::base64),
-    h("base64_py", 1, 1, encoding::base64_py),
+    memo(h("base64", 1, 1, encoding::base64)),
+    memo(h("base64_py", 1, 1, encoding::base64_py)),
     h("base64_decode", 1, 1, encoding::base64_decode),
-    h("url_encode", 1, 1, encoding::url_encode),
+    memo(h("url_encode", 1, 1, encoding::url_encode)),
     h("url_decode", 1, 1, encoding::url_decode),
-    h("hex_encode", 1, 1, encoding::hex_encode),
+    memo(h("hex_encode", 1, 1, encoding::hex_encode)),
     h("hex_decode", 1, 1, encoding::hex_decode),
     h("html_escape", 1, 1, encoding::html_escape),
-    h("html_unescape", 1, 1, encoding::html_unescape),
+    memo(h("html_unescape", 1, 1, encoding::html_unescape)),
     h("gzip", 1, 1, encoding::gzip),
     h("gzip_decode", 1, 1, encoding::gzip_decode),
     h("zlib", 1, 1, encoding::zlib),
@@ -184,11 +196,11 @@ static HELPERS: &[Helper] = &[
     h("json_prettify", 1, 1, encoding::json_prettify),
     variadic("xor", 2, encoding::xor),
     // hashing
-    h("md5", 1, 1, hashing::md5),
-    h("sha1", 1, 1, hashing::sha1),
-    h("sha256", 1, 1, hashing::sha256),
-    h("sha512", 1, 1, hashing::sha512),
-    h("mmh3", 1, 1, hashing::mmh3),
+    memo(h("md5", 1, 1, hashing::md5)),
+    memo(h("sha1", 1, 1, hashing::sha1)),
+    memo(h("sha256", 1, 1, hashing::sha256)),
+    memo(h("sha512", 1, 1, hashing::sha512)),
+    memo(h("mmh3", 1, 1, hashing::mmh3)),
     h("hmac", 3, 3, hashing::hmac),
     // random
     h("rand_base", 1, 2, random::rand_base),
@@ -325,6 +337,60 @@ pub(crate) fn cached_regex(pattern: &[u8]) -> Result<Arc<Regex>, DslError> {
         cache.insert(pattern.to_vec(), re.clone());
     });
     Ok(re)
+}
+
+/// Inputs shorter than this are cheaper to recompute than to look up.
+const MEMO_MIN_LEN: usize = 4096;
+/// Entries kept per thread. Each holds its input alive (that is what makes
+/// pointer identity a safe key: a live `Bytes` buffer never changes).
+const MEMO_ENTRIES: usize = 8;
+
+struct MemoEntry {
+    helper: &'static str,
+    input: bytes::Bytes,
+    output: Value,
+}
+
+/// Calls a memoizable helper, reusing the result computed on the same
+/// buffer (same pointer and length, kept alive by the cache) on this thread.
+pub(crate) fn call_memo(
+    helper: &'static Helper,
+    args: &[Value],
+    ctx: &CallCtx,
+) -> Result<Value, DslError> {
+    let input = match args {
+        [Value::Str(b)] if helper.memo && b.len() >= MEMO_MIN_LEN => b,
+        _ => return (helper.run)(args, ctx),
+    };
+    thread_local! {
+        static MEMO: RefCell<Vec<MemoEntry>> = const { RefCell::new(Vec::new()) };
+    }
+    let hit = MEMO.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|e| {
+                e.helper == helper.name
+                    && e.input.as_ptr() == input.as_ptr()
+                    && e.input.len() == input.len()
+            })
+            .map(|e| e.output.clone())
+    });
+    if let Some(v) = hit {
+        return Ok(v);
+    }
+    let output = (helper.run)(args, ctx)?;
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= MEMO_ENTRIES {
+            m.remove(0);
+        }
+        m.push(MemoEntry {
+            helper: helper.name,
+            input: input.clone(),
+            output: output.clone(),
+        });
+    });
+    Ok(output)
 }
 
 /// Runs `f` with the regex for a pattern argument: the one precompiled at
