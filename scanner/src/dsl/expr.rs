@@ -127,6 +127,12 @@ impl fmt::Debug for Expr {
     }
 }
 
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.src)
+    }
+}
+
 impl Expr {
     /// Parses an expression. Calls to functions that are not helpers fail
     /// here with [`DslError::UnknownFunction`]. A call with an argument

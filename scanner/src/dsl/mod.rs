@@ -7,6 +7,21 @@
 //! Strings are byte strings shared by reference count, so a large response
 //! body is never copied to be looked at.
 //!
+//! # Semantics worth knowing
+//! - Typing is govaluate's: `+` joins when either side is a string, other
+//!   arithmetic needs numbers, `&&`/`||`/`!` need booleans, and values of
+//!   different kinds are never equal (`"200" == 200` is false; `mmh3` returns
+//!   a string, so templates compare it with a quoted number).
+//! - In string literals a backslash makes the next character literal, as in
+//!   govaluate: `'\n'` is the letter `n`, `'\''` is a quote.
+//! - `{{...}}` inside a string literal of an expression is resolved from the
+//!   same scope at evaluation time, as Nuclei does for DSL matchers.
+//! - Helper calls with an impossible argument count parse and fail when run
+//!   (Nuclei's behaviour); [`Expr::parse_strict`] rejects them up front and
+//!   [`Expr::problems`] lists them.
+//! - Helpers that need the network or would block a worker (`resolve`,
+//!   `wait_for`, ...) are recognised and fail with [`DslError::Unsupported`].
+//!
 //! # Layout
 //! - [`value`] holds [`Value`], its conversions and Nuclei's equality rules.
 //! - [`vars`] holds the [`Vars`] lookup trait and ways to layer scopes.

@@ -255,7 +255,14 @@ fn brace_marker(src: &str, open: usize) -> Option<(Marker, usize)> {
     let inner_start = open + 2;
     let mut search = inner_start;
     let mut first: Option<usize> = None;
+    // Bounded so a stray `{{` before a large JSON body (full of `}}`) costs
+    // a few parse attempts, not one per closing pair.
+    let mut attempts = 0;
     while let Some(rel) = src[search..].find("}}") {
+        attempts += 1;
+        if attempts > 32 {
+            break;
+        }
         let close = search + rel;
         // `}}}` closes on the last pair: `{{a}}}` is `{{a}}` then `}`, but
         // `{{md5({{a}})}}}` needs the inner pair; the parse check decides.

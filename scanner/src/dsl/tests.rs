@@ -510,6 +510,15 @@ fn braces_inside_marker_strings_do_not_end_the_marker() {
 }
 
 #[test]
+fn a_stray_opening_marker_before_a_large_json_body_parses_quickly() {
+    let src = format!("{{{{ {}", "{\"a\":{\"b\":1}}".repeat(5000));
+    let start = std::time::Instant::now();
+    let r = render(&src, &NoVars);
+    assert_eq!(r.bytes, src.as_bytes());
+    assert!(start.elapsed() < std::time::Duration::from_secs(2));
+}
+
+#[test]
 fn rendering_is_binary_safe() {
     let raw = vec![0u8, 0xff, b'{', 0x80];
     let vars = scope(&[("blob", Value::from(raw.clone()))]);
