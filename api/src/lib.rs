@@ -13,6 +13,9 @@
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`validate`]: parsing of request values at the edge.
+//! - [`domain`]: the target hostname newtype ([`domain::Domain::parse`]).
+//! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
+//! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
 //! - [`state`]: what every handler shares.
 
 pub mod app;

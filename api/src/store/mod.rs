@@ -6,6 +6,10 @@
 //! - [`migrate`]: forward-only SQL migrations applied at start-up.
 //! - [`users`], [`sessions`]: accounts and refresh-token sessions.
 //! - [`tiers`]: subscription tiers and their limits.
+//! - [`targets`]: domains with per-tier target limits and import.
+//! - [`scans`]: [`scans::create_scan`] (limit, row, queue push), stop,
+//!   listing, the forward-only status transition.
+//! - [`findings`]: idempotent insertion for the ingester, triage status.
 
 pub mod api_keys;
 pub mod dashboard;
