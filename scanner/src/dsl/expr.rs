@@ -2,8 +2,9 @@
 //!
 //! Operator precedence follows govaluate's planner, lowest first: ternary
 //! `?:` and `??`; `||`; `&&`; comparators (`== != < > <= >= =~ !~ in`);
-//! bitwise `& | ^`; shifts; `+ -`; `* / %`; prefix `- ! ~`; `**`. Note that
-//! govaluate binds `&`, `|`, `^` tighter than comparisons, unlike C.
+//! bitwise `& | ^`; shifts; `+ -`; `* / %`; `**`; prefix `- ! ~`. Note that
+//! govaluate binds `&`, `|`, `^` tighter than comparisons, unlike C, and
+//! every binary level, `**` included, is left-associative.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -505,16 +506,22 @@ impl<'a> Parser<'a> {
     fn multiplicative(&mut self) -> PResult {
         self.binary_level(
             &[("*", BinOp::Mul), ("/", BinOp::Div), ("%", BinOp::Mod)],
-            Self::unary,
+            Self::power,
         )
     }
 
+    /// `**` is left-associative in govaluate, like every other level.
+    fn power(&mut self) -> PResult {
+        self.binary_level(&[("**", BinOp::Pow)], Self::unary)
+    }
+
+    /// Prefix operators bind tighter than `**` in govaluate: `-2 ** 2` is 4.
     fn unary(&mut self) -> PResult {
         let op = match self.peek_op() {
             Some("-") => UnOp::Neg,
             Some("!") => UnOp::Not,
             Some("~") => UnOp::BitNot,
-            _ => return self.power(),
+            _ => return self.primary(),
         };
         self.pos += 1;
         let operand = self.unary()?;
@@ -525,22 +532,13 @@ impl<'a> Parser<'a> {
                     if let Some(n) = i.checked_neg() {
                         return Ok(Node::Lit(Value::Int(n)));
                     }
+                    return Ok(Node::Unary(op, Box::new(Node::Lit(Value::Int(i)))));
                 }
                 Node::Lit(Value::Float(f)) => return Ok(Node::Lit(Value::Float(-f))),
-                _ => {}
+                other => return Ok(Node::Unary(op, Box::new(other))),
             }
-            return Ok(Node::Unary(op, Box::new(operand)));
         }
         Ok(Node::Unary(op, Box::new(operand)))
-    }
-
-    fn power(&mut self) -> PResult {
-        let base = self.primary()?;
-        if self.eat_op("**") {
-            let exp = self.unary()?;
-            return Ok(Node::Binary(BinOp::Pow, Box::new(base), Box::new(exp)));
-        }
-        Ok(base)
     }
 
     fn primary(&mut self) -> PResult {

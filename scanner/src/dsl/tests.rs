@@ -29,8 +29,10 @@ fn arithmetic_follows_usual_precedence() {
     assert_eq!(ev("1 + 2 * 3"), Value::Int(7));
     assert_eq!(ev("(1 + 2) * 3"), Value::Int(9));
     assert_eq!(ev("10 - 4 - 3"), Value::Int(3));
-    assert_eq!(ev("2 ** 3 ** 2"), Value::Int(512));
-    assert_eq!(ev("-2 ** 2"), Value::Int(-4));
+    // govaluate: `**` is left-associative and prefixes bind tighter.
+    assert_eq!(ev("2 ** 3 ** 2"), Value::Int(64));
+    assert_eq!(ev("-2 ** 2"), Value::Int(4));
+    assert_eq!(ev("2 * 3 ** 2"), Value::Int(18));
     assert_eq!(ev("7 % 4"), Value::Int(3));
     assert_eq!(ev("10 / 4"), Value::Float(2.5));
     assert_eq!(ev("10 / 5"), Value::Int(2));
