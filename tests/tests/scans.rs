@@ -798,3 +798,47 @@ async fn scan_operations_need_authentication() {
         .await;
     r.assert_problem(401);
 }
+
+/// The other end of the queue: a scanner node is an apalis worker on a
+/// `RedisStorage<ScanJob>` with the same queue name, and it must receive the
+/// job `POST /scans` pushed.
+#[tokio::test]
+async fn an_apalis_worker_on_the_scan_queue_takes_the_pushed_job() {
+    use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerContext};
+    use apalis_redis::{Config, RedisStorage};
+
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    let s = scan(&app, &user, t).await;
+
+    let conn = apalis_redis::connect(app.state.settings.redis_url.expose())
+        .await
+        .unwrap();
+    let storage = RedisStorage::<ScanJob>::new(conn)
+        .with_config(Config::default().queue(app.state.keys.scan_queue()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ScanJob>();
+    async fn take(
+        job: ScanJob,
+        tx: Data<tokio::sync::mpsc::UnboundedSender<ScanJob>>,
+        worker: WorkerContext,
+    ) -> Result<(), BoxDynError> {
+        let _ = tx.send(job);
+        worker.stop()?;
+        Ok(())
+    }
+    let worker = WorkerBuilder::new(format!("test-node-{}", Uuid::new_v4()))
+        .backend(storage)
+        .data(tx)
+        .build(take);
+    let handle = tokio::spawn(worker.run());
+    let job = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("the worker received no job")
+        .unwrap();
+    assert_eq!(job.scan_id, s);
+    assert_eq!(job.target_id, t);
+    assert_eq!(job.domain, "example.com");
+    assert_eq!(job.engine, Engine::Full);
+    handle.abort();
+}
