@@ -105,6 +105,8 @@ fn base64_py_wraps_at_76_characters_with_a_trailing_newline() {
          YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYQ==\n"
     );
     assert_eq!(s("base64_py('abc')"), "YWJj\n");
+    // Nuclei's helper ends even the empty encoding with a newline.
+    assert_eq!(s("base64_py('')"), "\n");
     // Exactly one full line: no empty line after it.
     let exact = s(&format!("base64_py('{}')", "b".repeat(57)));
     assert_eq!(exact.len(), 77);
