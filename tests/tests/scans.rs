@@ -842,3 +842,147 @@ async fn an_apalis_worker_on_the_scan_queue_takes_the_pushed_job() {
     assert_eq!(job.engine, Engine::Full);
     handle.abort();
 }
+
+async fn api_key(app: &TestApp, user: &TestUser, permissions: &[&str]) -> String {
+    let r = app
+        .post(
+            "/api/v1/api-keys",
+            Some(&user.access_token),
+            json!({"name": "ci", "permissions": permissions}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["key"].as_str().unwrap().to_string()
+}
+
+async fn with_key(
+    app: &TestApp,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> Reply {
+    let mut req = app
+        .client
+        .request(method, app.url(path))
+        .header("X-API-Key", key);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    TestApp::read(req.send().await.unwrap()).await
+}
+
+#[tokio::test]
+async fn api_keys_need_read_to_list_scan_to_start_and_stop_and_write_for_targets() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let t = target(&app, &user, "example.com").await;
+    let read = api_key(&app, &user, &["read"]).await;
+    let scan_key = api_key(&app, &user, &["scan"]).await;
+    let write = api_key(&app, &user, &["write"]).await;
+
+    let body = json!({ "target_id": t });
+    let r = with_key(
+        &app,
+        Method::POST,
+        "/api/v1/scans",
+        &read,
+        Some(body.clone()),
+    )
+    .await;
+    r.assert_problem(403);
+    let r = with_key(&app, Method::POST, "/api/v1/scans", &scan_key, Some(body)).await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let s = r.body["id"].as_str().unwrap().to_string();
+    let r = with_key(&app, Method::GET, "/api/v1/scans", &read, None).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.header("x-total-count"), Some("1"));
+    let r = with_key(
+        &app,
+        Method::GET,
+        &format!("/api/v1/scans/{s}"),
+        &scan_key,
+        None,
+    )
+    .await;
+    r.assert_problem(403);
+    let stop = format!("/api/v1/scans/{s}/stop");
+    with_key(&app, Method::POST, &stop, &read, Some(json!({})))
+        .await
+        .assert_problem(403);
+    let r = with_key(&app, Method::POST, &stop, &scan_key, Some(json!({}))).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+
+    let new_target = json!({"domain": "keyed.example.com"});
+    with_key(
+        &app,
+        Method::POST,
+        "/api/v1/targets",
+        &read,
+        Some(new_target.clone()),
+    )
+    .await
+    .assert_problem(403);
+    let r = with_key(
+        &app,
+        Method::POST,
+        "/api/v1/targets",
+        &write,
+        Some(new_target),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let r = with_key(
+        &app,
+        Method::DELETE,
+        &format!("/api/v1/targets/{t}"),
+        &scan_key,
+        None,
+    )
+    .await;
+    r.assert_problem(403);
+    let r = with_key(
+        &app,
+        Method::DELETE,
+        &format!("/api/v1/targets/{t}"),
+        &write,
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 204, "{}", r.text);
+}
+
+#[tokio::test]
+async fn demo_scans_count_in_the_calendar_month_even_when_the_push_fails() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, &user, "example.com").await;
+    scan(&app, &user, t).await;
+    let data_key = format!("{}:data", app.state.keys.scan_queue());
+    let _: () = app.state.redis.del(&data_key).await.unwrap();
+    let _: () = app
+        .state
+        .redis
+        .set(&data_key, "not a hash", None, None, false)
+        .await
+        .unwrap();
+    start(&app, &user, json!({ "target_id": t }))
+        .await
+        .assert_problem(503);
+    let db = app.state.db.get().await.unwrap();
+    let rows = db
+        .query(
+            "SELECT scans, period_start = date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+             FROM scan_usage WHERE user_id = $1",
+            &[&user.id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i32>(0), 2, "the failed scan counts too");
+    assert!(
+        rows[0].get::<_, bool>(1),
+        "the period is the calendar month"
+    );
+}
