@@ -160,42 +160,63 @@ pub(super) fn html_escape(a: &[Value], _: &CallCtx) -> R {
     Ok(Value::from(out))
 }
 
-/// Named entities understood by `html_unescape`: the common ones. Go knows
-/// the whole HTML5 table; rarer names are left as written here.
-const ENTITIES: &[(&str, &str)] = &[
-    ("amp", "&"),
-    ("lt", "<"),
-    ("gt", ">"),
-    ("quot", "\""),
+/// The Latin-1 entities, in code point order from U+00A0. Like the five
+/// basic ones, HTML accepts them without the closing `;` (legacy names).
+const LATIN1: [&str; 96] = [
+    "nbsp", "iexcl", "cent", "pound", "curren", "yen", "brvbar", "sect", "uml", "copy", "ordf",
+    "laquo", "not", "shy", "reg", "macr", "deg", "plusmn", "sup2", "sup3", "acute", "micro",
+    "para", "middot", "cedil", "sup1", "ordm", "raquo", "frac14", "frac12", "frac34", "iquest",
+    "Agrave", "Aacute", "Acirc", "Atilde", "Auml", "Aring", "AElig", "Ccedil", "Egrave", "Eacute",
+    "Ecirc", "Euml", "Igrave", "Iacute", "Icirc", "Iuml", "ETH", "Ntilde", "Ograve", "Oacute",
+    "Ocirc", "Otilde", "Ouml", "times", "Oslash", "Ugrave", "Uacute", "Ucirc", "Uuml", "Yacute",
+    "THORN", "szlig", "agrave", "aacute", "acirc", "atilde", "auml", "aring", "aelig", "ccedil",
+    "egrave", "eacute", "ecirc", "euml", "igrave", "iacute", "icirc", "iuml", "eth", "ntilde",
+    "ograve", "oacute", "ocirc", "otilde", "ouml", "divide", "oslash", "ugrave", "uacute", "ucirc",
+    "uuml", "yacute", "thorn", "yuml",
+];
+
+/// Legacy names understood without a `;` besides the Latin-1 ones.
+const BASIC: &[(&str, char)] = &[
+    ("amp", '&'),
+    ("lt", '<'),
+    ("gt", '>'),
+    ("quot", '"'),
+    ("AMP", '&'),
+    ("LT", '<'),
+    ("GT", '>'),
+    ("QUOT", '"'),
+];
+
+/// Other common named entities, recognised only with their `;`. Go knows the
+/// whole HTML5 table; names missing here are left as written.
+const NAMED: &[(&str, &str)] = &[
     ("apos", "'"),
-    ("nbsp", "\u{a0}"),
-    ("copy", "©"),
-    ("reg", "®"),
     ("trade", "™"),
     ("hellip", "…"),
     ("mdash", "—"),
     ("ndash", "–"),
     ("lsquo", "‘"),
     ("rsquo", "’"),
+    ("sbquo", "‚"),
     ("ldquo", "“"),
     ("rdquo", "”"),
-    ("laquo", "«"),
-    ("raquo", "»"),
+    ("bdquo", "„"),
     ("euro", "€"),
-    ("pound", "£"),
-    ("yen", "¥"),
-    ("cent", "¢"),
-    ("sect", "§"),
-    ("deg", "°"),
-    ("plusmn", "±"),
-    ("times", "×"),
-    ("divide", "÷"),
-    ("middot", "·"),
-    ("para", "¶"),
     ("bull", "•"),
-    ("iexcl", "¡"),
-    ("iquest", "¿"),
-    ("shy", "\u{ad}"),
+    ("dagger", "†"),
+    ("Dagger", "‡"),
+    ("permil", "‰"),
+    ("lsaquo", "‹"),
+    ("rsaquo", "›"),
+    ("larr", "←"),
+    ("rarr", "→"),
+    ("uarr", "↑"),
+    ("darr", "↓"),
+    ("harr", "↔"),
+    ("ne", "≠"),
+    ("le", "≤"),
+    ("ge", "≥"),
+    ("infin", "∞"),
     ("tab", "\t"),
     ("newline", "\n"),
     ("colon", ":"),
@@ -225,6 +246,26 @@ const ENTITIES: &[(&str, &str)] = &[
     ("Hat", "^"),
 ];
 
+/// Windows-1252 characters that HTML maps numeric references 0x80-0x9F to.
+const CP1252: [char; 32] = [
+    '\u{20AC}', '\u{0081}', '\u{201A}', '\u{0192}', '\u{201E}', '\u{2026}', '\u{2020}', '\u{2021}',
+    '\u{02C6}', '\u{2030}', '\u{0160}', '\u{2039}', '\u{0152}', '\u{008D}', '\u{017D}', '\u{008F}',
+    '\u{0090}', '\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}', '\u{2022}', '\u{2013}', '\u{2014}',
+    '\u{02DC}', '\u{2122}', '\u{0161}', '\u{203A}', '\u{0153}', '\u{009D}', '\u{017E}', '\u{0178}',
+];
+
+/// A name usable without a closing `;`.
+fn legacy_entity(name: &str) -> Option<char> {
+    if let Some((_, c)) = BASIC.iter().find(|(n, _)| *n == name) {
+        return Some(*c);
+    }
+    LATIN1
+        .iter()
+        .position(|n| *n == name)
+        .and_then(|i| char::from_u32(0xA0 + i as u32))
+}
+
+/// `html.UnescapeString`: named, decimal and hex character references.
 pub(super) fn html_unescape(a: &[Value], _: &CallCtx) -> R {
     let s = a[0].as_bytes();
     let mut out = Vec::with_capacity(s.len());
@@ -261,8 +302,9 @@ fn entity_at(s: &[u8]) -> Option<(String, usize)> {
             return None;
         }
         let digits = std::str::from_utf8(&s[start..end]).ok()?;
-        let code = u32::from_str_radix(digits, radix).unwrap_or(0xFFFD);
+        let code = u32::from_str_radix(digits, radix).unwrap_or(u32::MAX);
         let c = match code {
+            0x80..=0x9F => CP1252[(code - 0x80) as usize],
             0 => '\u{FFFD}',
             _ => char::from_u32(code).unwrap_or('\u{FFFD}'),
         };
@@ -277,14 +319,22 @@ fn entity_at(s: &[u8]) -> Option<(String, usize)> {
     while end < s.len() && s[end].is_ascii_alphanumeric() {
         end += 1;
     }
-    if end == 0 || s.get(end) != Some(&b';') {
+    if end == 0 {
         return None;
     }
     let name = std::str::from_utf8(&s[..end]).ok()?;
-    ENTITIES
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, text)| (text.to_string(), end + 1))
+    if s.get(end) == Some(&b';') {
+        if let Some(c) = legacy_entity(name) {
+            return Some((c.to_string(), end + 1));
+        }
+        if let Some((_, text)) = NAMED.iter().find(|(n, _)| *n == name) {
+            return Some((text.to_string(), end + 1));
+        }
+    }
+    // Without a `;`, the longest legacy name that prefixes the run counts.
+    (2..=end.min(6))
+        .rev()
+        .find_map(|len| legacy_entity(&name[..len]).map(|c| (c.to_string(), len)))
 }
 
 fn compress_with<W: Write>(

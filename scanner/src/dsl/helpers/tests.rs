@@ -163,6 +163,10 @@ fn html_escaping_follows_go() {
         s("html_unescape('&lt;b&gt; &amp;amp; &#39;x&#x27; &quot;&copy;&unknown;')"),
         "<b> &amp; 'x' \"©&unknown;"
     );
+    assert_eq!(
+        s("html_unescape('caf&eacute; &amp &ampx &#150; &hellip;')"),
+        "café & &x – …"
+    );
 }
 
 #[test]
