@@ -225,7 +225,15 @@ pub async fn create_scan(
                 &engine.as_str(),
             ],
         )
-        .await?;
+        .await
+        .map_err(|e| {
+            // The target was deleted since it was checked above.
+            if e.code() == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) {
+                Error::NotFound("target")
+            } else {
+                e.into()
+            }
+        })?;
     tx.commit().await?;
     let scan = from_row(&row);
 
