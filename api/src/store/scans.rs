@@ -227,9 +227,14 @@ pub async fn create_scan(
         )
         .await
         .map_err(|e| {
-            // The target was deleted since it was checked above.
+            // The target (or schedule) was deleted since it was checked.
             if e.code() == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) {
-                Error::NotFound("target")
+                let constraint = e.as_db_error().and_then(|d| d.constraint()).unwrap_or("");
+                if constraint.contains("schedule") {
+                    Error::NotFound("schedule")
+                } else {
+                    Error::NotFound("target")
+                }
             } else {
                 e.into()
             }
