@@ -696,3 +696,89 @@ fn compiled_operators_can_be_shared_across_threads() {
     });
     assert_eq!(matched, vec![true; 4]);
 }
+
+// ---- on real responses ----
+
+/// Serves two fixed responses on a local port: a redirect and an HTML page.
+async fn lab_server() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = if seen.starts_with(b"GET /old ") {
+                    "HTTP/1.1 302 Found\r\nLocation: /admin/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_string()
+                } else {
+                    format!(
+                        "HTTP/1.1 200 OK\r\nServer: Lab/1.0\r\nContent-Type: text/html\r\nSet-Cookie: sessionid=s3cr3t; Path=/\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
+                        PAGE.len()
+                    )
+                };
+                let _ = stream.write_all(body.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn fetch(addr: std::net::SocketAddr, path: &str) -> HashMap<String, Value> {
+    use crate::http::{ClientConfig, HttpClient, Request, SendOptions, TargetUrl};
+    let client = HttpClient::new(ClientConfig {
+        allow_private: true,
+        ..ClientConfig::default()
+    })
+    .expect("client");
+    let url = TargetUrl::parse(&format!("http://{addr}{path}")).expect("url");
+    let response = client
+        .send(&Request::get(&url), &SendOptions::default())
+        .await
+        .expect("response");
+    crate::engine::response::response_vars(&response, &url.to_string(), b"", "operators-test")
+}
+
+#[tokio::test]
+async fn a_302_is_matched_on_a_real_response_when_redirects_are_off() {
+    let addr = lab_server().await;
+    let ctx = fetch(addr, "/old").await;
+    let ops = operators(
+        "- type: status\n  status: [302]\n- type: word\n  part: header\n  words: ['HTTP/1.1 302', 'Location: /admin/']\n  condition: and\n",
+        "- type: kval\n  kval: [location]\n",
+        Some("and"),
+    );
+    let result = ops.evaluate(&ctx);
+    assert!(result.matched);
+    assert_eq!(result.extracted_results(), vec!["/admin/"]);
+}
+
+#[tokio::test]
+async fn operators_read_headers_cookies_and_html_of_a_real_response() {
+    let addr = lab_server().await;
+    let ctx = fetch(addr, "/").await;
+    let ops = operators(
+        "- type: dsl\n  name: lab\n  dsl: ['status_code == 200 && contains(server, \"Lab\") && content_length == len(body)']\n\
+         - type: regex\n  name: never\n  part: header\n  regex: ['(?m)^X-Missing:']\n",
+        "- type: xpath\n  name: csrf\n  internal: true\n  attribute: value\n  xpath: [\"//input[@name='csrf']\"]\n\
+         - type: kval\n  kval: [sessionid, content_type]\n",
+        None,
+    );
+    let result = ops.evaluate(&ctx);
+    assert!(result.matched);
+    assert_eq!(result.matched_names, vec!["lab"]);
+    assert_eq!(
+        result.internal.get("csrf"),
+        Some(&vec!["tok-123".to_string()])
+    );
+    assert_eq!(result.extracted_results(), vec!["s3cr3t", "text/html"]);
+}
