@@ -162,6 +162,8 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     });
     let mut refused = false;
     let mut findings = 0usize;
+    let mut failed = 0usize;
+    let mut skipped = 0usize;
     let mut stdout = std::io::stdout().lock();
     let jsonl = args.jsonl;
     engine
@@ -194,16 +196,14 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
                     refused = true;
                     eprintln!("error: {e}");
                 }
-                TargetErrorKind::Request | TargetErrorKind::Skipped => {
-                    tracing::debug!(target = %e.target, template = ?e.template_id, "{}", e.message);
-                }
+                TargetErrorKind::Request => failed += 1,
+                TargetErrorKind::Skipped => skipped += 1,
             },
         })
         .await;
     let _ = stdout.flush();
-    if !jsonl {
-        eprintln!("{findings} finding(s)");
-    }
+    // Findings go to stdout; the summary to stderr, so JSON Lines stay clean.
+    eprintln!("{findings} finding(s), {failed} failed request(s), {skipped} request(s) skipped");
     if refused {
         return ExitCode::from(EXIT_REFUSED);
     }

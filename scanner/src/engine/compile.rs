@@ -265,6 +265,10 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     let RequestSpec::Path(path) = &compiled.requests[0] else {
         return None;
     };
+    let method = block.method.as_deref().unwrap_or("GET").trim();
+    if !method.eq_ignore_ascii_case("GET") {
+        return None;
+    }
     let mut headers: Vec<String> = block
         .headers
         .iter()
