@@ -74,6 +74,14 @@ pub fn translate(pattern: &str) -> String {
                     i += 2 + consumed;
                     continue;
                 }
+                // `\p{Greek}` and `\x{1F600}` carry their own braces.
+                if matches!(next, 'p' | 'P' | 'x') && chars.get(i + 2) == Some(&'{') {
+                    if let Some(close) = chars[i + 2..].iter().position(|&c| c == '}') {
+                        out.extend(&chars[i..i + 3 + close]);
+                        i += 3 + close;
+                        continue;
+                    }
+                }
                 out.push_str(&translate_escape(next, in_class));
                 i += 2;
                 continue;

@@ -782,3 +782,48 @@ async fn operators_read_headers_cookies_and_html_of_a_real_response() {
     );
     assert_eq!(result.extracted_results(), vec!["s3cr3t", "text/html"]);
 }
+
+// ---- Go regex dialect ----
+
+#[test]
+fn go_patterns_translate_to_equivalent_rust_patterns() {
+    use super::goregex::{compile, translate};
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        // (pattern, must match, must not match)
+        (
+            r#"{"version":"\d+"}"#,
+            &[r#"{"version":"12"}"#],
+            &[r#"{"version":"x"}"#],
+        ),
+        (r"a{2}b{1,}c{0,1}", &["aabbc", "aab"], &["ab"]),
+        (r"[[]x]", &["[x]"], &["x]", "y"]),
+        (r"\Qa.b*c\E+", &["a.b*cc"], &["axbc"]),
+        (r"\p{Greek}+\x{41}", &["αβA"], &["abA"]),
+        (r"[[:alpha:]]+[[:^alpha:]]", &["ab1"], &["ab"]),
+        (r"\bword\b", &["a word here"], &["swordfish"]),
+        (r"[^\S\n]x", &[" x", "\tx"], &["\nx", "ax"]),
+        (
+            r"[\w.-]+@[\w-]+\.com",
+            &["first.last@ex-ample.com"],
+            &["@.com"],
+        ),
+        (r"\/admin\/", &["/admin/"], &["admin"]),
+        (r"[a&&b]", &["&", "a"], &["c"]),
+    ];
+    for (pattern, yes, no) in cases {
+        let re =
+            compile(pattern).unwrap_or_else(|e| panic!("{pattern} -> {}: {e}", translate(pattern)));
+        for text in *yes {
+            assert!(
+                re.is_match(text.as_bytes()),
+                "{pattern} should match {text:?}"
+            );
+        }
+        for text in *no {
+            assert!(
+                !re.is_match(text.as_bytes()),
+                "{pattern} should not match {text:?}"
+            );
+        }
+    }
+}
