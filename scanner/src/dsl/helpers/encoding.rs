@@ -470,3 +470,78 @@ pub(super) fn xor(a: &[Value], _: &CallCtx) -> R {
     }
     Ok(Value::from(out))
 }
+
+/// `zip(name, content, name, content, ...)`: a ZIP archive with each file
+/// deflated, as Go's `archive/zip` writes by default (templates upload it).
+pub(super) fn zip(a: &[Value], _: &CallCtx) -> R {
+    if a.len() % 2 != 0 {
+        return Err(DslError::arg(
+            "zip",
+            "zip function requires pairs of file entry and content",
+        ));
+    }
+    let mut out: Vec<u8> = Vec::new();
+    let mut central: Vec<u8> = Vec::new();
+    let mut entries: u16 = 0;
+    for pair in a.chunks(2) {
+        let name = pair[0].as_bytes();
+        let content = pair[1].as_bytes();
+        let mut crc = flate2::Crc::new();
+        crc.update(&content);
+        let mut enc =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(&content)
+            .map_err(|e| DslError::arg("zip", e.to_string()))?;
+        let packed = enc
+            .finish()
+            .map_err(|e| DslError::arg("zip", e.to_string()))?;
+        let too_big = || DslError::arg("zip", "entry too large for a ZIP archive");
+        let packed_len = u32::try_from(packed.len()).map_err(|_| too_big())?;
+        let plain_len = u32::try_from(content.len()).map_err(|_| too_big())?;
+        let name_len = u16::try_from(name.len()).map_err(|_| too_big())?;
+        let offset = u32::try_from(out.len()).map_err(|_| too_big())?;
+        // Fields shared by the local header and the central directory:
+        // version needed, UTF-8 names flag, deflate, DOS time and date 0.
+        let mut common = Vec::new();
+        common.extend_from_slice(&20u16.to_le_bytes());
+        common.extend_from_slice(&0x0800u16.to_le_bytes());
+        common.extend_from_slice(&8u16.to_le_bytes());
+        common.extend_from_slice(&0u16.to_le_bytes());
+        common.extend_from_slice(&0x21u16.to_le_bytes());
+        common.extend_from_slice(&crc.sum().to_le_bytes());
+        common.extend_from_slice(&packed_len.to_le_bytes());
+        common.extend_from_slice(&plain_len.to_le_bytes());
+        common.extend_from_slice(&name_len.to_le_bytes());
+        common.extend_from_slice(&0u16.to_le_bytes());
+
+        out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        out.extend_from_slice(&common);
+        out.extend_from_slice(&name);
+        out.extend_from_slice(&packed);
+
+        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        central.extend_from_slice(&20u16.to_le_bytes());
+        central.extend_from_slice(&common);
+        // Comment length, disk number, internal and external attributes.
+        central.extend_from_slice(&[0u8; 10]);
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(&name);
+        entries = entries
+            .checked_add(1)
+            .ok_or_else(|| DslError::arg("zip", "too many entries"))?;
+    }
+    let cd_offset =
+        u32::try_from(out.len()).map_err(|_| DslError::arg("zip", "archive too large"))?;
+    let cd_len =
+        u32::try_from(central.len()).map_err(|_| DslError::arg("zip", "archive too large"))?;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&entries.to_le_bytes());
+    out.extend_from_slice(&entries.to_le_bytes());
+    out.extend_from_slice(&cd_len.to_le_bytes());
+    out.extend_from_slice(&cd_offset.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    Ok(Value::from(out))
+}

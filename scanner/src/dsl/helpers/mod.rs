@@ -195,6 +195,7 @@ static HELPERS: &[Helper] = &[
     h("json_minify", 1, 1, encoding::json_minify),
     h("json_prettify", 1, 1, encoding::json_prettify),
     variadic("xor", 2, encoding::xor),
+    variadic("zip", 2, encoding::zip),
     // hashing
     memo(h("md5", 1, 1, hashing::md5)),
     memo(h("sha1", 1, 1, hashing::sha1)),
@@ -259,7 +260,6 @@ static HELPERS: &[Helper] = &[
         Some(2),
         "alternate IP notations are not implemented"
     ),
-    unsupported!("zip", 2, None, "ZIP archive building is not implemented"),
     unsupported!(
         "unpack",
         2,
@@ -307,7 +307,6 @@ pub fn is_supported_helper(name: &str) -> bool {
                 | "aes_cbc"
                 | "aes_gcm"
                 | "ip_format"
-                | "zip"
                 | "unpack"
         )
     })

@@ -593,3 +593,29 @@ fn a_bad_literal_regex_is_reported_as_a_problem_not_a_parse_error() {
         [DslError::InvalidRegex { .. }]
     ));
 }
+
+#[test]
+fn zip_builds_an_archive_whose_entries_inflate_to_their_content() {
+    use std::io::Read;
+    let z = ev("zip('a.php', '<?php echo 1; ?>', 'dir/b.txt', 'hello')");
+    let z = z.as_bytes().to_vec();
+    assert_eq!(&z[..4], b"PK\x03\x04");
+    // The end-of-central-directory record counts two entries.
+    let eocd = z.len() - 22;
+    assert_eq!(&z[eocd..eocd + 4], b"PK\x05\x06");
+    assert_eq!(u16::from_le_bytes([z[eocd + 10], z[eocd + 11]]), 2);
+    // First entry: name, then deflated data that inflates to the content.
+    let name_len = u16::from_le_bytes([z[26], z[27]]) as usize;
+    let packed_len = u32::from_le_bytes([z[18], z[19], z[20], z[21]]) as usize;
+    assert_eq!(&z[30..30 + name_len], b"a.php");
+    let data = &z[30 + name_len..30 + name_len + packed_len];
+    let mut plain = String::new();
+    flate2::read::DeflateDecoder::new(data)
+        .read_to_string(&mut plain)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plain, "<?php echo 1; ?>");
+    assert!(matches!(
+        err("zip('a', 'b', 'c')"),
+        DslError::Argument { .. }
+    ));
+}
