@@ -474,7 +474,7 @@ pub(super) fn xor(a: &[Value], _: &CallCtx) -> R {
 /// `zip(name, content, name, content, ...)`: a ZIP archive with each file
 /// deflated, as Go's `archive/zip` writes by default (templates upload it).
 pub(super) fn zip(a: &[Value], _: &CallCtx) -> R {
-    if a.len() % 2 != 0 {
+    if a.len() & 1 == 1 {
         return Err(DslError::arg(
             "zip",
             "zip function requires pairs of file entry and content",
