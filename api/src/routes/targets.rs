@@ -207,21 +207,22 @@ impl TargetsApi {
         target_id: Path<Uuid>,
     ) -> Result<TargetDeleted> {
         let me = state.authenticate(&auth, Access::Write).await?;
-        let db = state.db.get().await?;
-        if targets::find(&**db, me.user.id, target_id.0)
-            .await?
-            .is_none()
-        {
+        let mut db = state.db.get().await?;
+        let tx = db.transaction().await?;
+        // Locked first, so a scan created concurrently either commits before
+        // (and is stopped below) or fails on the deleted target.
+        if !targets::lock_owned(&*tx, me.user.id, target_id.0).await? {
             return Err(Error::NotFound("target"));
         }
         // Stop before deleting: once the rows are gone the nodes running
         // these scans would have nowhere to report to.
-        for scan_id in scans::active_ids_of_target(&**db, target_id.0).await? {
+        for scan_id in scans::active_ids_of_target(&*tx, target_id.0).await? {
             crate::queue::publish_stop(&state, scan_id).await?;
         }
-        if !targets::delete(&**db, me.user.id, target_id.0).await? {
+        if !targets::delete(&*tx, me.user.id, target_id.0).await? {
             return Err(Error::NotFound("target"));
         }
+        tx.commit().await?;
         tracing::info!(target_id = %target_id.0, "target deleted");
         Ok(TargetDeleted::NoContent)
     }

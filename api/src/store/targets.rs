@@ -225,6 +225,23 @@ pub async fn find(
     Ok(row.as_ref().map(from_row))
 }
 
+/// Locks one of the user's targets until the transaction ends, so no scan
+/// of it can be created meanwhile (the scan insert's foreign-key check
+/// waits for the lock). False when it is not theirs.
+pub async fn lock_owned(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    target_id: Uuid,
+) -> Result<bool, Error> {
+    Ok(db
+        .query_opt(
+            "SELECT 1 FROM targets WHERE id = $1 AND user_id = $2 FOR UPDATE",
+            &[&target_id, &user_id],
+        )
+        .await?
+        .is_some())
+}
+
 /// Deletes one of the user's targets; its scans, findings and schedules go
 /// with it (ON DELETE CASCADE). False when it is not theirs.
 pub async fn delete(
