@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::defs::{ExtractorDef, MatcherDef};
 use super::error::OperatorError;
 use super::extractor::{dedupe, Extractor};
-use super::matcher::Matcher;
+use super::matcher::{MatchOutcome, Matcher};
 use super::part::{assign_slots, PartCache};
 use crate::dsl::{Chain, Value, Vars};
 
@@ -37,6 +37,8 @@ pub struct Operators {
     matchers: Vec<Matcher>,
     extractors: Vec<Extractor>,
     condition: Condition,
+    /// Matcher indexes from cheapest to costliest, for `and`.
+    and_order: Vec<usize>,
     /// Distinct parts read, so one evaluation fetches each part once.
     slots: usize,
 }
@@ -95,10 +97,13 @@ impl Operators {
                 .map(|m| &mut m.part)
                 .chain(extractors.iter_mut().map(|e| &mut e.part)),
         );
+        let mut and_order: Vec<usize> = (0..matchers.len()).collect();
+        and_order.sort_by_key(|&i| matchers[i].cost());
         Ok(Operators {
             matchers,
             extractors,
             condition,
+            and_order,
             slots,
         })
     }
@@ -159,27 +164,22 @@ impl Operators {
             shadowed = PartCache::new(&chained, self.slots);
             &shadowed
         };
+        if self.condition == Condition::And {
+            return self.evaluate_and(cache, result);
+        }
         let mut any = false;
         for matcher in &self.matchers {
             let outcome = matcher.matches_cached(cache);
             if !outcome.matched {
-                if self.condition == Condition::And {
-                    result.matched = false;
-                    result.matched_names.clear();
-                    result.matcher_snippets.clear();
-                    return result;
-                }
                 continue;
             }
             any = true;
             if matcher.is_internal() {
                 continue;
             }
-            if self.condition == Condition::Or {
-                if let Some(name) = matcher.name() {
-                    if !result.matched_names.iter().any(|n| n == name) {
-                        result.matched_names.push(name.to_string());
-                    }
+            if let Some(name) = matcher.name() {
+                if !result.matched_names.iter().any(|n| n == name) {
+                    result.matched_names.push(name.to_string());
                 }
             }
             result
@@ -187,6 +187,30 @@ impl Operators {
                 .push((matcher.name().map(str::to_string), outcome.snippets));
         }
         result.matched = any;
+        result
+    }
+
+    /// `and` between matchers: matchers are pure, so they run cheapest
+    /// first and the first miss settles the verdict; snippets are reported
+    /// in template order.
+    fn evaluate_and(&self, cache: &PartCache<'_>, mut result: OperatorResult) -> OperatorResult {
+        let mut outcomes: Vec<Option<MatchOutcome>> = Vec::with_capacity(self.matchers.len());
+        outcomes.resize_with(self.matchers.len(), || None);
+        for &index in &self.and_order {
+            let outcome = self.matchers[index].matches_cached(cache);
+            if !outcome.matched {
+                return result;
+            }
+            outcomes[index] = Some(outcome);
+        }
+        for (matcher, outcome) in self.matchers.iter().zip(outcomes) {
+            if let Some(outcome) = outcome.filter(|_| !matcher.is_internal()) {
+                result
+                    .matcher_snippets
+                    .push((matcher.name().map(str::to_string), outcome.snippets));
+            }
+        }
+        result.matched = true;
         result
     }
 }

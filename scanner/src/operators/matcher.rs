@@ -163,6 +163,18 @@ impl Matcher {
         self.internal
     }
 
+    /// Relative evaluation cost, used to order matchers under `and`.
+    pub(crate) fn cost(&self) -> u8 {
+        match self.kind {
+            Kind::Status(_) => 0,
+            Kind::Size(_) => 1,
+            Kind::Word(_) | Kind::Binary(_) => 2,
+            Kind::Regex(_) => 3,
+            Kind::Dsl(_) => 4,
+            Kind::XPath(_) => 5,
+        }
+    }
+
     /// Evaluates the matcher against a response context.
     pub fn matches(&self, ctx: &dyn Vars) -> MatchOutcome {
         let cache = PartCache::new(ctx, self.part.slot + 1);

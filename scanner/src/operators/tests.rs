@@ -569,6 +569,24 @@ fn matchers_condition_and_fails_when_one_matcher_fails() {
 }
 
 #[test]
+fn matchers_under_and_report_snippets_in_template_order() {
+    let ops = operators(
+        "- type: regex\n  regex: ['Adm[a-z]+']\n- type: word\n  words: [Console]\n- type: status\n  status: [200]\n",
+        "",
+        Some("and"),
+    );
+    let result = ops.evaluate(&response(200, &[], PAGE));
+    assert!(result.matched);
+    let snippets: Vec<Vec<String>> = result
+        .matcher_snippets
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(snippets, vec![vec!["Admin"], vec!["Console"], vec!["200"]]);
+    assert!(!ops.evaluate(&response(500, &[], PAGE)).matched);
+}
+
+#[test]
 fn matchers_condition_or_reports_each_named_matcher_that_matched() {
     let ops = operators(
         "- type: word\n  name: admin\n  words: [Admin]\n\
