@@ -65,6 +65,7 @@ pub struct ApiKeyOut {
     pub created_at: DateTime<Utc>,
     /// When the key last authenticated a request (to the minute); null when
     /// never used.
+    #[oai(nullable)]
     pub last_used_at: Option<DateTime<Utc>>,
 }
 

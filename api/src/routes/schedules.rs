@@ -54,6 +54,7 @@ pub struct ScheduleOut {
     /// The next firing of the expression, UTC.
     pub next_run: DateTime<Utc>,
     /// When a run was last started (by the scheduler or run-now).
+    #[oai(nullable)]
     pub last_run_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

@@ -31,8 +31,10 @@ pub struct TierOut {
     /// Requests per minute.
     pub rate_limit_rpm: i32,
     /// Scans per period; null means unlimited.
+    #[oai(nullable)]
     pub scan_limit: Option<i32>,
     /// Targets at once; null means unlimited.
+    #[oai(nullable)]
     pub target_limit: Option<i32>,
     pub features: Vec<String>,
     /// Whether the tier can be bought through checkout.
@@ -79,9 +81,11 @@ pub struct Usage {
     /// Scans created in the period (every created scan counts).
     pub scans_used: i64,
     /// Null means unlimited.
+    #[oai(nullable)]
     pub scans_limit: Option<i32>,
     pub targets_used: i64,
     /// Null means unlimited.
+    #[oai(nullable)]
     pub targets_limit: Option<i32>,
 }
 
