@@ -44,7 +44,11 @@ pub struct NotificationOut {
     pub kind: String,
     pub title: String,
     pub message: String,
+    /// The scan, for scan notifications.
+    #[oai(nullable)]
     pub scan_id: Option<Uuid>,
+    /// The schedule, for `schedule_skipped`.
+    #[oai(nullable)]
     pub schedule_id: Option<Uuid>,
     pub data: NotificationData,
     pub read: bool,
