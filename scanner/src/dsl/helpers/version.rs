@@ -19,6 +19,7 @@ const VERSION_RAW: &str = concat!(
     r"?"
 );
 
+// The patterns below are constants; `compare_versions` tests compile them.
 fn version_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
