@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::check::{check, Reason};
@@ -28,11 +29,18 @@ impl CheckSummary {
         if !report.failures.is_empty() {
             unrunnable.insert(Reason::ParseError.to_string(), report.failures.len());
         }
+        // Checking compiles every matcher and extractor: CPU work, spread
+        // over the rayon pool like the parsing was.
+        let outcomes: Vec<Option<String>> = report
+            .templates
+            .par_iter()
+            .map(|t| check(t).err().map(|why| why.primary().to_string()))
+            .collect();
         let mut runnable = 0;
-        for template in &report.templates {
-            match check(template) {
-                Ok(()) => runnable += 1,
-                Err(why) => *unrunnable.entry(why.primary().to_string()).or_default() += 1,
+        for outcome in outcomes {
+            match outcome {
+                None => runnable += 1,
+                Some(reason) => *unrunnable.entry(reason).or_default() += 1,
             }
         }
         CheckSummary {
