@@ -13,6 +13,8 @@ pub enum Severity {
     High,
     Medium,
     Low,
+    /// Also what any unknown value in an event or template becomes.
+    #[serde(other)]
     Info,
 }
 
@@ -69,6 +71,12 @@ mod tests {
         assert_eq!(Severity::normalize("unknown"), Severity::Info);
         assert_eq!(Severity::normalize(""), Severity::Info);
         assert_eq!(Severity::normalize("severe"), Severity::Info);
+    }
+
+    #[test]
+    fn unknown_severities_in_json_become_info() {
+        let s: Vec<Severity> = serde_json::from_str(r#"["high", "severe", "unknown"]"#).unwrap();
+        assert_eq!(s, vec![Severity::High, Severity::Info, Severity::Info]);
     }
 
     #[test]
