@@ -125,6 +125,12 @@ impl Operators {
     }
 
     /// Evaluates everything against one response context.
+    ///
+    /// As in Nuclei, extractors run in template order before the matchers
+    /// and each named extractor's values are visible, under its name, to the
+    /// extractors after it and to the matchers. Unnamed, non-internal
+    /// extractors only add to the output, so they run after the matchers and
+    /// only when the output will be used (a match, or no matchers at all).
     pub fn evaluate(&self, ctx: &dyn Vars) -> OperatorResult {
         let mut result = OperatorResult {
             has_matchers: !self.matchers.is_empty(),
@@ -132,8 +138,12 @@ impl Operators {
         };
         let cache = PartCache::new(ctx, self.slots);
         let mut exposed: HashMap<String, Value> = HashMap::new();
-        for extractor in &self.extractors {
-            let values = extractor.extract_cached(&cache);
+        let mut found: Vec<Option<Vec<String>>> = vec![None; self.extractors.len()];
+        for (index, extractor) in self.extractors.iter().enumerate() {
+            if extractor.name().is_none() && !extractor.is_internal() {
+                continue;
+            }
+            let values = self.extract_with(extractor, &cache, &exposed, ctx);
             if values.is_empty() {
                 continue;
             }
@@ -145,35 +155,72 @@ impl Operators {
                     *slot = dedupe(std::mem::take(slot));
                 }
             }
-            if !extractor.is_internal() {
+            found[index] = Some(values);
+        }
+        if !self.matchers.is_empty() {
+            // Extracted values shadow the response's variables for the
+            // matchers; the part cache is rebuilt only when something is
+            // shadowed.
+            let chained = Chain(&exposed, ctx);
+            let shadowed;
+            let matcher_cache = if exposed.is_empty() {
+                &cache
+            } else {
+                shadowed = PartCache::new(&chained, self.slots);
+                &shadowed
+            };
+            if self.condition == Condition::And {
+                self.evaluate_and(matcher_cache, &mut result);
+            } else {
+                self.evaluate_or(matcher_cache, &mut result);
+            }
+        }
+        if result.matched || self.matchers.is_empty() {
+            for (index, extractor) in self.extractors.iter().enumerate() {
+                if extractor.name().is_none() && !extractor.is_internal() {
+                    let values = self.extract_with(extractor, &cache, &exposed, ctx);
+                    if !values.is_empty() {
+                        found[index] = Some(values);
+                    }
+                }
+            }
+        }
+        for (extractor, values) in self.extractors.iter().zip(found) {
+            if let Some(values) = values.filter(|_| !extractor.is_internal()) {
                 result
                     .extracts
                     .push((extractor.name().map(str::to_string), values));
             }
         }
-        if self.matchers.is_empty() {
-            return result;
+        result
+    }
+
+    /// Runs one extractor, over the response alone or, once earlier
+    /// extractors have produced named values, over those values layered on
+    /// top of the response.
+    fn extract_with(
+        &self,
+        extractor: &Extractor,
+        cache: &PartCache<'_>,
+        exposed: &HashMap<String, Value>,
+        ctx: &dyn Vars,
+    ) -> Vec<String> {
+        if exposed.is_empty() {
+            return extractor.extract_cached(cache);
         }
-        // Extracted values shadow the response's variables for the matchers;
-        // the part cache is rebuilt only when there is something to shadow.
-        let chained = Chain(&exposed, ctx);
-        let shadowed;
-        let cache = if exposed.is_empty() {
-            &cache
-        } else {
-            shadowed = PartCache::new(&chained, self.slots);
-            &shadowed
-        };
-        if self.condition == Condition::And {
-            return self.evaluate_and(cache, result);
-        }
-        let mut any = false;
+        let chained = Chain(exposed, ctx);
+        extractor.extract_cached(&PartCache::new(&chained, self.slots))
+    }
+
+    /// `or` between matchers: every matcher runs, so that each named one
+    /// that matched is reported.
+    fn evaluate_or(&self, cache: &PartCache<'_>, result: &mut OperatorResult) {
         for matcher in &self.matchers {
             let outcome = matcher.matches_cached(cache);
             if !outcome.matched {
                 continue;
             }
-            any = true;
+            result.matched = true;
             if matcher.is_internal() {
                 continue;
             }
@@ -186,20 +233,18 @@ impl Operators {
                 .matcher_snippets
                 .push((matcher.name().map(str::to_string), outcome.snippets));
         }
-        result.matched = any;
-        result
     }
 
     /// `and` between matchers: matchers are pure, so they run cheapest
     /// first and the first miss settles the verdict; snippets are reported
     /// in template order.
-    fn evaluate_and(&self, cache: &PartCache<'_>, mut result: OperatorResult) -> OperatorResult {
+    fn evaluate_and(&self, cache: &PartCache<'_>, result: &mut OperatorResult) {
         let mut outcomes: Vec<Option<MatchOutcome>> = Vec::with_capacity(self.matchers.len());
         outcomes.resize_with(self.matchers.len(), || None);
         for &index in &self.and_order {
             let outcome = self.matchers[index].matches_cached(cache);
             if !outcome.matched {
-                return result;
+                return;
             }
             outcomes[index] = Some(outcome);
         }
@@ -211,7 +256,6 @@ impl Operators {
             }
         }
         result.matched = true;
-        result
     }
 }
 

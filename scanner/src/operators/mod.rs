@@ -20,7 +20,7 @@ pub mod defs;
 pub mod error;
 pub mod evaluate;
 pub mod extractor;
-mod goregex;
+pub(crate) mod goregex;
 mod json;
 pub mod matcher;
 mod part;

@@ -668,6 +668,40 @@ fn extracted_values_are_visible_to_matchers_of_the_same_response() {
 }
 
 #[test]
+fn a_later_extractor_reads_the_values_of_an_earlier_named_one() {
+    let ops = operators(
+        "",
+        "- type: regex\n  name: version\n  internal: true\n  group: 1\n  regex: ['Version ([0-9.]+)']\n\
+         - type: dsl\n  dsl: ['concat(\"v\", version)']\n",
+        None,
+    );
+    let result = ops.evaluate(&response(200, &[], "Version 2.4.1"));
+    assert_eq!(result.extracted_results(), vec!["v2.4.1"]);
+}
+
+#[test]
+fn without_a_match_only_named_and_internal_extractors_produce_values() {
+    let ops = operators(
+        "- type: status\n  status: [200]\n",
+        "- type: regex\n  name: csrf\n  internal: true\n  regex: ['tok-[0-9]+']\n\
+         - type: regex\n  regex: ['Admin [A-Za-z]+']\n",
+        None,
+    );
+    let missed = ops.evaluate(&response(404, &[], PAGE));
+    assert!(!missed.matched);
+    assert!(missed.extracts.is_empty());
+    assert_eq!(
+        missed.internal.get("csrf"),
+        Some(&vec!["tok-123".to_string()])
+    );
+    let hit = ops.evaluate(&response(200, &[], PAGE));
+    assert_eq!(
+        hit.extracts,
+        vec![(None, vec!["Admin Console".to_string()])]
+    );
+}
+
+#[test]
 fn matched_snippets_come_with_the_matcher_name() {
     let ops = operators(
         "- type: word\n  name: tech\n  match-all: true\n  words: [Login, Help]\n",
