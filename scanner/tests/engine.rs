@@ -828,3 +828,27 @@ http:
     let negative = yaml.replace("sid == 'abc'", "sid == 'xyz'");
     assert!(scan(&negative, &lab.base).await.results.is_empty());
 }
+
+#[tokio::test]
+async fn randstr_is_one_random_value_per_template_usable_in_requests_and_matchers() {
+    // The server reflects the request-target, as an injectable page would.
+    let lab = Lab::start(|s| ok(&format!("you asked for {}", s.target))).await;
+    let yaml = r#"
+id: reflect
+info: {name: Reflect, severity: medium}
+http:
+  - method: GET
+    path:
+      - "{{BaseURL}}/?q={{randstr}}"
+    matchers:
+      - type: word
+        words: ["{{randstr}}"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    let targets = lab.targets();
+    assert_eq!(targets.len(), 1);
+    let sent = targets[0].trim_start_matches("/?q=");
+    assert_eq!(sent.len(), 27, "{sent}");
+    assert!(sent.chars().all(|c| c.is_ascii_alphanumeric()));
+    assert_eq!(report.results.len(), 1);
+}

@@ -36,6 +36,9 @@ pub struct RunArgs {
     /// Most requests in flight at once.
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// Print every failed or skipped request on stderr.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 /// Exit code for a target refused by the address safety check.
@@ -166,6 +169,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let mut skipped = 0usize;
     let mut stdout = std::io::stdout().lock();
     let jsonl = args.jsonl;
+    let verbose = args.verbose;
     engine
         .run_with(templates, targets, cancel, |ev| match ev {
             Event::Result(r) => {
@@ -196,8 +200,18 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
                     refused = true;
                     eprintln!("error: {e}");
                 }
-                TargetErrorKind::Request => failed += 1,
-                TargetErrorKind::Skipped => skipped += 1,
+                TargetErrorKind::Request => {
+                    failed += 1;
+                    if verbose {
+                        eprintln!("failed: {e}");
+                    }
+                }
+                TargetErrorKind::Skipped => {
+                    skipped += 1;
+                    if verbose {
+                        eprintln!("skipped: {e}");
+                    }
+                }
             },
         })
         .await;

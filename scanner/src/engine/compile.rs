@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::error::EngineError;
 use super::payloads::PayloadSet;
 use super::result::ResultHead;
+use super::vars::{string_value, VarMap};
 use crate::dsl::TemplateString;
 use crate::operators::Operators;
 use crate::template::{HttpBlock, Template};
@@ -20,6 +21,10 @@ pub struct CompiledTemplate {
     /// Set when the template is one plain request that other templates may
     /// share (see the engine's clustering).
     pub cluster_key: Option<String>,
+    /// Nuclei's per-template constants: `{{randstr}}`, `{{randstr_1}}`, ...
+    /// each a random string fixed for the life of the compiled template, so a
+    /// value sent in one request can be looked for in a later response.
+    pub constants: Arc<VarMap>,
 }
 
 impl std::fmt::Debug for CompiledTemplate {
@@ -113,8 +118,11 @@ impl CompiledTemplate {
             description: info.description.clone().unwrap_or_default(),
             remediation: info.remediation.clone().unwrap_or_default(),
         };
-        let cluster_key = cluster_key(&template, &blocks);
+        let constants = Arc::new(random_constants(&template));
+        // A template with its own random values must send them itself.
+        let cluster_key = cluster_key(&template, &blocks).filter(|_| constants.is_empty());
         Ok(CompiledTemplate {
+            constants,
             template,
             head,
             variables,
@@ -248,6 +256,60 @@ fn block_payloads(block: &HttpBlock) -> Vec<(String, Vec<String>)> {
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// Length of a `randstr` value (Nuclei uses 27-character KSUIDs).
+const RANDSTR_LEN: usize = 27;
+
+/// A `randstr` value for every `randstr` / `randstr_<suffix>` name the
+/// template mentions anywhere (requests, variables, matchers, extractors).
+fn random_constants(template: &Template) -> VarMap {
+    use rand::Rng;
+    let mut texts: Vec<&str> = template.variables.iter().map(|(_, v)| v.as_str()).collect();
+    let mut owned: Vec<String> = Vec::new();
+    for block in &template.http {
+        texts.extend(block.request_texts());
+        texts.extend(block.headers.iter().map(|(_, v)| v.as_str()));
+        texts.extend(block.body.as_deref());
+        for m in &block.matchers {
+            for list in [&m.words, &m.regex, &m.dsl].into_iter().flatten() {
+                owned.extend(list.to_vec());
+            }
+        }
+        for x in &block.extractors {
+            for list in [&x.regex, &x.dsl].into_iter().flatten() {
+                owned.extend(list.to_vec());
+            }
+        }
+    }
+    texts.extend(owned.iter().map(String::as_str));
+    let mut out = VarMap::new();
+    let mut rng = rand::rng();
+    for text in texts {
+        let mut rest = text;
+        while let Some(at) = rest.find("randstr") {
+            let after = &rest[at + "randstr".len()..];
+            let suffix_len = after
+                .strip_prefix('_')
+                .map(|s| 1 + s.chars().take_while(|c| c.is_ascii_alphanumeric()).count())
+                .unwrap_or(0);
+            let name = &rest[at..at + "randstr".len() + suffix_len];
+            let preceded_ok = rest[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'));
+            if preceded_ok && !out.contains_key(name) {
+                let value: String = (&mut rng)
+                    .sample_iter(&rand::distr::Alphanumeric)
+                    .take(RANDSTR_LEN)
+                    .map(char::from)
+                    .collect();
+                out.insert(name.to_string(), string_value(value));
+            }
+            rest = &rest[at + name.len()..];
+        }
+    }
+    out
 }
 
 /// Templates with the same key send the same single request and can share

@@ -184,7 +184,8 @@ fn send_options(block: &CompiledBlock, jar: Option<&CookieJar>) -> SendOptions {
 /// requests using it are then skipped as unresolved.
 fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -> VarMap {
     let input_layer = Arc::new(layer_from_strings(input.variables(false)));
-    let mut out = VarMap::new();
+    // Constants first, so variables can use them (`{{randstr}}`).
+    let mut out: VarMap = (*tpl.constants).clone();
     for (name, value) in &tpl.variables {
         let scope = Scope::new()
             .below(Arc::new(out.clone()))
