@@ -679,9 +679,19 @@ fn string_literal(bytes: &[u8]) -> Node {
     Node::Lit(Value::str(bytes))
 }
 
+/// Compiles a template regex. Templates are written for Go's RE2; the
+/// operators' translator bridges the dialect differences (ASCII `\d`/`\w`/
+/// `\b`, literal `[` and `{`, `\Q...\E`) so DSL `regex()` and `=~` agree with
+/// `regex` matchers on the same pattern.
 pub(crate) fn compile_regex(pattern: &[u8]) -> Result<Arc<Regex>, DslError> {
+    /// Go accepts some large alternations the default limit (10 MiB) rejects.
+    const SIZE_LIMIT: usize = 64 * 1024 * 1024;
     let text = String::from_utf8_lossy(pattern);
-    Regex::new(&text)
+    let translated = crate::operators::goregex::translate(&text);
+    regex::bytes::RegexBuilder::new(&translated)
+        .octal(true)
+        .size_limit(SIZE_LIMIT)
+        .build()
         .map(Arc::new)
         .map_err(|e| DslError::InvalidRegex {
             pattern: text.into_owned(),

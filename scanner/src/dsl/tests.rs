@@ -178,6 +178,28 @@ fn regex_operators_match_and_negate() {
 }
 
 #[test]
+fn dsl_regexes_use_go_semantics_for_character_classes() {
+    // Go reads `[` inside a class as a literal; Rust would open a nested
+    // class. This pattern is from a public template.
+    let vars = scope(&[(
+        "body",
+        Value::from("[12-Jan-2024 10:00:00 UTC] PHP Warning"),
+    )]);
+    assert_eq!(
+        evaluate(
+            "regex('[[0-9]{2}-[a-zA-Z]{3}-[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} [A-Z]{3}] PHP', body)",
+            &vars
+        ),
+        Ok(Value::Bool(true))
+    );
+    // Go's `\d` is ASCII-only: an Arabic-Indic digit does not match.
+    let arabic = scope(&[("body", Value::from("\u{0663}")), ("p", Value::from("\\d"))]);
+    assert_eq!(evaluate("body =~ p", &arabic), Ok(Value::Bool(false)));
+    let ascii = scope(&[("body", Value::from("3")), ("p", Value::from("\\d"))]);
+    assert_eq!(evaluate("body =~ p", &ascii), Ok(Value::Bool(true)));
+}
+
+#[test]
 fn in_checks_membership_of_a_list() {
     let vars = scope(&[("status_code", Value::Int(302))]);
     assert_eq!(
