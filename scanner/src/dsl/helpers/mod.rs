@@ -172,6 +172,7 @@ static HELPERS: &[Helper] = &[
     h("to_string", 1, 1, strings::to_string),
     h("to_number", 1, 1, strings::to_number),
     variadic("print_debug", 1, strings::print_debug),
+    h("getNetworkPort", 2, 2, strings::get_network_port),
     // encoding
     memo(h("base64", 1, 1, encoding::base64)),
     memo(h("base64_py", 1, 1, encoding::base64_py)),

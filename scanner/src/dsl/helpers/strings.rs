@@ -628,3 +628,14 @@ pub(super) fn print_debug(a: &[Value], _: &CallCtx) -> R {
     tracing::debug!(values = ?parts, "print_debug");
     Ok(Value::Bool(true))
 }
+
+/// `getNetworkPort(port, default)`: the default when the port is empty or
+/// one Nuclei treats as a protocol's usual port.
+pub(super) fn get_network_port(a: &[Value], _: &CallCtx) -> R {
+    const KNOWN: [&str; 6] = ["80", "443", "8080", "8081", "8443", "53"];
+    let port = a[0].to_string_lossy();
+    if port.is_empty() || KNOWN.iter().any(|k| k.eq_ignore_ascii_case(&port)) {
+        return Ok(Value::Str(a[1].to_bytes()));
+    }
+    Ok(Value::from(port))
+}

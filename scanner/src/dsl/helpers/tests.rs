@@ -512,6 +512,9 @@ fn misc_helpers_behave_like_nuclei() {
     );
     assert_eq!(hex::encode(ev("xor('ab', 'AB')").as_bytes()), "2020");
     assert_eq!(ev("print_debug('x')"), Value::Bool(true));
+    assert_eq!(s("getNetworkPort('', '22')"), "22");
+    assert_eq!(s("getNetworkPort('443', '22')"), "22");
+    assert_eq!(s("getNetworkPort('2222', '22')"), "2222");
 }
 
 #[test]
