@@ -5,13 +5,13 @@
 //! (`tolower`, `randbase`), as Nuclei registers both for old templates.
 //!
 //! # Layout
-//! - [`strings`]: searching, slicing, case, trimming, splitting.
-//! - [`encoding`]: base64, hex, URL, HTML, compression, number bases, JSON.
-//! - [`hashing`]: digests, HMAC, MurmurHash3.
-//! - [`random`]: random strings, numbers, addresses.
-//! - [`time`]: `date_time`, `unix_time`, `to_unix_time`.
-//! - [`version`]: `compare_versions` with hashicorp/go-version semantics.
-//! - [`jwt`]: `generate_jwt` for the HMAC and `none` algorithms.
+//! - `strings`: searching, slicing, case, trimming, splitting.
+//! - `encoding`: base64, hex, URL, HTML, compression, number bases, JSON.
+//! - `hashing`: digests, HMAC, MurmurHash3.
+//! - `random`: random strings, numbers, addresses.
+//! - `time`: `date_time`, `unix_time`, `to_unix_time`.
+//! - `version`: `compare_versions` with hashicorp/go-version semantics.
+//! - `jwt`: `generate_jwt` for the HMAC and `none` algorithms.
 
 mod encoding;
 mod hashing;
