@@ -852,3 +852,32 @@ http:
     assert!(sent.chars().all(|c| c.is_ascii_alphanumeric()));
     assert_eq!(report.results.len(), 1);
 }
+
+#[tokio::test]
+async fn a_port_written_after_base_url_overrides_the_input_port() {
+    let lab = Lab::start(|_| ok("on the other port")).await;
+    let lab_port = lab.base.rsplit(':').next().unwrap_or_default().to_string();
+    // The input names a port nothing listens on; only the override reaches the lab.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed_port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let yaml = format!(
+        r#"
+id: port
+info: {{name: Port, severity: info}}
+http:
+  - path:
+      - "{{{{BaseURL}}}}:{lab_port}/admin"
+    matchers:
+      - type: word
+        words: ["other port"]
+"#
+    );
+    let report = scan(&yaml, &format!("http://127.0.0.1:{closed_port}/app")).await;
+    assert_eq!(lab.targets(), vec!["/app/admin"]);
+    assert_eq!(report.results.len(), 1, "{:?}", report.errors);
+    assert_eq!(
+        report.results[0].matched_at,
+        format!("{}/app/admin", lab.base)
+    );
+}
