@@ -2,12 +2,14 @@
 //!
 //! # Layout
 //! - [`templates`]: `templates check DIR [--json]`.
+//! - [`worker`]: the scanner node.
 
 pub mod templates;
+pub mod worker;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 /// Runs Nuclei-format HTTP templates against targets.
 #[derive(Debug, Parser)]
@@ -27,7 +29,7 @@ pub enum Command {
         command: TemplatesCommand,
     },
     /// Run as a scanner node that pulls jobs from Redis.
-    Worker(NotYetAvailable),
+    Worker,
 }
 
 #[derive(Debug, Subcommand)]
@@ -36,27 +38,11 @@ pub enum TemplatesCommand {
     Check(templates::CheckArgs),
 }
 
-/// Arguments of a subcommand this build does not provide yet; accepted
-/// as-is so the answer is the clear error below, not a usage error.
-#[derive(Debug, Args)]
-pub struct NotYetAvailable {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
-}
-
-/// Exit code when a subcommand is not available in this build.
-const EXIT_UNAVAILABLE: u8 = 2;
-
-fn not_yet_available(name: &str) -> ExitCode {
-    eprintln!("error: `scanfleet-scanner {name}` is not yet available in this build");
-    ExitCode::from(EXIT_UNAVAILABLE)
-}
-
 /// Dispatches a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => scanfleet_scanner::engine::cli::run_blocking(args),
-        Command::Worker(_) => not_yet_available("worker"),
+        Command::Worker => worker::worker(),
         Command::Templates {
             command: TemplatesCommand::Check(args),
         } => templates::check(&args),
