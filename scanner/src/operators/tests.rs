@@ -509,6 +509,20 @@ fn json_extractor_runs_jq_paths_and_prints_like_nuclei() {
 }
 
 #[test]
+fn json_extractor_prints_objects_as_go_does() {
+    let body = r#"{"cfg":{"b":2,"a":1.50,"c":[1,"x\"y"],"big":1e21,"n":null}}"#;
+    let e = extractor("type: json\njson: ['.cfg', '.cfg.a', '.cfg.n']");
+    assert_eq!(
+        e.extract(&response(200, &[], body)),
+        vec![
+            r#"{"a":1.5,"b":2,"big":1e+21,"c":[1,"x\"y"],"n":null}"#,
+            "1.5",
+            "null"
+        ]
+    );
+}
+
+#[test]
 fn json_extractor_on_a_body_that_is_not_json_extracts_nothing() {
     let e = extractor("type: json\njson: ['.version']");
     assert!(e.extract(&response(200, &[], "<html>")).is_empty());
