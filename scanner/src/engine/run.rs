@@ -97,17 +97,20 @@ impl Engine {
         let units = plan(&templates, self.config.clustering);
         let limit = self.config.template_concurrency.max(1);
         tokio::spawn(async move {
-            let targets: Vec<Arc<TargetRun>> = targets
-                .into_iter()
-                .map(|t| Arc::new(TargetRun::new(t, cancel.child_token())))
-                .collect();
+            let targets: Arc<Vec<Arc<TargetRun>>> = Arc::new(
+                targets
+                    .into_iter()
+                    .map(|t| Arc::new(TargetRun::new(t, cancel.child_token())))
+                    .collect(),
+            );
             // Units outside, targets inside: consecutive jobs hit different
             // hosts, which spreads load and keeps per-host rate limits from
-            // serialising the whole run.
-            let jobs: Vec<(Unit, Arc<TargetRun>)> = units
-                .into_iter()
-                .flat_map(|u| targets.iter().map(move |t| (u.clone(), t.clone())))
-                .collect();
+            // serialising the whole run. Jobs are produced lazily: templates
+            // times targets can be large.
+            let jobs = units.into_iter().flat_map(move |unit| {
+                let targets = targets.clone();
+                (0..targets.len()).map(move |i| (unit.clone(), targets[i].clone()))
+            });
             let work = futures::stream::iter(jobs)
                 .map(move |(unit, target)| {
                     let shared = shared.clone();
