@@ -38,6 +38,9 @@ struct Marker {
     expr: Option<Expr>,
     /// `§name§` markers only ever name a variable.
     name_only: bool,
+    /// The expression has neither variables nor helper calls, so it is
+    /// left as written (computed once here, not per render).
+    literal_only: bool,
 }
 
 /// A parsed template string.
@@ -114,6 +117,7 @@ impl TemplateString {
                             inner: name.into(),
                             expr: None,
                             name_only: true,
+                            literal_only: false,
                         }));
                         i = end;
                         text_start = end;
@@ -185,7 +189,7 @@ impl Marker {
         match &self.expr {
             _ if self.name_only => vec![self.inner.to_string()],
             Some(e) if !is_simple_name(self.inner.trim()) => e.variables(),
-            Some(e) if e.is_literal_only() => Vec::new(),
+            Some(_) if self.literal_only => Vec::new(),
             _ if is_simple_name(self.inner.trim()) => vec![self.inner.trim().to_string()],
             _ => Vec::new(),
         }
@@ -215,7 +219,7 @@ impl Marker {
             }
             return;
         };
-        if expr.is_literal_only() {
+        if self.literal_only {
             keep(out);
             return;
         }
@@ -274,6 +278,7 @@ fn brace_marker(src: &str, open: usize) -> Option<(Marker, usize)> {
                     Marker {
                         raw: src[open..close + 2].into(),
                         inner: inner.into(),
+                        literal_only: expr.is_literal_only(),
                         expr: Some(expr),
                         name_only: false,
                     },
@@ -294,6 +299,7 @@ fn brace_marker(src: &str, open: usize) -> Option<(Marker, usize)> {
             inner: inner.into(),
             expr: None,
             name_only: false,
+            literal_only: false,
         },
         close + 2,
     ))
