@@ -196,9 +196,13 @@ impl Marker {
     }
 
     fn render(&self, vars: &dyn Vars, out: &mut Rendered) {
-        if let Some(v) = vars.get(&self.inner) {
-            out.bytes.extend_from_slice(&v.as_bytes());
-            return;
+        // Exact-name substitution first (Nuclei's replacer); only names can
+        // be keys, so expressions skip the lookup.
+        if is_simple_name(&self.inner) {
+            if let Some(v) = vars.get(&self.inner) {
+                out.bytes.extend_from_slice(&v.as_bytes());
+                return;
+            }
         }
         let keep = |out: &mut Rendered| out.bytes.extend_from_slice(self.raw.as_bytes());
         let note = |out: &mut Rendered, name: String| {
