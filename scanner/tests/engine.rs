@@ -881,3 +881,25 @@ http:
         format!("{}/app/admin", lab.base)
     );
 }
+
+#[tokio::test]
+async fn skip_variables_check_sends_unresolved_markers_as_written() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: skipcheck
+info: {name: Skip, severity: info}
+http:
+  - raw:
+      - |
+        GET /t HTTP/1.1
+        Host: {{Hostname}}
+        X-Template: {{not_a_variable}}
+
+    skip-variables-check: true
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let reqs = lab.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].header("X-Template"), Some("{{not_a_variable}}"));
+}

@@ -39,9 +39,15 @@ pub struct Built {
 pub struct Skip(pub String);
 
 /// Renders `tpl`, refusing results that still contain variables.
-fn render(tpl: &TemplateString, scope: &dyn Vars, what: &str) -> Result<Vec<u8>, Skip> {
+fn render(
+    tpl: &TemplateString,
+    scope: &dyn Vars,
+    what: &str,
+    block: &CompiledBlock,
+) -> Result<Vec<u8>, Skip> {
     let rendered = tpl.render(scope);
-    if !rendered.unresolved.is_empty() {
+    // `skip-variables-check: true` sends unresolved markers as written.
+    if !rendered.unresolved.is_empty() && !block.skip_variables_check {
         return Err(Skip(format!(
             "unresolved variables {} in {what}",
             rendered
@@ -92,7 +98,7 @@ fn build_path(
         None => input.clone(),
     };
     let scope = with_input_vars(scope, &input, path.trailing_slash);
-    let rendered = render(&path.template, &scope, "path")?;
+    let rendered = render(&path.template, &scope, "path", block)?;
     let rendered = String::from_utf8_lossy(&rendered).into_owned();
     let (scheme, authority, target) = match split_absolute(&rendered) {
         Some(parts) => parts,
@@ -108,7 +114,7 @@ fn build_path(
     let target = join_target(req_path, query.as_deref());
     let url = TargetUrl::parse(&format!("{scheme}://{authority}"))
         .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
-    let method = String::from_utf8_lossy(&render(&block.method, &scope, "method")?)
+    let method = String::from_utf8_lossy(&render(&block.method, &scope, "method", block)?)
         .trim()
         .to_string();
     let method = if method.is_empty() {
@@ -118,11 +124,11 @@ fn build_path(
     };
     let mut headers = Vec::with_capacity(block.headers.len());
     for (name, value) in &block.headers {
-        let v = render(value, &scope, "headers")?;
+        let v = render(value, &scope, "headers", block)?;
         headers.push((name.clone(), String::from_utf8_lossy(&v).into_owned()));
     }
     let body = match &block.body {
-        Some(b) => render(b, &scope, "body")?,
+        Some(b) => render(b, &scope, "body", block)?,
         None => Vec::new(),
     };
     let full_url = format!("{scheme}://{authority}{target}");
@@ -148,7 +154,7 @@ fn build_raw(
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
     let scope = with_input_vars(scope, input, false);
-    let text = render(raw, &scope, "raw request")?;
+    let text = render(raw, &scope, "raw request", block)?;
     let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto

@@ -61,6 +61,8 @@ pub struct CompiledBlock {
     pub cookie_jar: bool,
     /// `unsafe: true`: raw requests go out byte for byte.
     pub unsafe_raw: bool,
+    /// `skip-variables-check: true`: send requests with unresolved markers.
+    pub skip_variables_check: bool,
 }
 
 /// One entry of `path:` or `raw:`.
@@ -183,6 +185,7 @@ fn compile_block(
         host_redirects: block.host_redirects,
         cookie_jar: !block.disable_cookie,
         unsafe_raw: block.unsafe_,
+        skip_variables_check: block.skip_variables_check,
     })
 }
 
