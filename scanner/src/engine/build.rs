@@ -111,7 +111,7 @@ fn build_path(
     };
     let (req_path, req_query) = split_target(&target);
     let query = merge_query(input.query.as_deref(), req_query);
-    let target = join_target(req_path, query.as_deref());
+    let target = escape_controls(&join_target(req_path, query.as_deref()));
     let url = TargetUrl::parse(&format!("{scheme}://{authority}"))
         .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
     let method = String::from_utf8_lossy(&render(&block.method, &scope, "method", block)?)
@@ -220,6 +220,26 @@ fn build_raw(
     })
 }
 
+/// Percent-encodes spaces, control bytes and non-ASCII characters (as
+/// UTF-8) in a path request's target:
+/// on the wire they would end the request line (Go's URL writer, which
+/// Nuclei uses for `path` requests, encodes them too). Everything else,
+/// `%2e` and `..;` included, is left as written.
+fn escape_controls(target: &str) -> String {
+    let mut out = String::with_capacity(target.len());
+    for c in target.chars() {
+        if c.is_ascii_control() || c == ' ' || !c.is_ascii() {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The request in HTTP/1.1 form, for the `request` variable (the client
 /// adds its defaults on the wire; they do not matter to templates).
 fn dump(req: &Request) -> Vec<u8> {
@@ -288,6 +308,15 @@ mod tests {
 
     fn input(s: &str) -> InputUrl {
         InputUrl::parse(s).unwrap()
+    }
+
+    #[test]
+    fn path_targets_encode_only_spaces_and_control_bytes() {
+        assert_eq!(
+            escape_controls("/a b/%2e/..;/\r\n"),
+            "/a%20b/%2e/..;/%0D%0A"
+        );
+        assert_eq!(escape_controls("/é"), "/%C3%A9");
     }
 
     #[test]
