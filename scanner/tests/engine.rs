@@ -903,3 +903,32 @@ http:
     assert_eq!(reqs.len(), 1);
     assert_eq!(reqs[0].header("X-Template"), Some("{{not_a_variable}}"));
 }
+
+#[tokio::test]
+async fn disable_cookie_keeps_each_request_free_of_earlier_cookies() {
+    let lab = Lab::start(|s| {
+        if s.target == "/set" {
+            Reply {
+                status: 200,
+                headers: vec![("Set-Cookie".into(), "sid=s3cr3t; Path=/".into())],
+                body: String::new(),
+            }
+        } else {
+            ok("")
+        }
+    })
+    .await;
+    let yaml = r#"
+id: nojar
+info: {name: No jar, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/set"
+      - "{{BaseURL}}/check"
+    disable-cookie: true
+"#;
+    scan(yaml, &lab.base).await;
+    let reqs = lab.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].header("Cookie"), None);
+}
