@@ -60,13 +60,17 @@ fn every_path_of_the_contract_is_in_the_document() {
         ("patch", "/api/v1/findings/{finding_id}"),
     ];
     for (method, path) in expected {
-        let op = &paths
-            .get(path)
-            .unwrap_or_else(|| panic!("{path} missing"))[method];
+        let op = &paths.get(path).unwrap_or_else(|| panic!("{path} missing"))[method];
         assert!(op.is_object(), "{method} {path} missing");
-        assert!(op["operationId"].is_string(), "{method} {path}: no operationId");
+        assert!(
+            op["operationId"].is_string(),
+            "{method} {path}: no operationId"
+        );
         assert!(op["summary"].is_string(), "{method} {path}: no summary");
-        assert!(op["tags"].as_array().is_some_and(|t| !t.is_empty()), "{method} {path}: no tags");
+        assert!(
+            op["tags"].as_array().is_some_and(|t| !t.is_empty()),
+            "{method} {path}: no tags"
+        );
         let responses = op["responses"].as_object().unwrap();
         assert!(
             responses.keys().any(|s| s.starts_with('4')),
@@ -75,5 +79,7 @@ fn every_path_of_the_contract_is_in_the_document() {
     }
     let schemes = doc["components"]["securitySchemes"].as_object().unwrap();
     assert!(schemes.values().any(|s| s["scheme"] == "bearer"));
-    assert!(schemes.values().any(|s| s["in"] == "header" && s["name"] == "X-API-Key"));
+    assert!(schemes
+        .values()
+        .any(|s| s["in"] == "header" && s["name"] == "X-API-Key"));
 }

@@ -29,7 +29,9 @@ impl Scheduler {
     }
 
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        tracing::warn!("schedule processing is not available in this version: the scheduler only waits");
+        tracing::warn!(
+            "schedule processing is not available in this version: the scheduler only waits"
+        );
         shutdown.await;
         drop(self.db);
         Ok(())
