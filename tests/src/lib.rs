@@ -92,7 +92,7 @@ fn env_or(name: &str, default: &str) -> String {
 }
 
 /// A connection string to database `db` on the server of `DATABASE_URL`.
-fn database_url(db: &str) -> String {
+pub fn database_url(db: &str) -> String {
     let base = env_or(
         "DATABASE_URL",
         "postgres://postgres@127.0.0.1:5432/postgres",

@@ -22,6 +22,23 @@ const MIGRATION_LOCK: i64 = 0x5ca9_f1ee_7001;
 
 pub async fn run(pool: &Pool) -> Result<(), Error> {
     let mut client = pool.get().await?;
+    // Lock before touching anything: two processes starting together (the
+    // api and the scheduler under `make run`) would otherwise race even on
+    // `CREATE TABLE IF NOT EXISTS`, which Postgres does not make atomic.
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    let result = create_ledger_and_apply(&mut client).await;
+    // Release on every path: the connection goes back to the pool.
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .await;
+    result?;
+    unlocked?;
+    Ok(())
+}
+
+async fn create_ledger_and_apply(client: &mut deadpool_postgres::Client) -> Result<(), Error> {
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -30,14 +47,7 @@ pub async fn run(pool: &Pool) -> Result<(), Error> {
                  applied_at timestamptz NOT NULL DEFAULT now())",
         )
         .await?;
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
-        .await?;
-    let result = apply_pending(&mut client).await;
-    client
-        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
-        .await?;
-    result
+    apply_pending(client).await
 }
 
 async fn apply_pending(client: &mut deadpool_postgres::Client) -> Result<(), Error> {
