@@ -198,26 +198,11 @@ fn summary_of(findings: &[FindingRow]) -> ScanSummary {
     }
 }
 
-/// Scan detail with its findings in both shapes.
+/// Scan detail: the scan with its findings in both shapes.
 #[derive(Debug, Object)]
 pub struct ScanDetail {
-    pub id: Uuid,
-    pub target_id: Uuid,
-    pub domain: String,
-    pub engine: String,
-    pub status: String,
-    pub progress: i32,
-    #[oai(skip_serializing_if_is_none)]
-    pub stage: Option<String>,
-    #[oai(skip_serializing_if_is_none)]
-    pub schedule_id: Option<Uuid>,
-    pub created_at: DateTime<Utc>,
-    #[oai(skip_serializing_if_is_none)]
-    pub started_at: Option<DateTime<Utc>>,
-    #[oai(skip_serializing_if_is_none)]
-    pub completed_at: Option<DateTime<Utc>>,
-    #[oai(skip_serializing_if_is_none)]
-    pub error: Option<String>,
+    #[oai(flatten)]
+    pub scan: Scan,
     /// Detail shape, in the order found.
     pub findings: Vec<FindingDetail>,
     /// Vulnerability shape, in the order found.
@@ -445,18 +430,7 @@ impl ScansApi {
         let me = state.authenticate(&auth, Access::Read).await?;
         let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
         Ok(Json(ScanDetail {
-            id: s.id,
-            target_id: s.target_id,
-            domain: s.domain,
-            engine: s.engine.as_str().to_string(),
-            status: s.status.as_str().to_string(),
-            progress: i32::from(s.progress),
-            stage: s.stage,
-            schedule_id: s.schedule_id,
-            created_at: s.created_at,
-            started_at: s.started_at,
-            completed_at: s.completed_at,
-            error: s.error,
+            scan: s.into(),
             findings: list.iter().map(FindingDetail::from).collect(),
             vulnerabilities: list.iter().map(Vulnerability::from).collect(),
             summary: summary_of(&list),

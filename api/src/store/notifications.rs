@@ -102,42 +102,62 @@ pub async fn unread_count(db: &impl GenericClient, user_id: Uuid) -> Result<i64,
         .get(0))
 }
 
-/// `scan_complete` with the scan's finding counts, from the scan row. Safe to
-/// call again for the same scan (a replayed event): the second call is a no-op.
-/// Returns whether a notification was created.
-pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Result<bool, Error> {
-    let Some(row) = db
+/// What a scan notification says about its scan: owner, domain, and finding
+/// counts (total, critical, high, medium, low, info).
+struct ScanFacts {
+    user_id: Uuid,
+    domain: String,
+    counts: [i32; 6],
+}
+
+async fn scan_facts(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<ScanFacts>, Error> {
+    let row = db
         .query_opt(
             "SELECT s.user_id, t.domain, s.findings_count, s.critical_count, s.high_count,
                     s.medium_count, s.low_count, s.info_count
              FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
             &[&scan_id],
         )
-        .await?
+        .await?;
+    Ok(row.map(|r| ScanFacts {
+        user_id: r.get(0),
+        domain: r.get(1),
+        counts: [r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)],
+    }))
+}
+
+/// `scan_complete` with the scan's finding counts, from the scan row. Safe to
+/// call again for the same scan (a replayed event): the second call is a no-op.
+/// Returns whether a notification was created.
+pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Result<bool, Error> {
+    let Some(ScanFacts {
+        user_id,
+        domain,
+        counts,
+    }) = scan_facts(db, scan_id).await?
     else {
         return Ok(false);
     };
-    let user_id: Uuid = row.get(0);
-    let domain: String = row.get(1);
-    let counts: Vec<i32> = (2..8).map(|i| row.get(i)).collect();
+    let [total, critical, high, medium, low, info] = counts;
     let data = json!({
-        "total_findings": counts[0],
-        "critical": counts[1],
-        "high": counts[2],
-        "medium": counts[3],
-        "low": counts[4],
-        "info": counts[5],
+        "total_findings": total,
+        "critical": critical,
+        "high": high,
+        "medium": medium,
+        "low": low,
+        "info": info,
     });
     let message = format!(
-        "Scan of {domain} completed with {} findings ({} critical, {} high, {} medium, {} low, {} info).",
-        counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]
+        "Scan of {domain} completed with {total} findings ({critical} critical, {high} high, \
+         {medium} medium, {low} low, {info} info)."
     );
+    let title = format!("Scan of {domain} completed");
     insert_for_scan(
         db,
         user_id,
         scan_id,
         "scan_complete",
-        &format!("Scan of {domain} completed"),
+        &title,
         &message,
         data,
     )
@@ -150,17 +170,12 @@ pub async fn create_scan_failed(
     scan_id: Uuid,
     error: &str,
 ) -> Result<bool, Error> {
-    let Some(row) = db
-        .query_opt(
-            "SELECT s.user_id, t.domain FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
-            &[&scan_id],
-        )
-        .await?
+    let Some(ScanFacts {
+        user_id, domain, ..
+    }) = scan_facts(db, scan_id).await?
     else {
         return Ok(false);
     };
-    let user_id: Uuid = row.get(0);
-    let domain: String = row.get(1);
     insert_for_scan(
         db,
         user_id,
