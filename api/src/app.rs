@@ -35,6 +35,46 @@ impl Application {
     /// Connects to Postgres and Redis, applies migrations, creates the first
     /// admin when configured, and binds the listen address (port 0 picks one).
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let bind = settings.api.bind;
+        let state = AppState::connect(settings).await?;
+        let listener = StdTcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        seed_admin(&state).await?;
+        Ok(Application {
+            listener,
+            port,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` resolves, then drains in-flight requests for up
+    /// to 10 seconds.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let acceptor = TcpAcceptor::from_std(self.listener)?;
+        tracing::info!(addr = ?acceptor.local_addr(), "api listening");
+        let app = endpoint(self.state);
+        Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
+            .await
+    }
+}
+
+impl AppState {
+    /// Connects to Postgres (applying migrations) and Redis and builds the
+    /// shared state; the api and the scheduler both start from here.
+    pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         let db = store::connect(settings.database_url.expose())?;
         migrate::run(&db)
             .await
@@ -66,13 +106,7 @@ impl Application {
         };
         let jwt = JwtKeys::new(secret.as_bytes(), settings.api.access_token_ttl_secs);
         let dummy_password_hash: Arc<str> = password::hash(random_token("")).await?.into();
-
-        let listener = StdTcpListener::bind(settings.api.bind)
-            .with_context(|| format!("binding {}", settings.api.bind))?;
-        listener.set_nonblocking(true)?;
-        let port = listener.local_addr()?.port();
-
-        let state = AppState {
+        Ok(AppState {
             db,
             redis,
             scan_queue,
@@ -80,35 +114,7 @@ impl Application {
             settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
-        };
-        seed_admin(&state).await?;
-        Ok(Application {
-            listener,
-            port,
-            state,
         })
-    }
-
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn state(&self) -> &AppState {
-        &self.state
-    }
-
-    /// Serves until `shutdown` resolves, then drains in-flight requests for up
-    /// to 10 seconds.
-    pub async fn run_until_stopped(
-        self,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
-        let acceptor = TcpAcceptor::from_std(self.listener)?;
-        tracing::info!(addr = ?acceptor.local_addr(), "api listening");
-        let app = endpoint(self.state);
-        Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
-            .await
     }
 }
 

@@ -7,7 +7,7 @@ use scanfleet_scheduler::Scheduler;
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::load()?;
     telemetry::init(settings.log_format);
-    let scheduler = Scheduler::build(&settings).await?;
+    let scheduler = Scheduler::build(settings).await?;
     tracing::info!("scheduler started");
     scheduler.run_until_stopped(shutdown_signal()).await?;
     tracing::info!("scheduler stopped");

@@ -177,3 +177,63 @@ pub async fn mark_run(db: &impl GenericClient, id: Uuid, at: DateTime<Utc>) -> R
     .await?;
     Ok(())
 }
+
+/// Claims up to `limit` enabled schedules due at `now` and moves each one's
+/// `next_run` to `next(schedule)` (or disables it when it never fires again),
+/// all in one transaction. `FOR UPDATE SKIP LOCKED` makes concurrent
+/// schedulers claim disjoint sets, so a firing is started once.
+pub async fn claim_due(
+    db: &mut deadpool_postgres::Client,
+    now: DateTime<Utc>,
+    limit: i64,
+    next: impl Fn(&Schedule) -> Option<DateTime<Utc>>,
+) -> Result<Vec<Schedule>, Error> {
+    let tx = db.transaction().await?;
+    let due: Vec<Schedule> = tx
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM schedules s
+                 WHERE s.enabled AND s.next_run <= $1
+                 ORDER BY s.next_run LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            &[&now, &limit],
+        )
+        .await?
+        .iter()
+        .map(from_row)
+        .collect();
+    for s in &due {
+        match next(s) {
+            Some(at) => {
+                tx.execute(
+                    "UPDATE schedules SET next_run = $2, last_run_at = $3, updated_at = now()
+                     WHERE id = $1",
+                    &[&s.id, &at, &now],
+                )
+                .await?
+            }
+            None => {
+                tx.execute(
+                    "UPDATE schedules SET enabled = false, last_run_at = $2, updated_at = now()
+                     WHERE id = $1",
+                    &[&s.id, &now],
+                )
+                .await?
+            }
+        };
+    }
+    tx.commit().await?;
+    Ok(due)
+}
+
+/// Whether a scan started by this schedule is still queued, pending or running.
+pub async fn has_active_run(db: &impl GenericClient, schedule_id: Uuid) -> Result<bool, Error> {
+    Ok(db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM scans WHERE schedule_id = $1
+                            AND status IN ('queued', 'pending', 'running'))",
+            &[&schedule_id],
+        )
+        .await?
+        .get(0))
+}

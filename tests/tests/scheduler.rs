@@ -1,0 +1,212 @@
+//! The scheduler turns due schedules into scans through the same path as
+//! `POST /scans`, once per firing even with several schedulers.
+
+use chrono::{Duration, Utc};
+use scanfleet_scheduler::{Scheduler, TickReport};
+use scanfleet_tests::{spawn_app, TestApp, TestUser};
+use serde_json::json;
+use uuid::Uuid;
+
+/// A target and an enabled every-15-minutes schedule on it, made due now.
+async fn due_schedule(app: &TestApp, user: &TestUser) -> (Uuid, Uuid) {
+    let t = app
+        .post(
+            "/api/v1/targets",
+            Some(&user.access_token),
+            json!({"domain": format!("s{}.example.com", Uuid::new_v4().simple())}),
+        )
+        .await;
+    assert_eq!(t.status, 201, "{}", t.text);
+    let target: Uuid = t.body["id"].as_str().unwrap().parse().unwrap();
+    let s = app
+        .post(
+            "/api/v1/schedules",
+            Some(&user.access_token),
+            json!({"target_id": target, "engine": "quick", "cron_expression": "*/15 * * * *"}),
+        )
+        .await;
+    assert_eq!(s.status, 201, "{}", s.text);
+    let schedule: Uuid = s.body["id"].as_str().unwrap().parse().unwrap();
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE schedules SET next_run = now() - interval '1 minute' WHERE id = $1",
+        &[&schedule],
+    )
+    .await
+    .unwrap();
+    (target, schedule)
+}
+
+async fn scans_of(app: &TestApp, schedule: Uuid) -> Vec<(Uuid, String, String)> {
+    let db = app.state.db.get().await.unwrap();
+    db.query(
+        "SELECT id, status, engine FROM scans WHERE schedule_id = $1",
+        &[&schedule],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .collect()
+}
+
+#[tokio::test]
+async fn a_due_schedule_becomes_a_queued_scan_and_moves_to_its_next_run() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let (_, schedule) = due_schedule(&app, &u).await;
+    let now = Utc::now();
+    let report = Scheduler::from_state(app.state.clone())
+        .tick(now)
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        TickReport {
+            started: 1,
+            skipped: 0,
+            failed: 0
+        }
+    );
+    let scans = scans_of(&app, schedule).await;
+    assert_eq!(scans.len(), 1);
+    assert_eq!(
+        (scans[0].1.as_str(), scans[0].2.as_str()),
+        ("queued", "quick")
+    );
+
+    let r = app.get("/api/v1/schedules", &u.access_token).await;
+    let next: chrono::DateTime<Utc> = r.body[0]["next_run"].as_str().unwrap().parse().unwrap();
+    assert!(next > now && next <= now + Duration::minutes(15), "{next}");
+    // Not due any more: a second tick starts nothing.
+    let again = Scheduler::from_state(app.state.clone())
+        .tick(now)
+        .await
+        .unwrap();
+    assert_eq!(again, TickReport::default());
+    // The scheduled scan counts toward the user's usage.
+    let usage = app
+        .get("/api/v1/subscriptions/usage", &u.access_token)
+        .await;
+    assert_eq!(usage.body["scans_used"], 1);
+}
+
+#[tokio::test]
+async fn concurrent_schedulers_start_each_firing_once() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    app.set_tier(u.id, "monthly").await;
+    let mut schedules = vec![];
+    for _ in 0..4 {
+        schedules.push(due_schedule(&app, &u).await.1);
+    }
+    let now = Utc::now();
+    let a = Scheduler::from_state(app.state.clone());
+    let b = Scheduler::from_state(app.state.clone());
+    let (ra, rb) = tokio::join!(a.tick(now), b.tick(now));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.started + rb.started, 4, "{ra:?} {rb:?}");
+    for s in schedules {
+        assert_eq!(scans_of(&app, s).await.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_firing_is_skipped_with_a_notification_while_the_previous_run_is_active() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let (_, schedule) = due_schedule(&app, &u).await;
+    let scheduler = Scheduler::from_state(app.state.clone());
+    assert_eq!(scheduler.tick(Utc::now()).await.unwrap().started, 1);
+    // The first run is still queued when the schedule is due again.
+    let later = Utc::now() + Duration::minutes(16);
+    let report = scheduler.tick(later).await.unwrap();
+    assert_eq!(
+        report,
+        TickReport {
+            started: 0,
+            skipped: 1,
+            failed: 0
+        }
+    );
+    assert_eq!(scans_of(&app, schedule).await.len(), 1);
+    let n = app.get("/api/v1/notifications", &u.access_token).await;
+    assert_eq!(n.body[0]["type"], "schedule_skipped");
+    assert_eq!(n.body[0]["schedule_id"], schedule.to_string());
+    assert!(n.body[0]["data"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("still active"));
+}
+
+#[tokio::test]
+async fn a_firing_over_the_scan_limit_is_skipped_with_the_reason() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let (_, schedule) = due_schedule(&app, &u).await;
+    let db = app.state.db.get().await.unwrap();
+    let user = scanfleet_api::store::users::find(&**db, u.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let (period_start, _) = scanfleet_api::store::subscriptions::current_period(&**db, &user)
+        .await
+        .unwrap();
+    db.execute(
+        "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 10)",
+        &[&u.id, &period_start],
+    )
+    .await
+    .unwrap();
+    let report = Scheduler::from_state(app.state.clone())
+        .tick(Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        report,
+        TickReport {
+            started: 0,
+            skipped: 1,
+            failed: 0
+        }
+    );
+    assert!(scans_of(&app, schedule).await.is_empty());
+    let n = app.get("/api/v1/notifications", &u.access_token).await;
+    assert_eq!(n.body[0]["type"], "schedule_skipped");
+    assert!(
+        n.body[0]["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("10 scans per period"),
+        "{}",
+        n.text
+    );
+}
+
+#[tokio::test]
+async fn disabled_schedules_do_not_fire() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let (_, schedule) = due_schedule(&app, &u).await;
+    let r = app
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/schedules/{schedule}"),
+            Some(&u.access_token),
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE schedules SET next_run = now() - interval '1 minute' WHERE id = $1",
+        &[&schedule],
+    )
+    .await
+    .unwrap();
+    let report = Scheduler::from_state(app.state.clone())
+        .tick(Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(report, TickReport::default());
+}
