@@ -18,7 +18,7 @@ pub enum EngineError {
     #[error("invalid target {input:?}: {reason}")]
     InvalidTarget { input: String, reason: String },
     /// A template cannot be prepared for execution (bad expression, payload
-    /// lists of unequal length under pitchfork, unknown attack type, ...).
+    /// unknown attack type, ...).
     #[error("template {template_id}: {reason}")]
     Compile { template_id: String, reason: String },
     /// A `--var name=value` option is malformed.

@@ -10,7 +10,8 @@ use super::error::EngineError;
 pub enum AttackType {
     /// Every value of every list, put into all payload positions at once.
     BatteringRam,
-    /// The n-th values of all lists together (lists must be equally long).
+    /// The n-th values of all lists together, up to the shortest list (as
+    /// Nuclei does).
     Pitchfork,
     /// Every combination of values (cartesian product).
     ClusterBomb,
@@ -61,15 +62,6 @@ impl PayloadSet {
             return Ok(PayloadSet::default());
         }
         let attack = AttackType::resolve(attack, lists.len()).map_err(compile_err)?;
-        if attack == AttackType::Pitchfork {
-            let first = lists[0].1.len();
-            if let Some((name, l)) = lists.iter().find(|(_, l)| l.len() != first) {
-                return Err(compile_err(format!(
-                    "pitchfork payloads must have equal lengths ({name} has {}, expected {first})",
-                    l.len()
-                )));
-            }
-        }
         Ok(PayloadSet {
             attack: Some(attack),
             lists,
@@ -103,7 +95,9 @@ impl PayloadSet {
         match self.attack {
             None => 1,
             Some(AttackType::BatteringRam) => self.lists.iter().map(|(_, l)| l.len()).sum(),
-            Some(AttackType::Pitchfork) => self.lists.first().map_or(0, |(_, l)| l.len()),
+            Some(AttackType::Pitchfork) => {
+                self.lists.iter().map(|(_, l)| l.len()).min().unwrap_or(0)
+            }
             Some(AttackType::ClusterBomb) => self
                 .lists
                 .iter()
@@ -224,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn pitchfork_zips_and_rejects_unequal_lists() {
+    fn pitchfork_zips_up_to_the_shortest_list() {
         let s = set("pitchfork", &[("a", &["1", "2"]), ("b", &["x", "y"])]);
         let all: Vec<_> = s.combinations().collect();
         assert_eq!(
@@ -234,12 +228,14 @@ mod tests {
                 vec![("a".into(), "2".into()), ("b".into(), "y".into())]
             ]
         );
-        assert!(PayloadSet::new(
-            "t",
-            Some("pitchfork"),
-            vec![("a".into(), vec!["1".into()]), ("b".into(), vec![])]
-        )
-        .is_err());
+        let uneven = set("pitchfork", &[("a", &["1", "2", "3"]), ("b", &["x", "y"])]);
+        let all: Vec<_> = uneven.combinations().collect();
+        assert_eq!(all.len(), 2);
+        assert_eq!(uneven.count(), 2);
+        assert_eq!(
+            all[1],
+            vec![("a".into(), "2".into()), ("b".into(), "y".into())]
+        );
     }
 
     #[test]

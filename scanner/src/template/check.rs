@@ -48,9 +48,6 @@ pub enum Reason {
     UnsupportedDslHelper(String),
     /// A DSL expression the engine's parser rejects.
     UnsupportedDslExpression,
-    /// Pitchfork pairs values by position, so its lists must be as long
-    /// as each other (Nuclei refuses these too).
-    UnequalPitchforkPayloads,
     /// A matcher or extractor that does not compile: a bad regex, XPath,
     /// JSON path, hex string or condition, or no values at all.
     InvalidOperator(String),
@@ -74,7 +71,6 @@ impl fmt::Display for Reason {
             Reason::UnsupportedExtractorType(t) => write!(f, "unsupported extractor type: {t}"),
             Reason::UnsupportedDslHelper(h) => write!(f, "unsupported DSL helper: {h}"),
             Reason::UnsupportedDslExpression => f.write_str("unsupported DSL expression"),
-            Reason::UnequalPitchforkPayloads => f.write_str("pitchfork payloads of unequal length"),
             Reason::InvalidOperator(what) => write!(f, "invalid operator: {what}"),
         }
     }
@@ -262,18 +258,6 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
         if let PayloadDef::List(values) = def {
             for v in values {
                 check_request_text(v, reasons);
-            }
-        }
-    }
-    let pitchfork = block
-        .attack
-        .as_deref()
-        .is_some_and(|a| a.trim().eq_ignore_ascii_case("pitchfork"));
-    if pitchfork {
-        let mut lengths = block.payloads.iter().map(|(_, v)| v.len());
-        if let Some(first) = lengths.next() {
-            if lengths.any(|n| n != first) {
-                reasons.insert(Reason::UnequalPitchforkPayloads);
             }
         }
     }
