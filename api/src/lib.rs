@@ -1,8 +1,10 @@
-//! The scanfleet api: the REST and WebSocket surface, authentication, rate
-//! limits, the storage layer, and the ingester of scan events.
+//! The scanfleet api: the REST surface, authentication, rate limits and the
+//! storage layer that the scheduler shares.
 //!
 //! Data flow: client -> **api** -> Redis queue -> scanner nodes -> Redis event
-//! streams -> **ingester** (in this crate) -> Postgres -> **WebSocket**. The
+//! streams -> ingester -> Postgres -> WebSocket. The ingester and the
+//! WebSocket will live in this crate; this version provides the storage
+//! functions the ingester is to call (findings, status, notifications). The
 //! OpenAPI document is generated from the route definitions, so the contract
 //! cannot drift from the code.
 //!
@@ -13,6 +15,8 @@
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`validate`]: parsing of request values at the edge.
+//! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
+//! - [`ratelimit`]: per-user and per-IP request limits counted in Redis.
 //! - [`domain`]: the target hostname newtype ([`domain::Domain::parse`]).
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
 //! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
