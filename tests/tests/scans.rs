@@ -10,7 +10,7 @@ use fred::interfaces::{
 };
 use fred::prelude::{Builder, Config as RedisConfig};
 use reqwest::Method;
-use scanfleet_api::store::{findings, scans};
+use scanfleet_api::store::{findings, scans, subscriptions};
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::jobs::{Engine, ScanJob};
 use scanfleet_common::Severity;
@@ -216,7 +216,14 @@ async fn the_demo_scan_limit_is_ten_then_403_with_an_upgrade_prompt() {
 
 async fn set_usage(app: &TestApp, user: &TestUser, scans_used: i32) {
     let db = app.state.db.get().await.unwrap();
-    let (start, _) = scans::usage_period(&**db, user.id).await.unwrap();
+    let tier: String = db
+        .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&user.id])
+        .await
+        .unwrap()
+        .get(0);
+    let (start, _) = subscriptions::current_period(&**db, user.id, &tier)
+        .await
+        .unwrap();
     db.execute(
         "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, $3)
          ON CONFLICT (user_id, period_start) DO UPDATE SET scans = $3",

@@ -199,7 +199,8 @@ impl SubscriptionsApi {
         let tier = tiers::get(&**db, &me.user.tier_slug)
             .await?
             .ok_or_else(|| anyhow::anyhow!("user {} has unknown tier", me.user.id))?;
-        let (period_start, period_end) = subscriptions::current_period(&**db, &me.user).await?;
+        let (period_start, period_end) =
+            subscriptions::current_period(&**db, me.user.id, &me.user.tier_slug).await?;
         Ok(Json(Usage {
             period_start,
             period_end,

@@ -9,6 +9,7 @@ use scanfleet_common::jobs::{Engine, ScanJob};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
+use super::subscriptions;
 use super::users::User;
 use super::Page;
 use crate::error::Error;
@@ -94,45 +95,6 @@ pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String
     }
 }
 
-/// The period scans are counted in: the subscription's current billing
-/// period for paid tiers when there is one covering now, else the calendar
-/// month (UTC). Returns `(start, end)`.
-pub async fn usage_period(
-    db: &impl GenericClient,
-    user_id: Uuid,
-) -> Result<(DateTime<Utc>, DateTime<Utc>), Error> {
-    let row = db
-        .query_opt(
-            "SELECT CASE WHEN u.tier_slug <> 'demo' AND s.current_period_start <= now()
-                          AND now() < s.current_period_end
-                     THEN s.current_period_start
-                     ELSE date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' END,
-                    CASE WHEN u.tier_slug <> 'demo' AND s.current_period_start <= now()
-                          AND now() < s.current_period_end
-                     THEN s.current_period_end
-                     ELSE (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month')
-                          AT TIME ZONE 'UTC' END
-             FROM users u LEFT JOIN subscriptions s ON s.user_id = u.id
-             WHERE u.id = $1",
-            &[&user_id],
-        )
-        .await?
-        .ok_or(Error::NotFound("user"))?;
-    Ok((row.get(0), row.get(1)))
-}
-
-/// Scans created in the current period (for usage reports).
-pub async fn scans_used(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
-    let (start, _) = usage_period(db, user_id).await?;
-    let row = db
-        .query_opt(
-            "SELECT scans FROM scan_usage WHERE user_id = $1 AND period_start = $2",
-            &[&user_id, &start],
-        )
-        .await?;
-    Ok(row.map(|r| i64::from(r.get::<_, i32>(0))).unwrap_or(0))
-}
-
 /// Creates a scan: checks that `target_id` is the user's, counts the scan
 /// against the tier's limit for the period and inserts the `queued` row in
 /// one transaction (the usage upsert only increments below the limit, so
@@ -171,7 +133,7 @@ pub async fn create_scan(
         .await?;
     let tier_slug: String = tier.get(0);
     let scan_limit: Option<i32> = tier.get(1);
-    let (period_start, _) = usage_period(&*tx, user.id).await?;
+    let (period_start, _) = subscriptions::current_period(&*tx, user.id, &tier_slug).await?;
     let counted = match scan_limit {
         Some(limit) if limit <= 0 => None,
         Some(limit) => tx

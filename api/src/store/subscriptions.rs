@@ -8,7 +8,6 @@ use chrono::{DateTime, Datelike, TimeZone, Utc};
 use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::users::User;
 use crate::error::Error;
 
 /// The subscription row of a user.
@@ -68,14 +67,16 @@ pub fn uses_billing_period(tier_slug: &str, sub: &Subscription, now: DateTime<Ut
 /// The period in which a user's scans are counted, `[start, end)`: the
 /// subscription's current billing period for paid tiers when there is one
 /// covering now, else the calendar month (UTC). `scan_usage.period_start`
-/// is the `start` of this period.
+/// is the `start` of this period. Scan creation and the usage report both
+/// use this one rule.
 pub async fn current_period(
     db: &impl GenericClient,
-    user: &User,
+    user_id: Uuid,
+    tier_slug: &str,
 ) -> Result<(DateTime<Utc>, DateTime<Utc>), Error> {
     let now = Utc::now();
-    Ok(match find(db, user.id).await? {
-        Some(sub) if uses_billing_period(&user.tier_slug, &sub, now) => {
+    Ok(match find(db, user_id).await? {
+        Some(sub) if uses_billing_period(tier_slug, &sub, now) => {
             (sub.current_period_start, sub.current_period_end)
         }
         _ => calendar_month(now),
