@@ -288,6 +288,22 @@ impl TestApp {
         }
     }
 
+    /// Adds a target for `user` through the API and returns its id.
+    pub async fn new_target(&self, user: &TestUser, domain: &str) -> Uuid {
+        let r = self
+            .post(
+                "/api/v1/targets",
+                Some(&user.access_token),
+                json!({ "domain": domain }),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text);
+        r.body["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("target id")
+    }
+
     /// Sets a user's tier (and role) directly, as an administrator would.
     pub async fn set_tier(&self, user_id: Uuid, tier: &str) {
         let db = self.state.db.get().await.expect("db");

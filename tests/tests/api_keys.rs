@@ -48,18 +48,6 @@ async fn with_key(
     TestApp::read(req.send().await.expect("request")).await
 }
 
-async fn create_target(app: &TestApp, user: &TestUser) -> Uuid {
-    let r = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({"domain": "example.com"}),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    r.body["id"].as_str().unwrap().parse().unwrap()
-}
-
 #[tokio::test]
 async fn creating_a_key_returns_the_raw_key_once_and_stores_only_its_hash() {
     let app = spawn_app().await;
@@ -236,7 +224,7 @@ async fn another_users_key_is_404_on_delete_and_keeps_working() {
 async fn each_permission_allows_its_own_operations_only() {
     let app = spawn_app().await;
     let user = paid_user(&app).await;
-    let target = create_target(&app, &user).await;
+    let target = app.new_target(&user, "example.com").await;
     let r = app
         .post(
             "/api/v1/schedules",
@@ -305,7 +293,7 @@ async fn a_key_acts_as_its_owner_and_records_its_last_use() {
     let app = spawn_app().await;
     let user = paid_user(&app).await;
     let other = paid_user(&app).await;
-    create_target(&app, &user).await;
+    app.new_target(&user, "example.com").await;
     let (_, raw) = key_with(&app, &user, &["read"]).await;
     let r = with_key(&app, Method::GET, "/api/v1/targets", &raw, None).await;
     assert_eq!(r.status, 200, "{}", r.text);

@@ -18,18 +18,6 @@ use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-async fn target(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
-    let r = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({ "domain": domain }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    r.body["id"].as_str().unwrap().parse().unwrap()
-}
-
 async fn start(app: &TestApp, user: &TestUser, body: Value) -> Reply {
     app.post("/api/v1/scans", Some(&user.access_token), body)
         .await
@@ -108,7 +96,7 @@ async fn add_findings(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[Fin
 async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let r = start(&app, &user, json!({ "target_id": t })).await;
     assert_eq!(r.status, 201, "{}", r.text);
     assert_eq!(r.body["status"], "queued");
@@ -135,7 +123,7 @@ async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
 async fn quick_and_recon_engines_are_accepted_and_others_are_a_422_naming_engine() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     for engine in ["quick", "recon"] {
         let r = start(&app, &user, json!({ "target_id": t, "engine": engine })).await;
         assert_eq!(r.status, 201, "{}", r.text);
@@ -155,7 +143,7 @@ async fn scanning_another_users_or_a_missing_target_is_a_404() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let t = target(&app, &alice, "example.com").await;
+    let t = app.new_target(&alice, "example.com").await;
     start(&app, &bob, json!({ "target_id": t }))
         .await
         .assert_problem(404);
@@ -171,7 +159,7 @@ async fn scanning_another_users_or_a_missing_target_is_a_404() {
 async fn a_failed_queue_push_fails_the_scan_and_answers_503() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     // A string where apalis keeps its job hash: the push script errors.
     let data_key = format!("{}:data", app.state.keys.scan_queue());
     let _: () = app
@@ -193,7 +181,7 @@ async fn a_failed_queue_push_fails_the_scan_and_answers_503() {
 async fn the_demo_scan_limit_is_ten_then_403_with_an_upgrade_prompt() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     for _ in 0..10 {
         scan(&app, &user, t).await;
     }
@@ -237,7 +225,7 @@ async fn set_usage(app: &TestApp, user: &TestUser, scans_used: i32) {
 async fn two_concurrent_creates_at_one_below_the_limit_yield_exactly_one_scan() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     for round in 0..5 {
         set_usage(&app, &user, 9).await;
         let body = json!({ "target_id": t });
@@ -278,7 +266,7 @@ async fn paid_tiers_count_scans_in_the_billing_period_and_admins_are_unlimited()
         .await
         .unwrap()
         .get(0);
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     scan(&app, &user, t).await;
     let used: i32 = db
         .query_one(
@@ -298,7 +286,7 @@ async fn paid_tiers_count_scans_in_the_billing_period_and_admins_are_unlimited()
 
     let admin = app.new_user().await;
     app.make_admin(admin.id).await;
-    let t = target(&app, &admin, "admin.example.com").await;
+    let t = app.new_target(&admin, "admin.example.com").await;
     set_usage(&app, &admin, 1_000_000).await;
     scan(&app, &admin, t).await;
 }
@@ -308,12 +296,12 @@ async fn scans_are_listed_newest_first_with_filters_and_a_total_count() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let t1 = target(&app, &alice, "one.example.com").await;
-    let t2 = target(&app, &alice, "two.example.com").await;
+    let t1 = app.new_target(&alice, "one.example.com").await;
+    let t2 = app.new_target(&alice, "two.example.com").await;
     let s1 = scan(&app, &alice, t1).await;
     let s2 = scan(&app, &alice, t2).await;
     let s3 = scan(&app, &alice, t1).await;
-    let tb = target(&app, &bob, "bob.example.com").await;
+    let tb = app.new_target(&bob, "bob.example.com").await;
     scan(&app, &bob, tb).await;
     {
         let db = app.state.db.get().await.unwrap();
@@ -376,7 +364,7 @@ async fn scan_detail_carries_findings_in_both_shapes_and_a_summary() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let t = target(&app, &alice, "example.com").await;
+    let t = app.new_target(&alice, "example.com").await;
     let s = scan(&app, &alice, t).await;
     add_findings(
         &app,
@@ -441,7 +429,7 @@ async fn scan_detail_carries_findings_in_both_shapes_and_a_summary() {
 async fn stopping_a_queued_scan_publishes_the_stop_and_marks_it() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let s = scan(&app, &user, t).await;
 
     let subscriber =
@@ -491,7 +479,7 @@ async fn pending_and_running_scans_stop_but_finished_ones_are_a_409() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let t = target(&app, &alice, "example.com").await;
+    let t = app.new_target(&alice, "example.com").await;
     let db = app.state.db.get().await.unwrap();
     for (status, expected) in [
         (ScanStatus::Pending, 200),
@@ -527,7 +515,7 @@ async fn intel_sorts_by_severity_and_groups_by_host() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let t = target(&app, &alice, "example.com").await;
+    let t = app.new_target(&alice, "example.com").await;
     let s = scan(&app, &alice, t).await;
     add_findings(
         &app,
@@ -625,7 +613,7 @@ async fn report(app: &TestApp, user: &TestUser, scan_id: Uuid, query: &str) -> (
 async fn reports_are_a_paid_feature_and_demo_gets_403_with_an_upgrade_prompt() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let s = scan(&app, &user, t).await;
     let (r, _) = report(&app, &user, s, "").await;
     let body = r.assert_problem(403);
@@ -640,7 +628,7 @@ async fn reports_come_in_html_json_sarif_csv_and_pdf() {
     let bob = app.new_user().await;
     app.set_tier(alice.id, "monthly").await;
     app.set_tier(bob.id, "yearly").await;
-    let t = target(&app, &alice, "example.com").await;
+    let t = app.new_target(&alice, "example.com").await;
     let s = scan(&app, &alice, t).await;
     let mut tricky = finding("xss", Severity::Medium, "example.com", "/q");
     tricky.name = "Reflected <script>, \"quoted\"".into();
@@ -773,7 +761,7 @@ async fn long_reports_span_several_pdf_pages() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     app.set_tier(user.id, "monthly").await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let s = scan(&app, &user, t).await;
     let many: Vec<FindingEvent> = (0..60)
         .map(|i| {
@@ -816,7 +804,7 @@ async fn an_apalis_worker_on_the_scan_queue_takes_the_pushed_job() {
 
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let s = scan(&app, &user, t).await;
 
     let conn = apalis_redis::connect(app.state.settings.redis_url.expose())
@@ -884,7 +872,7 @@ async fn api_keys_need_read_to_list_scan_to_start_and_stop_and_write_for_targets
     let app = spawn_app().await;
     let user = app.new_user().await;
     app.set_tier(user.id, "monthly").await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     let read = api_key(&app, &user, &["read"]).await;
     let scan_key = api_key(&app, &user, &["scan"]).await;
     let write = api_key(&app, &user, &["write"]).await;
@@ -964,7 +952,7 @@ async fn api_keys_need_read_to_list_scan_to_start_and_stop_and_write_for_targets
 async fn demo_scans_count_in_the_calendar_month_even_when_the_push_fails() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let t = target(&app, &user, "example.com").await;
+    let t = app.new_target(&user, "example.com").await;
     scan(&app, &user, t).await;
     let data_key = format!("{}:data", app.state.keys.scan_queue());
     let _: () = app.state.redis.del(&data_key).await.unwrap();

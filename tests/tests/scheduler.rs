@@ -9,15 +9,9 @@ use uuid::Uuid;
 
 /// A target and an enabled every-15-minutes schedule on it, made due now.
 async fn due_schedule(app: &TestApp, user: &TestUser) -> (Uuid, Uuid) {
-    let t = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({"domain": format!("s{}.example.com", Uuid::new_v4().simple())}),
-        )
+    let target = app
+        .new_target(user, &format!("s{}.example.com", Uuid::new_v4().simple()))
         .await;
-    assert_eq!(t.status, 201, "{}", t.text);
-    let target: Uuid = t.body["id"].as_str().unwrap().parse().unwrap();
     let s = app
         .post(
             "/api/v1/schedules",

@@ -8,18 +8,6 @@ use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-async fn create_target(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
-    let r = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({ "domain": domain }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    id_of(&r)
-}
-
 async fn create_schedule(app: &TestApp, user: &TestUser, body: Value) -> Reply {
     app.post("/api/v1/schedules", Some(&user.access_token), body)
         .await
@@ -49,7 +37,7 @@ fn time(v: &Value) -> DateTime<Utc> {
 /// A user with a target and a schedule on it.
 async fn user_with_schedule(app: &TestApp, cron: &str) -> (TestUser, Uuid, Uuid) {
     let user = app.new_user().await;
-    let target = create_target(app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let r = create_schedule(
         app,
         &user,
@@ -64,7 +52,7 @@ async fn user_with_schedule(app: &TestApp, cron: &str) -> (TestUser, Uuid, Uuid)
 async fn creating_a_schedule_returns_it_enabled_with_the_next_run_in_utc() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let before = Utc::now();
     let r = create_schedule(
         &app,
@@ -93,7 +81,7 @@ async fn creating_a_schedule_returns_it_enabled_with_the_next_run_in_utc() {
 async fn a_schedule_takes_any_engine_and_the_day_fields_are_ored() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let r = create_schedule(
         &app,
         &user,
@@ -116,7 +104,7 @@ async fn a_schedule_takes_any_engine_and_the_day_fields_are_ored() {
 async fn cron_expressions_firing_more_often_than_every_5_minutes_are_422() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     for cron in ["*/4 * * * *", "* * * * *", "0-4 * * * *", "0,2 9 * * *"] {
         let r = create_schedule(
             &app,
@@ -141,7 +129,7 @@ async fn cron_expressions_firing_more_often_than_every_5_minutes_are_422() {
 async fn malformed_cron_expressions_and_unknown_engines_are_422_naming_the_field() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     for cron in [
         "",
         "0 9 * *",
@@ -183,7 +171,7 @@ async fn scheduling_someone_elses_or_a_missing_target_is_404() {
     let app = spawn_app().await;
     let alice = app.new_user().await;
     let bob = app.new_user().await;
-    let alices = create_target(&app, &alice, "example.com").await;
+    let alices = app.new_target(&alice, "example.com").await;
     for target in [alices, Uuid::now_v7()] {
         let r = create_schedule(
             &app,
@@ -200,7 +188,7 @@ async fn schedules_are_listed_newest_first_with_a_total_count() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     let other = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let mut ids = Vec::new();
     for cron in ["0 1 * * *", "0 2 * * *", "0 3 * * *"] {
         let r = create_schedule(
@@ -344,7 +332,7 @@ async fn deleting_a_schedule_returns_204_and_it_is_gone() {
 async fn run_now_queues_a_scan_of_the_schedules_target_and_engine() {
     let app = spawn_app().await;
     let user = app.new_user().await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let r = create_schedule(
         &app,
         &user,

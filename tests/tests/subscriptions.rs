@@ -5,7 +5,6 @@ use chrono::{DateTime, Datelike, Duration, TimeZone, Timelike, Utc};
 use reqwest::Method;
 use scanfleet_tests::{spawn_app, TestApp, TestUser};
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 fn time(v: &Value) -> DateTime<Utc> {
     v.as_str()
@@ -27,18 +26,6 @@ fn this_month() -> (DateTime<Utc>, DateTime<Utc>) {
     }
     .unwrap();
     (start, end)
-}
-
-async fn create_target(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
-    let r = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({ "domain": domain }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
-    r.body["id"].as_str().unwrap().parse().unwrap()
 }
 
 /// Gives the user a paid subscription row with a period that covers now and
@@ -168,8 +155,8 @@ async fn usage_counts_scans_of_the_period_and_targets_against_the_tier_limits() 
     assert_eq!(r.body["targets_used"], 0);
     assert_eq!(r.body["targets_limit"], 5);
 
-    let target = create_target(&app, &user, "example.com").await;
-    create_target(&app, &user, "example.org").await;
+    let target = app.new_target(&user, "example.com").await;
+    app.new_target(&user, "example.org").await;
     for _ in 0..3 {
         let s = app
             .post(
@@ -200,7 +187,7 @@ async fn paid_usage_is_counted_in_the_billing_period() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     let (start, end) = subscribe(&app, &user, "monthly").await;
-    let target = create_target(&app, &user, "example.com").await;
+    let target = app.new_target(&user, "example.com").await;
     let s = app
         .post(
             "/api/v1/scans",
