@@ -79,7 +79,7 @@ pub async fn publish_stop(state: &AppState, scan_id: Uuid) -> Result<(), Error> 
     let _: () = state
         .redis
         .set(
-            state.keys.scan_stopped(scan_id),
+            state.keys.scan_closed(scan_id),
             "1",
             Some(Expiration::EX(STOPPED_MARKER_TTL_SECS)),
             None,

@@ -1,5 +1,9 @@
 //! Events a scanner node appends to a scan's Redis stream. The ingester writes
 //! them to Postgres idempotently; the WebSocket forwards them.
+//!
+//! On the wire each stream entry has one field, [`EVENT_FIELD`], holding the
+//! JSON of a [`ScanEvent`]. The layout of the streams themselves (one stream
+//! per scan plus an ingest index) is described in the api's `ingest` module.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -68,7 +72,7 @@ impl ScanStatus {
 }
 
 /// Scan stages, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Stage {
     Resolve,
@@ -77,6 +81,33 @@ pub enum Stage {
     Validate,
     Report,
 }
+
+impl Stage {
+    pub const ALL: [Stage; 5] = [
+        Stage::Resolve,
+        Stage::Discover,
+        Stage::Probe,
+        Stage::Validate,
+        Stage::Report,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Resolve => "RESOLVE",
+            Stage::Discover => "DISCOVER",
+            Stage::Probe => "PROBE",
+            Stage::Validate => "VALIDATE",
+            Stage::Report => "REPORT",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Stage> {
+        Stage::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
+/// Name of the one field of a stream entry; its value is a [`ScanEvent`] as JSON.
+pub const EVENT_FIELD: &str = "event";
 
 /// One finding as a scanner node reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +149,14 @@ pub enum ScanEventKind {
         current_tool: Option<String>,
     },
     Finding(FindingEvent),
+    /// Something went wrong without ending the scan (a host that did not
+    /// answer, a stage that ran out of time). Kept in the stream for the
+    /// record; the terminal status carries the reason when a scan fails.
+    Error {
+        #[serde(default)]
+        stage: Option<Stage>,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,6 +165,33 @@ pub struct ScanEvent {
     pub at: DateTime<Utc>,
     #[serde(flatten)]
     pub kind: ScanEventKind,
+}
+
+impl ScanEvent {
+    pub fn new(scan_id: Uuid, kind: ScanEventKind) -> ScanEvent {
+        ScanEvent {
+            scan_id,
+            at: Utc::now(),
+            kind,
+        }
+    }
+
+    pub fn status(scan_id: Uuid, status: ScanStatus, error: Option<String>) -> ScanEvent {
+        ScanEvent::new(scan_id, ScanEventKind::Status { status, error })
+    }
+
+    /// The terminal status this event announces, if any.
+    pub fn terminal_status(&self) -> Option<ScanStatus> {
+        match &self.kind {
+            ScanEventKind::Status { status, .. } if status.is_terminal() => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // A ScanEvent has only string keys and plain values: it always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 
 use uuid::Uuid;
 
+/// Consumer group of the ingesters on [`Keys::scan_events_index`].
+pub const INGEST_GROUP: &str = "ingesters";
+
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
@@ -31,9 +34,21 @@ impl Keys {
     }
 
     /// Stream that announces which scan streams have new events, read by the
-    /// ingester's consumer group.
+    /// ingester's consumer group ([`INGEST_GROUP`]).
     pub fn scan_events_index(&self) -> String {
         format!("{}:scan-events", self.prefix)
+    }
+
+    /// How many times a node took up the scan's job (our own attempt count:
+    /// apalis re-enqueues a crashed node's job without counting it).
+    pub fn scan_attempts(&self, scan_id: Uuid) -> String {
+        format!("{}:scan:{scan_id}:attempts", self.prefix)
+    }
+
+    /// Set, with a short expiry, by the node running the scan, renewed while
+    /// it runs: the reaper treats a scan without it as silent.
+    pub fn scan_heartbeat(&self, scan_id: Uuid) -> String {
+        format!("{}:scan:{scan_id}:heartbeat", self.prefix)
     }
 
     /// Pub/sub channel on which scan stops are published to scanner nodes.
@@ -41,8 +56,10 @@ impl Keys {
         format!("{}:scan-stop", self.prefix)
     }
 
-    /// Marker set when a scan is stopped, checked by a node taking the job late.
-    pub fn scan_stopped(&self, scan_id: Uuid) -> String {
+    /// Marker set when a scan must not run any more (stopped by its owner, or
+    /// failed by the reaper), checked by a node taking the job late and while
+    /// it runs.
+    pub fn scan_closed(&self, scan_id: Uuid) -> String {
         format!("{}:scan:{scan_id}:stopped", self.prefix)
     }
 
@@ -65,7 +82,9 @@ mod tests {
             k.scan_events_stream(id),
             k.scan_events_index(),
             k.scan_stop_channel(),
-            k.scan_stopped(id),
+            k.scan_closed(id),
+            k.scan_attempts(id),
+            k.scan_heartbeat(id),
             k.rate_window("user:1", 7),
         ] {
             assert!(key.starts_with("t1:"), "{key}");

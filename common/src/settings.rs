@@ -67,6 +67,35 @@ pub struct ScannerSettings {
     pub hosts_only: bool,
     /// Directory of templates replacing the built-in pack, when set.
     pub templates_dir: Option<String>,
+    /// How often an idle node asks the queue for a job (apalis otherwise
+    /// asks only on its heartbeat).
+    pub poll_interval_ms: u64,
+    /// apalis worker heartbeat; a node silent for `orphan_after_secs` has
+    /// its taken jobs put back in the queue by the other nodes.
+    pub heartbeat_secs: u64,
+    pub orphan_after_secs: u64,
+    /// Whole-scan deadlines per engine, enforced by the node itself.
+    pub deadline_full_secs: u64,
+    pub deadline_quick_secs: u64,
+    pub deadline_recon_secs: u64,
+    /// One DNS question's timeout, and how many are asked at once.
+    pub dns_timeout_ms: u64,
+    pub dns_concurrency: usize,
+    /// Requests per second per host during service scans (politeness);
+    /// 0 turns the ceiling off.
+    pub per_host_rps: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct SchedulerSettings {
+    /// A `pending` or `running` scan whose node sent nothing for this long
+    /// (and that no node took up again) is failed.
+    pub stuck_after_secs: u64,
+    /// A `queued` scan older than this whose job is not in the queue is
+    /// enqueued again once, then failed.
+    pub queued_after_secs: u64,
+    /// How often the reaper looks.
+    pub reap_interval_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -96,6 +125,7 @@ pub struct Settings {
     pub admin_password: Option<Secret>,
     pub api: ApiSettings,
     pub scanner: ScannerSettings,
+    pub scheduler: SchedulerSettings,
     pub rate: RateSettings,
     pub payments: PaymentSettings,
     pub log_format: LogFormat,
@@ -181,6 +211,20 @@ impl Settings {
                 hosts: get("SCANFLEET_SCANNER__HOSTS").unwrap_or("").to_string(),
                 hosts_only: parse_bool(&get, "SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
                 templates_dir: get("SCANFLEET_SCANNER__TEMPLATES_DIR").map(str::to_string),
+                poll_interval_ms: parse(&get, "SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
+                heartbeat_secs: parse(&get, "SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
+                orphan_after_secs: parse(&get, "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "10")?,
+                deadline_full_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "3600")?,
+                deadline_quick_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_QUICK_SECS", "900")?,
+                deadline_recon_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_RECON_SECS", "1800")?,
+                dns_timeout_ms: parse(&get, "SCANFLEET_SCANNER__DNS_TIMEOUT_MS", "2000")?,
+                dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
+                per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
+            },
+            scheduler: SchedulerSettings {
+                stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
+                queued_after_secs: parse(&get, "SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "600")?,
+                reap_interval_secs: parse(&get, "SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", "5")?,
             },
             rate: RateSettings {
                 enabled: parse_bool(&get, "SCANFLEET_RATE__ENABLED", true)?,
@@ -205,8 +249,30 @@ impl Settings {
                 message: "token lifetimes must be positive".into(),
             });
         }
-        if settings.scanner.concurrency == 0 {
-            return Err(invalid("SCANFLEET_SCANNER__CONCURRENCY", "0", "at least 1"));
+        for (name, value) in [
+            ("SCANFLEET_SCANNER__CONCURRENCY", settings.scanner.concurrency as u64),
+            ("SCANFLEET_SCANNER__POLL_INTERVAL_MS", settings.scanner.poll_interval_ms),
+            ("SCANFLEET_SCANNER__HEARTBEAT_SECS", settings.scanner.heartbeat_secs),
+            ("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", settings.scanner.deadline_full_secs),
+            ("SCANFLEET_SCANNER__DEADLINE_QUICK_SECS", settings.scanner.deadline_quick_secs),
+            ("SCANFLEET_SCANNER__DEADLINE_RECON_SECS", settings.scanner.deadline_recon_secs),
+            ("SCANFLEET_SCANNER__DNS_TIMEOUT_MS", settings.scanner.dns_timeout_ms),
+            ("SCANFLEET_SCANNER__DNS_CONCURRENCY", settings.scanner.dns_concurrency as u64),
+            ("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", settings.scheduler.stuck_after_secs),
+            ("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", settings.scheduler.queued_after_secs),
+            ("SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", settings.scheduler.reap_interval_secs),
+        ] {
+            if value == 0 {
+                return Err(invalid(name, "0", "at least 1"));
+            }
+        }
+        if settings.scanner.orphan_after_secs < 2 * settings.scanner.heartbeat_secs {
+            return Err(SettingsError::Invalid {
+                name: "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS",
+                message: "must be at least twice SCANFLEET_SCANNER__HEARTBEAT_SECS, or a live \
+                          node's jobs would be taken from it"
+                    .into(),
+            });
         }
         Ok(settings)
     }

@@ -13,10 +13,12 @@
 //! - [`operators`]: matchers and extractors.
 //! - [`engine`]: request building, payloads, multi-step execution, results.
 //! - [`pack`]: the default template pack shipped in the binary.
+//! - [`node`]: the scanner node (queue worker, scan stages, event streams).
 
 pub mod dsl;
 pub mod engine;
 pub mod http;
+pub mod node;
 pub mod operators;
 pub mod pack;
 pub mod template;

@@ -459,7 +459,7 @@ async fn stopping_a_queued_scan_publishes_the_stop_and_marks_it() {
         .expect("no stop was published")
         .unwrap();
     assert_eq!(message.value.convert::<String>().unwrap(), s.to_string());
-    let key = app.state.keys.scan_stopped(s);
+    let key = app.state.keys.scan_closed(s);
     let ttl: i64 = app.state.redis.ttl(&key).await.unwrap();
     assert!((86_000..=86_400).contains(&ttl), "ttl {ttl}");
     let _ = subscriber.quit().await;
@@ -502,7 +502,7 @@ async fn pending_and_running_scans_stop_but_finished_ones_are_a_409() {
             let marker: Option<String> = app
                 .state
                 .redis
-                .get(app.state.keys.scan_stopped(s))
+                .get(app.state.keys.scan_closed(s))
                 .await
                 .unwrap();
             assert_eq!(marker, None, "a finished scan must not be marked stopped");

@@ -364,7 +364,7 @@ async fn deleting_a_target_stops_its_active_scans_and_removes_its_scan_data() {
     let marker: Option<String> = app
         .state
         .redis
-        .get(app.state.keys.scan_stopped(scan))
+        .get(app.state.keys.scan_closed(scan))
         .await
         .unwrap();
     assert_eq!(

@@ -1,13 +1,17 @@
-//! `scanfleet-scanner worker`: a scanner node. This version connects to Redis
-//! (the only service a node talks to) and waits for SIGINT or SIGTERM; taking
-//! scan jobs from the queue is not provided yet, and the node says so in its
-//! log rather than pretending to work.
+//! `scanfleet-scanner worker`: a scanner node. It reads its settings (Redis
+//! and `SCANFLEET_SCANNER__*`), then takes scan jobs until SIGINT or SIGTERM;
+//! see the library's `node` module for what a node does.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use fred::interfaces::ClientLike;
-use fred::prelude::{Builder, Config};
 use scanfleet_common::{telemetry, Settings};
+use scanfleet_scanner::node::Node;
+use tokio_util::sync::CancellationToken;
+
+/// How long a stopping node lets running scans finish before it leaves them
+/// to the other nodes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 pub fn worker() -> ExitCode {
     let settings = match Settings::load() {
@@ -25,33 +29,36 @@ pub fn worker() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "scanner node failed");
-            ExitCode::FAILURE
+    let code = runtime.block_on(async {
+        let node = match Node::build(settings).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "scanner node could not start");
+                return ExitCode::FAILURE;
+            }
+        };
+        let shutdown = CancellationToken::new();
+        let signal = shutdown.clone();
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            tracing::info!("stopping: no new jobs; waiting for running scans");
+            signal.cancel();
+        });
+        match node.run(shutdown, SHUTDOWN_GRACE).await {
+            Ok(()) => {
+                tracing::info!("scanner node stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "scanner node failed");
+                ExitCode::FAILURE
+            }
         }
-    }
-}
-
-async fn run(settings: Settings) -> anyhow::Result<()> {
-    let config = Config::from_url(settings.redis_url.expose())
-        .map_err(|e| anyhow::anyhow!("REDIS_URL is not a valid Redis URL: {e}"))?;
-    let redis = Builder::from_config(config).build()?;
-    redis.init().await?;
-    redis.ping::<String>(None).await?;
-    tracing::info!(
-        prefix = %settings.redis_prefix,
-        concurrency = settings.scanner.concurrency,
-        "scanner node connected to Redis"
-    );
-    tracing::warn!(
-        "taking scan jobs from the queue is not available in this version: the node only waits"
-    );
-    shutdown_signal().await;
-    redis.quit().await?;
-    tracing::info!("scanner node stopped");
-    Ok(())
+    });
+    // Scans left running past the grace period are abandoned here; their
+    // jobs go back to the queue once this node's heartbeat stops.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 async fn shutdown_signal() {

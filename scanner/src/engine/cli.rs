@@ -213,6 +213,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
                     }
                 }
             },
+            Event::Progress { .. } => {}
         })
         .await;
     let _ = stdout.flush();

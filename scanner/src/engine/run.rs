@@ -1,6 +1,7 @@
 //! The engine: runs compiled templates against targets and streams events.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -45,6 +46,9 @@ impl Default for EngineConfig {
 pub enum Event {
     Result(ScanResult),
     Error(TargetError),
+    /// One more (template or cluster, target) job finished: `done` of
+    /// `total` (a scanner node turns this into scan progress).
+    Progress { done: usize, total: usize },
 }
 
 /// Everything a finished run produced.
@@ -96,6 +100,8 @@ impl Engine {
         });
         let units = plan(&templates, self.config.clustering);
         let limit = self.config.template_concurrency.max(1);
+        let total = units.len() * targets.len();
+        let done = Arc::new(AtomicUsize::new(0));
         tokio::spawn(async move {
             let targets: Arc<Vec<Arc<TargetRun>>> = Arc::new(
                 targets
@@ -114,6 +120,7 @@ impl Engine {
             let work = futures::stream::iter(jobs)
                 .map(move |(unit, target)| {
                     let shared = shared.clone();
+                    let done = done.clone();
                     async move {
                         if target.cancel.is_cancelled() {
                             return;
@@ -122,6 +129,9 @@ impl Engine {
                             Unit::Single(t) => run_template(&shared, &target, t).await,
                             Unit::Cluster(members) => run_cluster(&shared, &target, members).await,
                         }
+                        let done = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        // A closed receiver only means nobody follows progress.
+                        let _ = shared.sink.send(Event::Progress { done, total }).await;
                     }
                 })
                 .buffer_unordered(limit);
@@ -131,6 +141,11 @@ impl Engine {
                 .await;
         });
         rx
+    }
+
+    /// The HTTP client every run of this engine shares.
+    pub fn client(&self) -> &HttpClient {
+        &self.client
     }
 
     /// Runs to the end, handing each event to `on_event` as it happens
@@ -165,6 +180,7 @@ impl Engine {
                 |ev| match ev {
                     Event::Result(r) => report.results.push(r),
                     Event::Error(e) => report.errors.push(e),
+                    Event::Progress { .. } => {}
                 },
             )
             .await;

@@ -112,6 +112,13 @@ impl HttpClient {
         &self.inner.cfg
     }
 
+    /// The addresses `host:port` may be reached at, under the same rules as
+    /// requests (connect-to overrides, hosts map, DNS, address policy). A
+    /// scanner node uses it for its own DNS stages; callers bound the wait.
+    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, HttpError> {
+        super::resolve::resolve(&self.inner.cfg, &self.inner.dns, host, port).await
+    }
+
     /// Idle pooled connections (for tests and metrics).
     pub fn idle_connections(&self) -> usize {
         self.inner.pool.idle_count()

@@ -1,0 +1,226 @@
+//! One scan, stage by stage: `RESOLVE`, `DISCOVER` (when the engine
+//! discovers), `PROBE`, `VALIDATE`, `REPORT`. Each stage is announced with
+//! its `current_tool`, reports progress as planned versus done work, and
+//! stops at its next step once the scan's token is cancelled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scanfleet_common::events::{FindingEvent, Stage};
+use scanfleet_common::jobs::ScanJob;
+use tokio_util::sync::CancellationToken;
+
+use super::control::ScanControl;
+use super::discover::{self, lookup};
+use super::engines::{progress, stage_deadline, EngineSpec};
+use super::probe::{probe, LiveHost};
+use super::sink::EventSink;
+use super::{Node, NodeError};
+use crate::engine::{CompiledTemplate, Event};
+
+/// How a scan's work ended (the terminal status follows from it).
+#[derive(Debug)]
+pub enum Outcome {
+    Completed,
+    Failed(String),
+    /// The token was cancelled: the control says why.
+    Cancelled,
+}
+
+/// Findings are sent in batches of at most this many events.
+const FINDING_BATCH: usize = 200;
+
+pub async fn run(
+    node: &Node,
+    job: &ScanJob,
+    spec: EngineSpec,
+    sink: &EventSink,
+    control: &ScanControl,
+) -> Result<Outcome, NodeError> {
+    let stages = spec.stages();
+    let cancel = &control.token;
+    let client = node.engine.client();
+    let dns_timeout = Duration::from_millis(node.settings.scanner.dns_timeout_ms);
+    let domain = job.domain.as_str();
+
+    // RESOLVE
+    sink.progress(Stage::Resolve, 0, "dns").await?;
+    let resolved = tokio::time::timeout(
+        stage_deadline(Stage::Resolve),
+        lookup_with_retry(client, domain, dns_timeout),
+    )
+    .await
+    .ok()
+    .flatten();
+    if resolved.is_none() {
+        return Ok(Outcome::Failed(format!(
+            "{domain} does not resolve to an address the scanner may reach \
+             (no DNS answer within {dns_timeout:?}, or only non-public addresses)"
+        )));
+    }
+    if cancel.is_cancelled() {
+        return Ok(Outcome::Cancelled);
+    }
+    sink.progress(Stage::Resolve, progress(&stages, Stage::Resolve, 1, 1), "dns")
+        .await?;
+
+    // DISCOVER
+    let mut hosts = vec![domain.to_string()];
+    if spec.discover {
+        let tool = "subdomains";
+        sink.progress(Stage::Discover, progress(&stages, Stage::Discover, 0, 1), tool)
+            .await?;
+        let mut last = (0, 1);
+        let found = tokio::time::timeout(
+            stage_deadline(Stage::Discover),
+            discover::discover(
+                client,
+                domain,
+                dns_timeout,
+                node.settings.scanner.dns_concurrency,
+                cancel,
+                |done, planned| last = (done, planned),
+            ),
+        )
+        .await;
+        match found {
+            Ok(found) => hosts.extend(found),
+            Err(_) => {
+                sink.error(
+                    Stage::Discover,
+                    "discovery ran out of time; scanning the hosts found so far".into(),
+                )
+                .await?
+            }
+        }
+        sink.progress(
+            Stage::Discover,
+            progress(&stages, Stage::Discover, last.0.max(1), last.1.max(1)),
+            tool,
+        )
+        .await?;
+        if cancel.is_cancelled() {
+            return Ok(Outcome::Cancelled);
+        }
+    }
+
+    // PROBE
+    let live = probe_hosts(node, &stages, &hosts, sink, cancel).await?;
+    if cancel.is_cancelled() {
+        return Ok(Outcome::Cancelled);
+    }
+    if live.is_empty() {
+        return Ok(Outcome::Failed(format!(
+            "no host of {domain} answered over HTTPS or HTTP ({} host(s) tried)",
+            hosts.len()
+        )));
+    }
+
+    // VALIDATE
+    let templates = spec.select(&node.templates);
+    validate(node, &stages, templates, &live, sink, cancel).await?;
+    if cancel.is_cancelled() {
+        return Ok(Outcome::Cancelled);
+    }
+
+    // REPORT: the counts are the ingester's; the node says it is done.
+    sink.progress(Stage::Report, 99, "report").await?;
+    Ok(Outcome::Completed)
+}
+
+/// DNS of the domain itself, asked twice: one lost packet must not fail a scan.
+async fn lookup_with_retry(
+    client: &crate::http::HttpClient,
+    domain: &str,
+    timeout: Duration,
+) -> Option<Vec<std::net::IpAddr>> {
+    match lookup(client, domain, timeout).await {
+        Some(ips) => Some(ips),
+        None => lookup(client, domain, timeout).await,
+    }
+}
+
+async fn probe_hosts(
+    node: &Node,
+    stages: &[Stage],
+    hosts: &[String],
+    sink: &EventSink,
+    cancel: &CancellationToken,
+) -> Result<Vec<LiveHost>, NodeError> {
+    use futures::StreamExt;
+    let tool = "http-probe";
+    sink.progress(Stage::Probe, progress(stages, Stage::Probe, 0, hosts.len()), tool)
+        .await?;
+    let client = node.engine.client().clone();
+    let per_host = Duration::from_secs(15);
+    let deadline = tokio::time::Instant::now() + stage_deadline(Stage::Probe);
+    let mut results = futures::stream::iter(hosts.to_vec())
+        .map(move |host| {
+            let client = client.clone();
+            async move { probe(&client, &host, per_host).await }
+        })
+        .buffer_unordered(8);
+    let mut live = Vec::new();
+    let mut done = 0;
+    loop {
+        let next = tokio::select! {
+            next = results.next() => next,
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep_until(deadline) => {
+                sink.error(Stage::Probe, "probing ran out of time".into()).await?;
+                break;
+            }
+        };
+        let Some(result) = next else { break };
+        done += 1;
+        match result {
+            Ok(host) => {
+                sink.findings(vec![host.finding.clone()]).await?;
+                live.push(host);
+            }
+            Err(reason) => sink.error(Stage::Probe, reason).await?,
+        }
+        sink.progress(Stage::Probe, progress(stages, Stage::Probe, done, hosts.len()), tool)
+            .await?;
+    }
+    live.sort_by(|a, b| a.host.cmp(&b.host));
+    Ok(live)
+}
+
+async fn validate(
+    node: &Node,
+    stages: &[Stage],
+    templates: Vec<Arc<CompiledTemplate>>,
+    live: &[LiveHost],
+    sink: &EventSink,
+    cancel: &CancellationToken,
+) -> Result<(), NodeError> {
+    let tool = "templates";
+    sink.progress(Stage::Validate, progress(stages, Stage::Validate, 0, 1), tool)
+        .await?;
+    let targets = live.iter().map(|h| h.base.clone()).collect();
+    let mut events = node.engine.start(templates, targets, cancel.child_token());
+    let mut batch: Vec<FindingEvent> = Vec::new();
+    let mut failed_requests = 0usize;
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::Result(r) => batch.push(r.to_finding_event()),
+            Event::Error(_) => failed_requests += 1,
+            Event::Progress { done, total } => {
+                sink.findings(std::mem::take(&mut batch)).await?;
+                sink.progress(Stage::Validate, progress(stages, Stage::Validate, done, total), tool)
+                    .await?;
+            }
+        }
+        if batch.len() >= FINDING_BATCH {
+            sink.findings(std::mem::take(&mut batch)).await?;
+        }
+    }
+    // Findings already found are kept even when the scan was stopped: the
+    // ingester drops only those that reach the stream after the stop.
+    sink.findings(batch).await?;
+    if failed_requests > 0 {
+        tracing::debug!(failed_requests, "template requests failed");
+    }
+    Ok(())
+}
