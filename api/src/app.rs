@@ -11,7 +11,7 @@ use fred::interfaces::ClientLike;
 use fred::prelude::{Builder, Config as RedisConfig};
 use poem::listener::{Acceptor, TcpAcceptor};
 use poem::middleware::Tracing;
-use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Route, Server};
+use poem::{get, Endpoint, EndpointExt, Route, Server};
 use scanfleet_common::keys::Keys;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
@@ -19,11 +19,14 @@ use scanfleet_common::Settings;
 use crate::auth::password;
 use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
+use crate::ingest::Ingester;
 use crate::problem::problem_guard;
 use crate::queue::ScanQueue;
 use crate::routes::{self, health};
 use crate::state::AppState;
 use crate::store::{self, migrate, users};
+use crate::ws::Hub;
+use tokio_util::sync::CancellationToken;
 
 pub struct Application {
     listener: StdTcpListener,
@@ -56,18 +59,31 @@ impl Application {
         &self.state
     }
 
-    /// Serves until `shutdown` resolves, then drains in-flight requests for up
-    /// to 10 seconds.
+    /// Serves, ingests scan events and relays them to WebSocket listeners
+    /// until `shutdown` resolves, then drains in-flight requests for up to
+    /// 10 seconds.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let acceptor = TcpAcceptor::from_std(self.listener)?;
         tracing::info!(addr = ?acceptor.local_addr(), "api listening");
+        // Cancelled when the server has stopped: ends the ingester and hub.
+        let background = CancellationToken::new();
+        let ingester = match ingester(&self.state).await {
+            Ok(i) => i,
+            Err(e) => return Err(std::io::Error::other(format!("{e:#}"))),
+        };
+        let ingesting = tokio::spawn(ingester.run(background.clone()));
+        let relaying = tokio::spawn(self.state.hub.clone().run(background.clone()));
         let app = endpoint(self.state);
-        Server::new_with_acceptor(acceptor)
+        let served = Server::new_with_acceptor(acceptor)
             .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
-            .await
+            .await;
+        background.cancel();
+        let _ = ingesting.await;
+        let _ = relaying.await;
+        served
     }
 }
 
@@ -88,6 +104,11 @@ impl AppState {
         .context("building the Redis client")?;
         redis.init().await.context("connecting to Redis")?;
         let keys = Keys::new(settings.redis_prefix.clone());
+        let hub = Arc::new(Hub::new(
+            redis_client(&settings).await?,
+            redis.clone(),
+            keys.clone(),
+        ));
         let scan_queue = ScanQueue::connect(settings.redis_url.expose(), &keys)
             .await
             .context("connecting the scan queue to Redis")?;
@@ -110,12 +131,36 @@ impl AppState {
             db,
             redis,
             scan_queue,
+            hub,
             keys,
             settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
         })
     }
+}
+
+/// A Redis client on a connection of its own (for blocking reads).
+async fn redis_client(settings: &Settings) -> anyhow::Result<fred::clients::Client> {
+    let client = Builder::from_config(
+        RedisConfig::from_url(settings.redis_url.expose())
+            .context("REDIS_URL is not a valid Redis URL")?,
+    )
+    .build()
+    .context("building the Redis client")?;
+    client.init().await.context("connecting to Redis")?;
+    Ok(client)
+}
+
+/// The process's ingester, with its own blocking connection and a consumer
+/// name unique to the process.
+async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
+    Ok(Ingester {
+        db: state.db.clone(),
+        redis: redis_client(&state.settings).await?,
+        keys: state.keys.clone(),
+        consumer: format!("api-{}", uuid::Uuid::new_v4().simple()),
+    })
 }
 
 /// The whole HTTP surface of one api process.
@@ -127,19 +172,13 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .nest("/", api)
         .at("/api/v1/openapi.json", spec)
         .nest("/api/v1/docs", docs)
-        .at("/api/v1/ws/scans/:scan_id", get(scan_websocket))
+        .at("/api/v1/ws/scans/:scan_id", get(crate::ws::scan_websocket))
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
         .data(state.clone())
         .around(problem_guard)
         .with(crate::ratelimit::RateLimit::new(state))
         .with(Tracing)
-}
-
-/// Live scan progress; provided by a later version.
-#[handler]
-fn scan_websocket() -> poem::Response {
-    Error::NotImplemented("the scan progress WebSocket").into_response()
 }
 
 /// Creates the first admin from `SCANFLEET_ADMIN_EMAIL`/`_PASSWORD` once; an

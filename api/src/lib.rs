@@ -2,11 +2,10 @@
 //! storage layer that the scheduler shares.
 //!
 //! Data flow: client -> **api** -> Redis queue -> scanner nodes -> Redis event
-//! streams -> ingester -> Postgres -> WebSocket. The ingester and the
-//! WebSocket will live in this crate; this version provides the storage
-//! functions the ingester is to call (findings, status, notifications). The
-//! OpenAPI document is generated from the route definitions, so the contract
-//! cannot drift from the code.
+//! streams -> **ingester** -> Postgres, and the **WebSocket** relaying the
+//! same streams live. Every api process runs an ingester and a WebSocket
+//! hub beside its HTTP server. The OpenAPI document is generated from the
+//! route definitions, so the contract cannot drift from the code.
 //!
 //! # Layout
 //! - [`app`]: builds and runs one api process ([`app::Application`]).
@@ -21,12 +20,16 @@
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
 //! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
 //! - [`state`]: what every handler shares.
+//! - [`ingest`]: the ingester (scan events -> Postgres), and the stream
+//!   layout decision.
+//! - [`ws`]: the progress WebSocket and the per-process stream hub.
 
 pub mod app;
 pub mod auth;
 pub mod cron;
 pub mod domain;
 pub mod error;
+pub mod ingest;
 pub mod problem;
 pub mod queue;
 pub mod ratelimit;
@@ -35,6 +38,7 @@ pub mod routes;
 pub mod state;
 pub mod store;
 pub mod validate;
+pub mod ws;
 
 pub use app::Application;
 pub use error::Error;

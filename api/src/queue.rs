@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use apalis::prelude::TaskSink;
 use apalis_redis::{Client, Config, ConnectionManager, RedisStorage};
-use fred::interfaces::{KeysInterface, PubsubInterface};
+use fred::interfaces::{KeysInterface, PubsubInterface, StreamsInterface};
 use fred::types::Expiration;
+use scanfleet_common::events::{ScanEvent, ScanStatus, EVENT_FIELD};
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::state::AppState;
 
 /// A push that takes longer than this is reported as a failure, so that a
 /// hung Redis fails the request instead of holding it open.
@@ -71,24 +71,63 @@ impl ScanQueue {
     }
 }
 
-/// Tells scanner nodes to stop a scan: a marker that a node taking the job
-/// later checks (it outlives any queue wait), then a PUBLISH for nodes that
-/// are running it now.
+/// Tells everyone a scan is stopped: the closed marker (a node taking the
+/// job later drops it), a `stopped` event on the scan's stream (the
+/// ingester records nothing the scan emits after it, and WebSocket
+/// listeners see it), then a PUBLISH for the node running it now.
 #[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
-pub async fn publish_stop(state: &AppState, scan_id: Uuid) -> Result<(), Error> {
-    let _: () = state
-        .redis
+pub async fn publish_stop(
+    redis: &fred::clients::Client,
+    keys: &Keys,
+    scan_id: Uuid,
+) -> Result<(), Error> {
+    let _: () = redis
         .set(
-            state.keys.scan_closed(scan_id),
+            keys.scan_closed(scan_id),
             "1",
             Some(Expiration::EX(STOPPED_MARKER_TTL_SECS)),
             None,
             false,
         )
         .await?;
-    let _: i64 = state
-        .redis
-        .publish(state.keys.scan_stop_channel(), scan_id.to_string())
+    append_event(
+        redis,
+        keys,
+        &ScanEvent::status(scan_id, ScanStatus::Stopped, None),
+    )
+    .await?;
+    let _: i64 = redis
+        .publish(keys.scan_stop_channel(), scan_id.to_string())
         .await?;
+    Ok(())
+}
+
+/// Appends an event to a scan's stream and points the ingesters at it, as a
+/// scanner node does (the api's stop and the scheduler's reaper use it).
+pub async fn append_event(
+    redis: &fred::clients::Client,
+    keys: &Keys,
+    event: &ScanEvent,
+) -> Result<(), Error> {
+    let pipeline = redis.pipeline();
+    let _: () = pipeline
+        .xadd(
+            keys.scan_events_stream(event.scan_id),
+            false,
+            None,
+            "*",
+            (EVENT_FIELD, event.to_json()),
+        )
+        .await?;
+    let _: () = pipeline
+        .xadd(
+            keys.scan_events_index(),
+            false,
+            None,
+            "*",
+            ("scan_id", event.scan_id.to_string()),
+        )
+        .await?;
+    let _: Vec<fred::types::Value> = pipeline.all().await?;
     Ok(())
 }

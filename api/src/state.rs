@@ -8,6 +8,7 @@ use scanfleet_common::Settings;
 
 use crate::auth::tokens::JwtKeys;
 use crate::queue::ScanQueue;
+use crate::ws::Hub;
 use crate::store::Db;
 
 #[derive(Clone)]
@@ -17,6 +18,8 @@ pub struct AppState {
     pub redis: fred::clients::Client,
     /// Producer end of the apalis scan queue.
     pub scan_queue: ScanQueue,
+    /// The process's shared reader of scan streams for WebSocket listeners.
+    pub hub: Arc<Hub>,
     pub settings: Arc<Settings>,
     pub keys: Keys,
     pub jwt: JwtKeys,

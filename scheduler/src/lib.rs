@@ -8,15 +8,22 @@
 //! their `next_run` forward in the same transaction, so several schedulers
 //! can run side by side and a firing starts once. A firing whose previous run
 //! is still active, or whose owner is at the scan limit, is skipped with a
-//! `schedule_skipped` notification. The stuck-scan reaper is not provided yet:
-//! scanner nodes do not take jobs in this version, so every scan would look
-//! stuck.
+//! `schedule_skipped` notification.
+//!
+//! The scheduler does not poll: it sleeps until the earliest `next_run`, and
+//! a trigger on `schedules` (`LISTEN scanfleet_schedules`) wakes it when a
+//! schedule is created, changed or deleted. It also runs the stuck-scan
+//! [`reaper`] every `SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS`.
 //!
 //! # Layout
 //! - [`Scheduler`]: the process; [`Scheduler::tick`] is one pass, with the
 //!   clock passed in so tests choose the time.
+//! - [`reaper`]: fails scans whose node died, re-enqueues lost jobs.
+
+pub mod reaper;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -31,8 +38,11 @@ const BATCH: i64 = 100;
 
 pub struct Scheduler {
     state: AppState,
-    interval: Duration,
 }
+
+/// The longest the scheduler sleeps even with nothing due, in case a
+/// change notification was lost while its listening connection was down.
+const MAX_SLEEP: Duration = Duration::from_secs(30);
 
 /// What one tick did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -53,15 +63,19 @@ impl Scheduler {
     }
 
     pub fn from_state(state: AppState) -> Scheduler {
-        Scheduler {
-            state,
-            interval: Duration::from_secs(15),
-        }
+        Scheduler { state }
     }
 
-    /// Ticks every 15 seconds until `shutdown` resolves.
+    /// Starts due schedules and reaps stuck scans until `shutdown` resolves.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         tokio::pin!(shutdown);
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let listener = tokio::spawn(listen_for_changes(
+            self.state.settings.database_url.expose().to_string(),
+            changed.clone(),
+        ));
+        let reap_every = Duration::from_secs(self.state.settings.scheduler.reap_interval_secs);
+        let mut next_reap = tokio::time::Instant::now();
         loop {
             match self.tick(Utc::now()).await {
                 Ok(report) if report != TickReport::default() => {
@@ -72,11 +86,36 @@ impl Scheduler {
                 // tick retries, and nothing was claimed by a failed one.
                 Err(e) => tracing::error!(error = %e, "scheduler tick failed"),
             }
+            if tokio::time::Instant::now() >= next_reap {
+                match reaper::reap(&self.state).await {
+                    Ok(r) if r != reaper::ReapReport::default() => {
+                        tracing::info!(report = ?r, "reaper pass")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "reaper pass failed"),
+                }
+                next_reap = tokio::time::Instant::now() + reap_every;
+            }
+            let due_in = self.next_due_in().await.unwrap_or(MAX_SLEEP);
+            let wake = tokio::time::Instant::now() + due_in.min(MAX_SLEEP);
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(self.interval) => {}
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep_until(wake.min(next_reap)) => {}
+                _ = changed.notified() => {}
             }
         }
+        listener.abort();
+        Ok(())
+    }
+
+    /// Time until the earliest enabled schedule is due (zero when overdue).
+    async fn next_due_in(&self) -> Option<Duration> {
+        let db = self.state.db.get().await.ok()?;
+        let next = schedules::next_due(&**db).await.ok()??;
+        // A few milliseconds late rather than early: `tick` claims what is
+        // due at its own clock reading.
+        let wait = (next - Utc::now()).to_std().unwrap_or_default();
+        Some(wait + Duration::from_millis(5))
     }
 
     /// Starts every schedule due at `now`.
@@ -148,5 +187,48 @@ impl Scheduler {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Follows `LISTEN scanfleet_schedules` on a connection of its own and
+/// wakes the scheduler on every notification; reconnects after a failure.
+async fn listen_for_changes(database_url: String, changed: Arc<tokio::sync::Notify>) {
+    use futures::StreamExt;
+    loop {
+        match tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await {
+            Ok((client, mut connection)) => {
+                let mut messages =
+                    futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                let statement = format!("LISTEN {}", schedules::CHANGED_CHANNEL);
+                let listen = client.batch_execute(&statement);
+                let driver = async {
+                    while let Some(message) = messages.next().await {
+                        match message {
+                            Ok(tokio_postgres::AsyncMessage::Notification(_)) => changed.notify_one(),
+                            Ok(_) => {}
+                            Err(_) => break,
+                        }
+                    }
+                };
+                // The LISTEN needs the connection driven while it runs.
+                let (listened, ()) = tokio::join!(
+                    async {
+                        let r = listen.await;
+                        if r.is_ok() {
+                            // Anything changed before the LISTEN took effect is
+                            // covered by one extra pass.
+                            changed.notify_one();
+                        }
+                        r
+                    },
+                    driver
+                );
+                if let Err(e) = listened {
+                    tracing::warn!(error = %e, "scheduler: LISTEN failed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "scheduler: cannot open the LISTEN connection"),
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }

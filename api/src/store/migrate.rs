@@ -15,6 +15,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "dashboard_rollups",
         include_str!("../../migrations/0004_dashboard_rollups.sql"),
     ),
+    (
+        6,
+        "scan_pipeline",
+        include_str!("../../migrations/0006_scan_pipeline.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

@@ -327,7 +327,7 @@ pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result
     if scan.status.is_terminal() {
         return Err(finished());
     }
-    crate::queue::publish_stop(state, scan_id).await?;
+    crate::queue::publish_stop(&state.redis, &state.keys, scan_id).await?;
     let row = db
         .query_opt(
             &format!(
@@ -340,8 +340,15 @@ pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result
             &[&scan_id, &user_id],
         )
         .await?;
-    // None: it finished between the read and the update.
-    row.as_ref().map(from_row).ok_or_else(finished)
+    match row {
+        Some(row) => Ok(from_row(&row)),
+        // The ingester may have applied the stop event first; otherwise the
+        // scan finished between the read and the update.
+        None => match find(&**db, user_id, scan_id).await? {
+            Some(scan) if scan.status == ScanStatus::Stopped => Ok(scan),
+            _ => Err(finished()),
+        },
+    }
 }
 
 /// Ids of a target's queued, pending and running scans.
@@ -404,4 +411,149 @@ pub async fn set_scan_status(
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Where the ingester stands in a scan's event stream, read with the scan's
+/// row locked, so that two ingesters never apply the same scan's events at
+/// once and each starts where the last commit left off.
+#[derive(Debug, Clone)]
+pub struct IngestPosition {
+    pub user_id: Uuid,
+    /// Last stream entry id applied (`0-0` before the first).
+    pub cursor: String,
+    /// The terminal event was applied; later entries are ignored.
+    pub closed: bool,
+}
+
+/// Locks the scan's row for the rest of the transaction; `None` when the
+/// scan no longer exists (its target or owner was deleted).
+pub async fn lock_for_ingest(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+) -> Result<Option<IngestPosition>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT user_id, events_cursor, events_closed FROM scans WHERE id = $1 FOR UPDATE",
+            &[&scan_id],
+        )
+        .await?;
+    Ok(row.map(|r| IngestPosition {
+        user_id: r.get("user_id"),
+        cursor: r.get("events_cursor"),
+        closed: r.get("events_closed"),
+    }))
+}
+
+/// Records stage, tool and progress of a scan that has not finished;
+/// progress never goes down.
+pub async fn record_progress(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    stage: &str,
+    progress: i16,
+    current_tool: Option<&str>,
+) -> Result<(), Error> {
+    db.execute(
+        "UPDATE scans SET stage = $2, current_tool = COALESCE($4, current_tool),
+                progress = GREATEST(progress, LEAST($3, 99)), updated_at = now()
+         WHERE id = $1 AND status IN ('queued', 'pending', 'running')",
+        &[&scan_id, &stage, &progress, &current_tool],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Saves the ingester's position; also marks the scan as heard from now.
+pub async fn save_ingest_position(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    cursor: &str,
+    closed: bool,
+) -> Result<(), Error> {
+    db.execute(
+        "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
+                updated_at = now()
+         WHERE id = $1",
+        &[&scan_id, &cursor, &closed],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A scan the reaper looks at.
+#[derive(Debug, Clone)]
+pub struct StaleScan {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    pub domain: String,
+    pub engine: Engine,
+    pub status: ScanStatus,
+    pub requeued: i16,
+}
+
+/// `pending` and `running` scans not heard from for `silent_secs`, and
+/// `queued` scans created more than `queued_secs` ago.
+pub async fn stale_scans(
+    db: &impl GenericClient,
+    silent_secs: i64,
+    queued_secs: i64,
+) -> Result<Vec<StaleScan>, Error> {
+    let rows = db
+        .query(
+            "SELECT s.id, s.target_id, t.domain, s.engine, s.status, s.requeued
+             FROM scans s JOIN targets t ON t.id = s.target_id
+             WHERE (s.status IN ('pending', 'running')
+                    AND s.updated_at < now() - make_interval(secs => $1))
+                OR (s.status = 'queued' AND s.updated_at < now() - make_interval(secs => $2))
+             ORDER BY s.updated_at LIMIT 500",
+            &[&(silent_secs as f64), &(queued_secs as f64)],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let engine: &str = r.get("engine");
+            let status: &str = r.get("status");
+            Ok(StaleScan {
+                id: r.get("id"),
+                target_id: r.get("target_id"),
+                domain: r.get("domain"),
+                engine: Engine::parse(engine).ok_or_else(|| {
+                    Error::Unexpected(anyhow::anyhow!("scan row has unknown engine {engine:?}"))
+                })?,
+                status: ScanStatus::parse(status).ok_or_else(|| {
+                    Error::Unexpected(anyhow::anyhow!("scan row has unknown status {status:?}"))
+                })?,
+                requeued: r.get("requeued"),
+            })
+        })
+        .collect()
+}
+
+/// Counts a re-enqueue of a queued scan and restarts its clock; false when
+/// the scan is no longer queued or was re-enqueued already.
+pub async fn mark_requeued(db: &impl GenericClient, scan_id: Uuid) -> Result<bool, Error> {
+    let n = db
+        .execute(
+            "UPDATE scans SET requeued = requeued + 1, updated_at = now()
+             WHERE id = $1 AND status = 'queued' AND requeued = 0",
+            &[&scan_id],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Fails an unfinished scan with `error` and its `scan_failed`
+/// notification, in one transaction; false when it had finished already.
+pub async fn fail_scan(
+    db: &mut deadpool_postgres::Client,
+    scan_id: Uuid,
+    error: &str,
+) -> Result<bool, Error> {
+    let tx = db.transaction().await?;
+    let changed = set_scan_status(&*tx, scan_id, ScanStatus::Failed, Some(error)).await?;
+    if changed {
+        super::notifications::create_scan_failed(&*tx, scan_id, error).await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
 }

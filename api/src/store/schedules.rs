@@ -237,3 +237,15 @@ pub async fn has_active_run(db: &impl GenericClient, schedule_id: Uuid) -> Resul
         .await?
         .get(0))
 }
+
+/// When the next enabled schedule is due, if any (the scheduler sleeps
+/// until then).
+pub async fn next_due(db: &impl GenericClient) -> Result<Option<DateTime<Utc>>, Error> {
+    Ok(db
+        .query_one("SELECT min(next_run) FROM schedules WHERE enabled", &[])
+        .await?
+        .get(0))
+}
+
+/// The channel a trigger on `schedules` notifies on every change.
+pub const CHANGED_CHANNEL: &str = "scanfleet_schedules";

@@ -1,0 +1,342 @@
+//! The ingester: applies scan events from Redis to Postgres. One runs inside
+//! every api process; replicas share the work through a consumer group.
+//!
+//! # Stream layout (the decision, and why)
+//! - **One stream per scan**, `{prefix}:scan:{id}:events`, holding every
+//!   event of that scan in the order its node emitted it. It is the record:
+//!   the ingester applies it in order, and the WebSocket reads the same
+//!   stream for snapshots and live updates. Nobody trims it; the ingester
+//!   sets an expiry (one hour) only after it committed the scan's terminal
+//!   event, so no event is ever trimmed or expired before it is in Postgres.
+//! - **One ingest index**, `{prefix}:scan-events`, where each write of a
+//!   node (a batch of events) appends the scan's id. The ingesters read it
+//!   with `XREADGROUP` in the consumer group `ingesters`, so a thousand
+//!   running scans cost one blocking read per api process, not one reader
+//!   per scan, and replicas split the index between them.
+//! - Index entries are only pointers. For each scan named in a batch the
+//!   ingester locks the scan's row, reads the scan's stream from the cursor
+//!   saved in that row (`scans.events_cursor`), applies everything new and
+//!   saves the new cursor in the same transaction, then acknowledges (and
+//!   deletes) the index entries. Two replicas handling the same scan are
+//!   serialised by the row lock and the second finds nothing new; a crash
+//!   before the commit leaves the index entries pending, and another
+//!   ingester claims them after [`CLAIM_IDLE`]. Postgres being down only
+//!   delays the acknowledgement: the batch is retried until it commits.
+//!
+//! # Applying events
+//! Findings are inserted with the dedup rule (first wins); the status only
+//! moves forward; progress never goes down; the terminal event creates the
+//! `scan_complete` or `scan_failed` notification (once: the functions are
+//! idempotent) and closes the scan's stream for ingestion, so nothing the
+//! scan emits after a stop is recorded.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::{KeysInterface, StreamsInterface};
+use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, EVENT_FIELD};
+use scanfleet_common::keys::{Keys, INGEST_GROUP};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::store::{findings, notifications, scans, Db};
+
+/// Index entries read at once.
+const BATCH: u64 = 256;
+/// Stream entries read per `XRANGE`.
+const PAGE: u64 = 1000;
+/// How long a read blocks when the index is idle.
+const BLOCK_MS: u64 = 1000;
+/// Index entries pending this long with another consumer (a dead api
+/// process) are claimed.
+pub const CLAIM_IDLE: Duration = Duration::from_secs(10);
+/// How long a finished scan's stream stays readable (WebSocket snapshots).
+const FINISHED_STREAM_TTL_SECS: i64 = 3600;
+
+/// One ingester. `redis` must be a connection of its own: it blocks.
+pub struct Ingester {
+    pub db: Db,
+    pub redis: Client,
+    pub keys: Keys,
+    /// This process's consumer name in the group.
+    pub consumer: String,
+}
+
+type Entry = (String, HashMap<String, String>);
+
+impl Ingester {
+    /// Runs until `shutdown` fires. Errors (Redis or Postgres unreachable)
+    /// are logged and retried with a growing pause; nothing is acknowledged
+    /// before it is committed.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut backoff = Duration::from_millis(100);
+        let mut last_claim = tokio::time::Instant::now();
+        // Start with this consumer's own pending entries (none for a new name).
+        let mut pending_first = true;
+        while !shutdown.is_cancelled() {
+            let step = async {
+                self.ensure_group().await?;
+                let mut entries = if pending_first {
+                    self.read("0", None).await?
+                } else {
+                    Vec::new()
+                };
+                if last_claim.elapsed() >= CLAIM_IDLE / 2 {
+                    entries.extend(self.claim().await?);
+                    last_claim = tokio::time::Instant::now();
+                }
+                if entries.is_empty() {
+                    entries = self.read(">", Some(BLOCK_MS)).await?;
+                }
+                self.apply(&entries).await?;
+                Ok::<usize, Error>(entries.len())
+            };
+            let result = tokio::select! {
+                r = step => r,
+                _ = shutdown.cancelled() => break,
+            };
+            match result {
+                Ok(n) => {
+                    backoff = Duration::from_millis(100);
+                    // Own pending entries are drained once they read back empty.
+                    if pending_first && n == 0 {
+                        pending_first = false;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "ingester: will retry");
+                    pending_first = true;
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.cancelled() => break,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn ensure_group(&self) -> Result<(), Error> {
+        let created: Result<(), fred::error::Error> = self
+            .redis
+            .xgroup_create(self.keys.scan_events_index(), INGEST_GROUP, "0", true)
+            .await;
+        match created {
+            Ok(()) => Ok(()),
+            Err(e) if e.details().contains("BUSYGROUP") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn read(&self, from: &str, block: Option<u64>) -> Result<Vec<Entry>, Error> {
+        let index = self.keys.scan_events_index();
+        let mut reply: HashMap<String, Vec<Entry>> = self
+            .redis
+            .xreadgroup_map(
+                INGEST_GROUP,
+                self.consumer.as_str(),
+                Some(BATCH),
+                block,
+                false,
+                index.as_str(),
+                from,
+            )
+            .await?;
+        Ok(reply.remove(&index).unwrap_or_default())
+    }
+
+    /// Takes over index entries another consumer left pending too long.
+    async fn claim(&self) -> Result<Vec<Entry>, Error> {
+        let (_, entries): (String, Vec<Entry>) = self
+            .redis
+            .xautoclaim_values(
+                self.keys.scan_events_index(),
+                INGEST_GROUP,
+                self.consumer.as_str(),
+                CLAIM_IDLE.as_millis() as u64,
+                "0-0",
+                Some(BATCH),
+                false,
+            )
+            .await?;
+        Ok(entries)
+    }
+
+    /// Applies every scan named in `entries`, then acknowledges them.
+    async fn apply(&self, entries: &[Entry]) -> Result<(), Error> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut scans: Vec<Uuid> = entries
+            .iter()
+            .filter_map(|(_, f)| f.get("scan_id").and_then(|s| Uuid::parse_str(s).ok()))
+            .collect();
+        scans.sort();
+        scans.dedup();
+        for scan_id in scans {
+            self.ingest_scan(scan_id).await?;
+        }
+        let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
+        let index = self.keys.scan_events_index();
+        let _: i64 = self
+            .redis
+            .xack(index.as_str(), INGEST_GROUP, ids.clone())
+            .await?;
+        let _: i64 = self.redis.xdel(index.as_str(), ids).await?;
+        Ok(())
+    }
+
+    /// Applies the new part of one scan's stream in one transaction.
+    #[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
+    pub async fn ingest_scan(&self, scan_id: Uuid) -> Result<(), Error> {
+        let stream = self.keys.scan_events_stream(scan_id);
+        let mut db = self.db.get().await?;
+        let tx = db.transaction().await?;
+        let Some(position) = scans::lock_for_ingest(&*tx, scan_id).await? else {
+            // The scan was deleted: its events have nowhere to go.
+            drop(tx);
+            let _: i64 = self.redis.del(&stream).await?;
+            return Ok(());
+        };
+        if position.closed {
+            return Ok(());
+        }
+        let mut cursor = position.cursor.clone();
+        let mut closed = false;
+        let mut applied = 0usize;
+        'pages: loop {
+            let page: Vec<Entry> = self
+                .redis
+                .xrange_values(&stream, format!("({cursor}"), "+", Some(PAGE))
+                .await?;
+            if page.is_empty() {
+                break;
+            }
+            let mut changes = Changes::default();
+            for (id, fields) in &page {
+                cursor = id.clone();
+                applied += 1;
+                let Some(event) = fields
+                    .get(EVENT_FIELD)
+                    .and_then(|json| serde_json::from_str::<ScanEvent>(json).ok())
+                else {
+                    tracing::warn!(entry = %id, "skipping an unreadable scan event");
+                    continue;
+                };
+                if let Some(terminal) = changes.add(event) {
+                    changes.flush(&*tx, scan_id, position.user_id).await?;
+                    finish(&*tx, scan_id, terminal).await?;
+                    closed = true;
+                    break 'pages;
+                }
+            }
+            changes.flush(&*tx, scan_id, position.user_id).await?;
+            if (page.len() as u64) < PAGE {
+                break;
+            }
+        }
+        if applied == 0 {
+            return Ok(());
+        }
+        scans::save_ingest_position(&*tx, scan_id, &cursor, closed).await?;
+        tx.commit().await?;
+        if closed {
+            let _: bool = self
+                .redis
+                .expire(&stream, FINISHED_STREAM_TTL_SECS, None)
+                .await?;
+        }
+        tracing::debug!(applied, closed, "scan events ingested");
+        Ok(())
+    }
+}
+
+/// Events of one page, folded: findings in order, the last progress, and
+/// the most advanced non-terminal status.
+#[derive(Default)]
+struct Changes {
+    findings: Vec<FindingEvent>,
+    progress: Option<(String, u8, Option<String>)>,
+    statuses: BTreeMap<u8, ScanStatus>,
+}
+
+impl Changes {
+    /// Folds `event` in; returns the terminal status (with its error) when
+    /// the event ends the scan.
+    fn add(&mut self, event: ScanEvent) -> Option<(ScanStatus, Option<String>)> {
+        match event.kind {
+            ScanEventKind::Finding(f) => self.findings.push(f),
+            ScanEventKind::Progress {
+                stage,
+                progress,
+                current_tool,
+            } => {
+                let best = self.progress.as_ref().map_or(0, |p| p.1).max(progress);
+                self.progress = Some((stage.as_str().to_string(), best, current_tool));
+            }
+            ScanEventKind::Status { status, error } if status.is_terminal() => {
+                return Some((status, error));
+            }
+            ScanEventKind::Status { status, .. } => {
+                self.statuses.insert(status_rank(status), status);
+            }
+            ScanEventKind::Error { stage, message } => {
+                tracing::debug!(stage = ?stage, %message, "scan reported an error");
+            }
+        }
+        None
+    }
+
+    async fn flush(
+        &mut self,
+        db: &impl tokio_postgres::GenericClient,
+        scan_id: Uuid,
+        user_id: Uuid,
+    ) -> Result<(), Error> {
+        for status in std::mem::take(&mut self.statuses).into_values() {
+            scans::set_scan_status(db, scan_id, status, None).await?;
+        }
+        if !self.findings.is_empty() {
+            findings::insert_findings(db, scan_id, user_id, &self.findings).await?;
+            self.findings.clear();
+        }
+        if let Some((stage, progress, tool)) = self.progress.take() {
+            scans::record_progress(db, scan_id, &stage, progress as i16, tool.as_deref()).await?;
+        }
+        Ok(())
+    }
+}
+
+fn status_rank(status: ScanStatus) -> u8 {
+    match status {
+        ScanStatus::Queued => 0,
+        ScanStatus::Pending => 1,
+        _ => 2,
+    }
+}
+
+/// Applies a terminal status and its notification.
+async fn finish(
+    db: &impl tokio_postgres::GenericClient,
+    scan_id: Uuid,
+    (status, error): (ScanStatus, Option<String>),
+) -> Result<(), Error> {
+    // Only the transition itself notifies: a scan the reaper failed, or its
+    // owner stopped, already has its outcome.
+    if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
+        return Ok(());
+    }
+    match status {
+        ScanStatus::Completed => {
+            notifications::create_scan_complete(db, scan_id).await?;
+        }
+        ScanStatus::Failed => {
+            let error = error.unwrap_or_else(|| "the scan failed".to_string());
+            notifications::create_scan_failed(db, scan_id, &error).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}

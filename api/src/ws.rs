@@ -1,0 +1,453 @@
+//! Live scan progress over WebSocket: `GET /api/v1/ws/scans/{scan_id}?token=`.
+//!
+//! The handshake is refused with 401 (missing, expired or tampered token)
+//! or 403 (a scan that is missing or not the caller's). On connect the
+//! client gets the current snapshot, then one message per change, each
+//! carrying all eight fields `{type, scan_id, status, stage, progress,
+//! current_tool, findings_count, at}`; after the terminal status the server
+//! closes with code 1000. Pings keep idle connections open.
+//!
+//! Every api process has one [`Hub`]: a single blocking `XREAD` over the
+//! streams of all scans someone in this process is watching, fanned out to
+//! the listeners through a broadcast channel per scan. Many listeners of one
+//! scan share one read; a listener that disconnects drops its receiver at
+//! once, and the hub forgets a scan nobody watches on its next round.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use fred::clients::Client;
+use fred::interfaces::{KeysInterface, StreamsInterface};
+use futures::{SinkExt, StreamExt};
+use poem::web::websocket::{CloseCode, Message, WebSocket, WebSocketStream};
+use poem::web::{Data, Path, Query};
+use poem::{handler, IntoResponse, Response};
+use poem_openapi::auth::Bearer;
+use scanfleet_common::events::{ScanEvent, ScanEventKind, ScanStatus, EVENT_FIELD};
+use scanfleet_common::keys::Keys;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, Mutex};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::auth::scheme::BearerAuth;
+use crate::error::Error;
+use crate::state::AppState;
+use crate::store::scans::{self, ScanRow};
+
+/// How long the hub's read blocks when nothing happens.
+const BLOCK_MS: u64 = 250;
+/// Stream entries read per round.
+const READ_COUNT: u64 = 1000;
+/// Events buffered per scan for a slow listener before it lags.
+const CHANNEL: usize = 1024;
+/// Ping interval of idle connections.
+const PING_EVERY: Duration = Duration::from_secs(20);
+
+/// One api process's shared reader of scan streams.
+pub struct Hub {
+    /// Blocking reads only: a connection of its own.
+    reader: Client,
+    /// Short commands (history reads, the wake-up entry).
+    redis: Client,
+    keys: Keys,
+    /// A stream only this hub reads; an entry wakes its blocking read when
+    /// a scan is added, so a new listener does not wait for the timeout.
+    wake_key: String,
+    /// Watched scans. The hub task and subscribers hold the lock only
+    /// between Redis calls.
+    watches: Mutex<HashMap<Uuid, Watch>>,
+}
+
+struct Watch {
+    stream: String,
+    /// Last entry id sent to the channel.
+    last_id: String,
+    /// Sender kept by the hub; receivers by each listener.
+    tx: broadcast::Sender<Arc<ScanEvent>>,
+}
+
+/// A listener's start: the scan's events so far and a receiver of the rest.
+pub struct Subscription {
+    pub history: Vec<ScanEvent>,
+    pub rx: broadcast::Receiver<Arc<ScanEvent>>,
+}
+
+type Entry = (String, HashMap<String, String>);
+
+impl Hub {
+    pub fn new(reader: Client, redis: Client, keys: Keys) -> Hub {
+        let wake_key = format!("{}:ws-wake:{}", keys.prefix(), Uuid::new_v4().simple());
+        Hub {
+            reader,
+            redis,
+            keys,
+            wake_key,
+            watches: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads and fans out until `shutdown` fires.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut wake_last = "$".to_string();
+        // "$" only on the first read: later rounds continue from the last id.
+        if let Ok(entries) = self
+            .redis
+            .xrevrange_values::<String, String, String, _, _, _>(&self.wake_key, "+", "-", Some(1))
+            .await
+        {
+            if let Some((id, _)) = entries.first() {
+                wake_last = id.clone();
+            }
+        }
+        while !shutdown.is_cancelled() {
+            let (mut keys, mut ids) = {
+                let mut watches = self.watches.lock().await;
+                watches.retain(|_, w| w.tx.receiver_count() > 0);
+                let keys: Vec<String> = watches.values().map(|w| w.stream.clone()).collect();
+                let ids: Vec<String> = watches.values().map(|w| w.last_id.clone()).collect();
+                (keys, ids)
+            };
+            keys.push(self.wake_key.clone());
+            ids.push(wake_last.clone());
+            let read = self.reader.xread_map::<String, String, String, String, _, _>(
+                Some(READ_COUNT),
+                Some(BLOCK_MS),
+                keys,
+                ids,
+            );
+            let reply: HashMap<String, Vec<Entry>> = tokio::select! {
+                r = read => match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "websocket hub: read failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.cancelled() => break,
+            };
+            let mut watches = self.watches.lock().await;
+            for (stream, entries) in reply {
+                if stream == self.wake_key {
+                    if let Some((id, _)) = entries.last() {
+                        wake_last = id.clone();
+                    }
+                    continue;
+                }
+                let Some(watch) = watches.values_mut().find(|w| w.stream == stream) else {
+                    continue;
+                };
+                for (id, fields) in entries {
+                    if !id_after(&id, &watch.last_id) {
+                        continue;
+                    }
+                    if let Some(event) = parse(&fields) {
+                        // No receiver left: the watch goes next round.
+                        let _ = watch.tx.send(Arc::new(event));
+                    }
+                    watch.last_id = id;
+                }
+            }
+        }
+        let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
+    }
+
+    /// Starts following `scan_id`: the history up to where live events begin.
+    pub async fn subscribe(&self, scan_id: Uuid) -> Result<Subscription, Error> {
+        let stream = self.keys.scan_events_stream(scan_id);
+        let (rx, upto, added) = {
+            let mut watches = self.watches.lock().await;
+            match watches.get(&scan_id) {
+                Some(w) => (w.tx.subscribe(), w.last_id.clone(), false),
+                None => {
+                    let last: Vec<Entry> = self
+                        .redis
+                        .xrevrange_values(&stream, "+", "-", Some(1))
+                        .await?;
+                    let last_id = last
+                        .first()
+                        .map(|(id, _)| id.clone())
+                        .unwrap_or_else(|| "0-0".to_string());
+                    let (tx, rx) = broadcast::channel(CHANNEL);
+                    watches.insert(
+                        scan_id,
+                        Watch {
+                            stream: stream.clone(),
+                            last_id: last_id.clone(),
+                            tx,
+                        },
+                    );
+                    (rx, last_id, true)
+                }
+            }
+        };
+        if added {
+            let _: String = self
+                .redis
+                .xadd(&self.wake_key, false, ("MAXLEN", "~", 100), "*", ("w", "1"))
+                .await?;
+            let _: bool = self.redis.expire(&self.wake_key, 86_400, None).await?;
+        }
+        let mut history = Vec::new();
+        if upto != "0-0" {
+            let mut from = "-".to_string();
+            loop {
+                let page: Vec<Entry> = self
+                    .redis
+                    .xrange_values(&stream, from.as_str(), upto.as_str(), Some(READ_COUNT))
+                    .await?;
+                let Some((last, _)) = page.last() else { break };
+                from = format!("({last}");
+                let full = page.len() as u64 == READ_COUNT;
+                history.extend(page.iter().filter_map(|(_, f)| parse(f)));
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(Subscription { history, rx })
+    }
+}
+
+fn parse(fields: &HashMap<String, String>) -> Option<ScanEvent> {
+    serde_json::from_str(fields.get(EVENT_FIELD)?).ok()
+}
+
+/// Whether stream id `a` comes after `b` (`ms-seq` compared numerically).
+fn id_after(a: &str, b: &str) -> bool {
+    fn split(id: &str) -> (u64, u64) {
+        let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+        (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+    }
+    split(a) > split(b)
+}
+
+/// One message to a listener.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProgressMessage {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub scan_id: Uuid,
+    pub status: ScanStatus,
+    pub stage: Option<String>,
+    pub progress: u8,
+    pub current_tool: Option<String>,
+    pub findings_count: i64,
+    pub at: DateTime<Utc>,
+}
+
+/// A scan as its listener sees it: the stored row, then its stream folded in.
+struct LiveScan {
+    scan_id: Uuid,
+    status: ScanStatus,
+    stage: Option<String>,
+    progress: u8,
+    current_tool: Option<String>,
+    stored_findings: i64,
+    /// Dedup keys of findings seen in the stream before its terminal event.
+    findings: HashSet<String>,
+    at: DateTime<Utc>,
+}
+
+impl LiveScan {
+    fn from_row(row: &ScanRow) -> LiveScan {
+        LiveScan {
+            scan_id: row.id,
+            status: row.status,
+            stage: row.stage.clone(),
+            progress: row.progress.clamp(0, 100) as u8,
+            current_tool: row.current_tool.clone(),
+            stored_findings: row.findings_count as i64,
+            findings: HashSet::new(),
+            at: row.updated_at,
+        }
+    }
+
+    /// Folds an event in; returns the message type when it changed
+    /// something a listener sees.
+    fn apply(&mut self, event: &ScanEvent) -> Option<&'static str> {
+        if self.status.is_terminal() {
+            return None;
+        }
+        self.at = event.at;
+        match &event.kind {
+            ScanEventKind::Status { status, .. } => {
+                if !self.status.can_move_to(*status) {
+                    return None;
+                }
+                self.status = *status;
+                if *status == ScanStatus::Completed {
+                    self.progress = 100;
+                }
+                Some("status")
+            }
+            ScanEventKind::Progress {
+                stage,
+                progress,
+                current_tool,
+            } => {
+                self.stage = Some(stage.as_str().to_string());
+                self.progress = self.progress.max((*progress).min(99));
+                if current_tool.is_some() {
+                    self.current_tool = current_tool.clone();
+                }
+                Some("progress")
+            }
+            ScanEventKind::Finding(f) => self.findings.insert(f.dedup_key()).then_some("finding"),
+            ScanEventKind::Error { .. } => None,
+        }
+    }
+
+    fn message(&self, kind: &str) -> ProgressMessage {
+        ProgressMessage {
+            kind: kind.to_string(),
+            scan_id: self.scan_id,
+            status: self.status,
+            stage: self.stage.clone(),
+            progress: self.progress,
+            current_tool: self.current_tool.clone(),
+            findings_count: self.stored_findings.max(self.findings.len() as i64),
+            at: self.at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct WsQuery {
+    token: Option<String>,
+}
+
+/// The handshake: authenticate, check the scan, then upgrade.
+#[handler]
+pub async fn scan_websocket(
+    Path(scan_id): Path<String>,
+    Query(query): Query<WsQuery>,
+    state: Data<&AppState>,
+    ws: poem::Result<WebSocket>,
+) -> Response {
+    match accept(&state, &scan_id, query.token).await {
+        Err(e) => e.into_response(),
+        Ok(row) => match ws {
+            Err(_) => Error::BadRequest(
+                "this endpoint speaks WebSocket: send an Upgrade: websocket request".into(),
+            )
+            .into_response(),
+            Ok(ws) => {
+                let hub = state.hub.clone();
+                ws.on_upgrade(move |socket| follow(socket, hub, row))
+                    .into_response()
+            }
+        },
+    }
+}
+
+async fn accept(state: &AppState, scan_id: &str, token: Option<String>) -> Result<ScanRow, Error> {
+    let token = token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| Error::Unauthenticated("the `token` query parameter is missing".into()))?;
+    let me = state
+        .authenticate_bearer(&BearerAuth(Bearer { token }))
+        .await?;
+    let not_yours = || Error::forbidden("scan_forbidden", "no scan of yours has this id");
+    let scan_id = Uuid::parse_str(scan_id).map_err(|_| not_yours())?;
+    let db = state.db.get().await?;
+    scans::find(&**db, me.user.id, scan_id)
+        .await?
+        .ok_or_else(not_yours)
+}
+
+/// Sends the snapshot, then every change, until the scan ends or the client
+/// leaves.
+async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
+    let (mut sink, mut incoming) = socket.split();
+    let mut live = LiveScan::from_row(&row);
+    let subscription = if row.status.is_terminal() {
+        None
+    } else {
+        match hub.subscribe(row.id).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(scan_id = %row.id, error = %e, "websocket: cannot follow the scan");
+                let _ = sink
+                    .send(Message::close_with(CloseCode::Again, "try again later"))
+                    .await;
+                return;
+            }
+        }
+    };
+    let mut rx = match subscription {
+        Some(s) => {
+            for event in &s.history {
+                live.apply(event);
+            }
+            Some(s.rx)
+        }
+        None => None,
+    };
+    if send(&mut sink, &live.message("status")).await.is_err() {
+        return;
+    }
+    if live.status.is_terminal() {
+        let _ = sink.send(Message::close_with(CloseCode::Normal, "scan finished")).await;
+        return;
+    }
+    let Some(rx) = rx.as_mut() else { return };
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    loop {
+        tokio::select! {
+            event = rx.recv() => match event {
+                Ok(event) => {
+                    if let Some(kind) = live.apply(&event) {
+                        if send(&mut sink, &live.message(kind)).await.is_err() {
+                            return;
+                        }
+                        if live.status.is_terminal() {
+                            let _ = sink
+                                .send(Message::close_with(CloseCode::Normal, "scan finished"))
+                                .await;
+                            return;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(scan_id = %live.scan_id, skipped = n, "websocket listener lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            message = incoming.next() => match message {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            },
+            _ = ping.tick() => {
+                if sink.send(Message::ping(Vec::new())).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn send(
+    sink: &mut futures::stream::SplitSink<WebSocketStream, Message>,
+    message: &ProgressMessage,
+) -> Result<(), ()> {
+    let text = serde_json::to_string(message).map_err(|_| ())?;
+    sink.send(Message::text(text)).await.map_err(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids_compare_numerically() {
+        assert!(id_after("10-0", "9-5"));
+        assert!(id_after("5-10", "5-9"));
+        assert!(!id_after("5-1", "5-1"));
+        assert!(id_after("1-0", "0-0"));
+    }
+}
