@@ -106,7 +106,7 @@ impl Ingester {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "ingester: will retry");
+                    tracing::warn!(error = %format!("{e:#}"), "ingester: will retry");
                     pending_first = true;
                     tokio::select! {
                         _ = tokio::time::sleep(backoff) => {}
@@ -132,9 +132,9 @@ impl Ingester {
 
     async fn read(&self, from: &str, block: Option<u64>) -> Result<Vec<Entry>, Error> {
         let index = self.keys.scan_events_index();
-        let mut reply: HashMap<String, Vec<Entry>> = self
+        let reply: fred::types::Value = self
             .redis
-            .xreadgroup_map(
+            .xreadgroup(
                 INGEST_GROUP,
                 self.consumer.as_str(),
                 Some(BATCH),
@@ -144,6 +144,11 @@ impl Ingester {
                 from,
             )
             .await?;
+        // A blocking read that timed out answers nil.
+        if reply.is_null() {
+            return Ok(Vec::new());
+        }
+        let mut reply: HashMap<String, Vec<Entry>> = reply.into_xread_response()?;
         Ok(reply.remove(&index).unwrap_or_default())
     }
 

@@ -112,14 +112,19 @@ impl Hub {
             };
             keys.push(self.wake_key.clone());
             ids.push(wake_last.clone());
-            let read = self.reader.xread_map::<String, String, String, String, _, _>(
+            let read = self.reader.xread::<fred::types::Value, _, _>(
                 Some(READ_COUNT),
                 Some(BLOCK_MS),
                 keys,
                 ids,
             );
             let reply: HashMap<String, Vec<Entry>> = tokio::select! {
-                r = read => match r {
+                // A read that timed out answers nil.
+                r = read => match r.and_then(|v| if v.is_null() {
+                    Ok(HashMap::new())
+                } else {
+                    v.into_xread_response()
+                }) {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::warn!(error = %e, "websocket hub: read failed; retrying");

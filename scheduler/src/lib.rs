@@ -92,7 +92,7 @@ impl Scheduler {
                         tracing::info!(report = ?r, "reaper pass")
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "reaper pass failed"),
+                    Err(e) => tracing::error!(error = %format!("{e:#}"), "reaper pass failed"),
                 }
                 next_reap = tokio::time::Instant::now() + reap_every;
             }

@@ -455,7 +455,7 @@ pub async fn record_progress(
 ) -> Result<(), Error> {
     db.execute(
         "UPDATE scans SET stage = $2, current_tool = COALESCE($4, current_tool),
-                progress = GREATEST(progress, LEAST($3, 99)), updated_at = now()
+                progress = GREATEST(progress, LEAST($3::smallint, 99)), updated_at = now()
          WHERE id = $1 AND status IN ('queued', 'pending', 'running')",
         &[&scan_id, &stage, &progress, &current_tool],
     )
