@@ -8,8 +8,8 @@ use scanfleet_common::Settings;
 
 use crate::auth::tokens::JwtKeys;
 use crate::queue::ScanQueue;
-use crate::ws::Hub;
 use crate::store::Db;
+use crate::ws::Hub;
 
 #[derive(Clone)]
 pub struct AppState {

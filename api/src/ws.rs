@@ -396,7 +396,9 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
         return;
     }
     if live.status.is_terminal() {
-        let _ = sink.send(Message::close_with(CloseCode::Normal, "scan finished")).await;
+        let _ = sink
+            .send(Message::close_with(CloseCode::Normal, "scan finished"))
+            .await;
         return;
     }
     let Some(rx) = rx.as_mut() else { return };

@@ -250,17 +250,50 @@ impl Settings {
             });
         }
         for (name, value) in [
-            ("SCANFLEET_SCANNER__CONCURRENCY", settings.scanner.concurrency as u64),
-            ("SCANFLEET_SCANNER__POLL_INTERVAL_MS", settings.scanner.poll_interval_ms),
-            ("SCANFLEET_SCANNER__HEARTBEAT_SECS", settings.scanner.heartbeat_secs),
-            ("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", settings.scanner.deadline_full_secs),
-            ("SCANFLEET_SCANNER__DEADLINE_QUICK_SECS", settings.scanner.deadline_quick_secs),
-            ("SCANFLEET_SCANNER__DEADLINE_RECON_SECS", settings.scanner.deadline_recon_secs),
-            ("SCANFLEET_SCANNER__DNS_TIMEOUT_MS", settings.scanner.dns_timeout_ms),
-            ("SCANFLEET_SCANNER__DNS_CONCURRENCY", settings.scanner.dns_concurrency as u64),
-            ("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", settings.scheduler.stuck_after_secs),
-            ("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", settings.scheduler.queued_after_secs),
-            ("SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", settings.scheduler.reap_interval_secs),
+            (
+                "SCANFLEET_SCANNER__CONCURRENCY",
+                settings.scanner.concurrency as u64,
+            ),
+            (
+                "SCANFLEET_SCANNER__POLL_INTERVAL_MS",
+                settings.scanner.poll_interval_ms,
+            ),
+            (
+                "SCANFLEET_SCANNER__HEARTBEAT_SECS",
+                settings.scanner.heartbeat_secs,
+            ),
+            (
+                "SCANFLEET_SCANNER__DEADLINE_FULL_SECS",
+                settings.scanner.deadline_full_secs,
+            ),
+            (
+                "SCANFLEET_SCANNER__DEADLINE_QUICK_SECS",
+                settings.scanner.deadline_quick_secs,
+            ),
+            (
+                "SCANFLEET_SCANNER__DEADLINE_RECON_SECS",
+                settings.scanner.deadline_recon_secs,
+            ),
+            (
+                "SCANFLEET_SCANNER__DNS_TIMEOUT_MS",
+                settings.scanner.dns_timeout_ms,
+            ),
+            (
+                "SCANFLEET_SCANNER__DNS_CONCURRENCY",
+                settings.scanner.dns_concurrency as u64,
+            ),
+            (
+                "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS",
+                settings.scheduler.stuck_after_secs,
+            ),
+            (
+                "SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS",
+                settings.scheduler.queued_after_secs,
+            ),
+            (
+                "SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS",
+                settings.scheduler.reap_interval_secs,
+            ),
         ] {
             if value == 0 {
                 return Err(invalid(name, "0", "at least 1"));

@@ -197,14 +197,15 @@ async fn listen_for_changes(database_url: String, changed: Arc<tokio::sync::Noti
     loop {
         match tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await {
             Ok((client, mut connection)) => {
-                let mut messages =
-                    futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
                 let statement = format!("LISTEN {}", schedules::CHANGED_CHANNEL);
                 let listen = client.batch_execute(&statement);
                 let driver = async {
                     while let Some(message) = messages.next().await {
                         match message {
-                            Ok(tokio_postgres::AsyncMessage::Notification(_)) => changed.notify_one(),
+                            Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
+                                changed.notify_one()
+                            }
                             Ok(_) => {}
                             Err(_) => break,
                         }

@@ -15,7 +15,9 @@
 use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fred::interfaces::{HashesInterface, KeysInterface, ListInterface, SetsInterface, SortedSetsInterface};
+use fred::interfaces::{
+    HashesInterface, KeysInterface, ListInterface, SetsInterface, SortedSetsInterface,
+};
 use fred::types::Expiration;
 use scanfleet_api::queue::{append_event, STOPPED_MARKER_TTL_SECS};
 use scanfleet_api::state::AppState;
@@ -55,7 +57,10 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
         }
         match scan.status {
             ScanStatus::Pending | ScanStatus::Running => {
-                let alive: bool = state.redis.exists(state.keys.scan_heartbeat(scan.id)).await?;
+                let alive: bool = state
+                    .redis
+                    .exists(state.keys.scan_heartbeat(scan.id))
+                    .await?;
                 if alive {
                     continue;
                 }
@@ -133,10 +138,7 @@ async fn requeue(state: &AppState, scan: &StaleScan) -> Result<bool, Error> {
 /// still heartbeating.
 async fn scans_with_jobs(state: &AppState) -> Result<HashSet<Uuid>, Error> {
     let config = state.scan_queue.config();
-    let mut task_ids: Vec<String> = state
-        .redis
-        .lrange(config.active_jobs_list(), 0, -1)
-        .await?;
+    let mut task_ids: Vec<String> = state.redis.lrange(config.active_jobs_list(), 0, -1).await?;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

@@ -7,6 +7,9 @@
 //! `DATABASE_URL` is used to create the per-test databases), defaulting to the
 //! local ports; `make test` makes sure they are running.
 
+pub mod fleet;
+pub mod lab;
+
 use std::collections::HashMap;
 
 use reqwest::{Method, StatusCode};

@@ -48,7 +48,10 @@ pub enum Event {
     Error(TargetError),
     /// One more (template or cluster, target) job finished: `done` of
     /// `total` (a scanner node turns this into scan progress).
-    Progress { done: usize, total: usize },
+    Progress {
+        done: usize,
+        total: usize,
+    },
 }
 
 /// Everything a finished run produced.

@@ -1,6 +1,7 @@
 //! The client: resolution and safety checks, pooled connections, one
 //! exchange per hop, retries and redirects.
 
+use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,11 +113,14 @@ impl HttpClient {
         &self.inner.cfg
     }
 
-    /// The addresses `host:port` may be reached at, under the same rules as
-    /// requests (connect-to overrides, hosts map, DNS, address policy). A
-    /// scanner node uses it for its own DNS stages; callers bound the wait.
-    pub async fn resolve(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, HttpError> {
-        super::resolve::resolve(&self.inner.cfg, &self.inner.dns, host, port).await
+    /// The addresses of the name `host` (hosts map, then DNS; connect-to
+    /// overrides do not apply: they redirect connections, not names), each
+    /// allowed by the address policy. A scanner node uses it for its DNS
+    /// stages; callers bound the wait.
+    pub async fn resolve_name(&self, host: &str) -> Result<Vec<IpAddr>, HttpError> {
+        let addrs =
+            super::resolve::lookup(&self.inner.cfg, &self.inner.dns, host, host, 443).await?;
+        Ok(addrs.into_iter().map(|a| a.ip()).collect())
     }
 
     /// Idle pooled connections (for tests and metrics).

@@ -57,6 +57,18 @@ pub(crate) async fn resolve(
         Some(o) => (o.addr.as_str(), o.addr_port.unwrap_or(port)),
         None => (host, port),
     };
+    lookup(cfg, cache, host, name, port).await
+}
+
+/// The addresses of `name` itself (no connect-to override): IP literal,
+/// hosts map, then DNS; each checked against the address policy as `host`.
+pub(crate) async fn lookup(
+    cfg: &ClientConfig,
+    cache: &DnsCache,
+    host: &str,
+    name: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, HttpError> {
     let ips: Vec<IpAddr> = if let Ok(ip) = name.parse::<IpAddr>() {
         vec![ip]
     } else if let Some(ip) = cfg.hosts.lookup(name) {

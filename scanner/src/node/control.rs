@@ -86,7 +86,8 @@ pub async fn listen_for_stops(
     running: Arc<Running>,
     shutdown: CancellationToken,
 ) -> Result<(), fred::error::Error> {
-    let subscriber = Builder::from_config(Config::from_url(redis_url)?).build_subscriber_client()?;
+    let subscriber =
+        Builder::from_config(Config::from_url(redis_url)?).build_subscriber_client()?;
     subscriber.init().await?;
     // Re-subscribes by itself after a reconnect.
     let _resubscribe = subscriber.manage_subscriptions();

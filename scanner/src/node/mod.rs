@@ -107,8 +107,8 @@ impl Node {
     /// Connects to Redis and loads the templates (the built-in pack, or
     /// `SCANFLEET_SCANNER__TEMPLATES_DIR`).
     pub async fn build(settings: Settings) -> Result<Node, NodeError> {
-        let redis = Builder::from_config(RedisConfig::from_url(settings.redis_url.expose())?)
-            .build()?;
+        let redis =
+            Builder::from_config(RedisConfig::from_url(settings.redis_url.expose())?).build()?;
         redis.init().await?;
         let scanner = &settings.scanner;
         let mut client = ClientConfig::default();
@@ -128,14 +128,12 @@ impl Node {
             ..EngineConfig::default()
         })
         .map_err(|e| NodeError::Settings(e.to_string()))?;
-        let paths: Vec<std::path::PathBuf> =
-            scanner.templates_dir.iter().map(Into::into).collect();
-        let templates = tokio::task::spawn_blocking(move || {
-            crate::engine::cli::load_templates(&paths)
-        })
-        .await
-        .map_err(|e| NodeError::Templates(e.to_string()))?
-        .map_err(NodeError::Templates)?;
+        let paths: Vec<std::path::PathBuf> = scanner.templates_dir.iter().map(Into::into).collect();
+        let templates =
+            tokio::task::spawn_blocking(move || crate::engine::cli::load_templates(&paths))
+                .await
+                .map_err(|e| NodeError::Templates(e.to_string()))?
+                .map_err(NodeError::Templates)?;
         if templates.is_empty() {
             return Err(NodeError::Templates("no runnable templates".into()));
         }
@@ -163,7 +161,14 @@ impl Node {
             let shutdown = shutdown.clone();
             async move {
                 loop {
-                    match control::listen_for_stops(&url, keys.clone(), running.clone(), shutdown.clone()).await {
+                    match control::listen_for_stops(
+                        &url,
+                        keys.clone(),
+                        running.clone(),
+                        shutdown.clone(),
+                    )
+                    .await
+                    {
                         Ok(()) => break,
                         Err(e) => {
                             tracing::warn!(error = %e, "stop listener lost Redis; reconnecting");
@@ -215,7 +220,10 @@ impl Node {
 
 /// The apalis handler: always `Ok`, since the outcome of a scan is reported
 /// as its events, and an error would only make apalis keep the job.
-async fn handle_job(job: ScanJob, node: Data<Arc<Node>>) -> Result<(), apalis::prelude::BoxDynError> {
+async fn handle_job(
+    job: ScanJob,
+    node: Data<Arc<Node>>,
+) -> Result<(), apalis::prelude::BoxDynError> {
     let node: Arc<Node> = (*node).clone();
     let scan_id = job.scan_id;
     // The scan runs on a task of its own, so a worker restart does not
@@ -239,11 +247,17 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     }
     let attempts_key = keys.scan_attempts(job.scan_id);
     let attempt: i64 = node.redis.incr(&attempts_key).await?;
-    let _: () = node.redis.expire(&attempts_key, MARKER_TTL_SECS, None).await?;
+    let _: () = node
+        .redis
+        .expire(&attempts_key, MARKER_TTL_SECS, None)
+        .await?;
     let floor = sink::progress_floor(&node.redis, keys, job.scan_id).await?;
     let sink = EventSink::new(node.redis.clone(), keys, job.scan_id, floor);
     if attempt > MAX_ATTEMPTS {
-        tracing::warn!(attempt, "scan failed: its nodes stopped {MAX_ATTEMPTS} times");
+        tracing::warn!(
+            attempt,
+            "scan failed: its nodes stopped {MAX_ATTEMPTS} times"
+        );
         let error = format!(
             "the scan was interrupted {MAX_ATTEMPTS} times (its scanner node stopped) and was given up"
         );
@@ -287,7 +301,11 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         (Outcome::Completed, None) => (ScanStatus::Completed, None),
         (Outcome::Cancelled, None) => (ScanStatus::Stopped, None),
     };
-    tracing::info!(status = status.as_str(), error = error.as_deref().unwrap_or(""), "scan finished");
+    tracing::info!(
+        status = status.as_str(),
+        error = error.as_deref().unwrap_or(""),
+        "scan finished"
+    );
     sink.status(status, error).await?;
     close(node, &closed).await
 }
@@ -296,7 +314,13 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
 async fn close(node: &Node, closed: &str) -> Result<(), NodeError> {
     let _: () = node
         .redis
-        .set(closed, "1", Some(Expiration::EX(MARKER_TTL_SECS)), None, false)
+        .set(
+            closed,
+            "1",
+            Some(Expiration::EX(MARKER_TTL_SECS)),
+            None,
+            false,
+        )
         .await?;
     Ok(())
 }

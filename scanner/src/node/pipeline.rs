@@ -61,15 +61,23 @@ pub async fn run(
     if cancel.is_cancelled() {
         return Ok(Outcome::Cancelled);
     }
-    sink.progress(Stage::Resolve, progress(&stages, Stage::Resolve, 1, 1), "dns")
-        .await?;
+    sink.progress(
+        Stage::Resolve,
+        progress(&stages, Stage::Resolve, 1, 1),
+        "dns",
+    )
+    .await?;
 
     // DISCOVER
     let mut hosts = vec![domain.to_string()];
     if spec.discover {
         let tool = "subdomains";
-        sink.progress(Stage::Discover, progress(&stages, Stage::Discover, 0, 1), tool)
-            .await?;
+        sink.progress(
+            Stage::Discover,
+            progress(&stages, Stage::Discover, 0, 1),
+            tool,
+        )
+        .await?;
         let mut last = (0, 1);
         let found = tokio::time::timeout(
             stage_deadline(Stage::Discover),
@@ -149,8 +157,12 @@ async fn probe_hosts(
 ) -> Result<Vec<LiveHost>, NodeError> {
     use futures::StreamExt;
     let tool = "http-probe";
-    sink.progress(Stage::Probe, progress(stages, Stage::Probe, 0, hosts.len()), tool)
-        .await?;
+    sink.progress(
+        Stage::Probe,
+        progress(stages, Stage::Probe, 0, hosts.len()),
+        tool,
+    )
+    .await?;
     let client = node.engine.client().clone();
     let per_host = Duration::from_secs(15);
     let deadline = tokio::time::Instant::now() + stage_deadline(Stage::Probe);
@@ -180,8 +192,12 @@ async fn probe_hosts(
             }
             Err(reason) => sink.error(Stage::Probe, reason).await?,
         }
-        sink.progress(Stage::Probe, progress(stages, Stage::Probe, done, hosts.len()), tool)
-            .await?;
+        sink.progress(
+            Stage::Probe,
+            progress(stages, Stage::Probe, done, hosts.len()),
+            tool,
+        )
+        .await?;
     }
     live.sort_by(|a, b| a.host.cmp(&b.host));
     Ok(live)
@@ -196,20 +212,34 @@ async fn validate(
     cancel: &CancellationToken,
 ) -> Result<(), NodeError> {
     let tool = "templates";
-    sink.progress(Stage::Validate, progress(stages, Stage::Validate, 0, 1), tool)
-        .await?;
+    sink.progress(
+        Stage::Validate,
+        progress(stages, Stage::Validate, 0, 1),
+        tool,
+    )
+    .await?;
     let targets = live.iter().map(|h| h.base.clone()).collect();
     let mut events = node.engine.start(templates, targets, cancel.child_token());
     let mut batch: Vec<FindingEvent> = Vec::new();
     let mut failed_requests = 0usize;
     while let Some(event) = events.recv().await {
         match event {
-            Event::Result(r) => batch.push(r.to_finding_event()),
+            Event::Result(r) => {
+                let mut finding = r.to_finding_event();
+                // The engine names the input URL; findings are grouped by
+                // host name (intel, reports), as probe findings are.
+                finding.host = host_name(&finding.host);
+                batch.push(finding);
+            }
             Event::Error(_) => failed_requests += 1,
             Event::Progress { done, total } => {
                 sink.findings(std::mem::take(&mut batch)).await?;
-                sink.progress(Stage::Validate, progress(stages, Stage::Validate, done, total), tool)
-                    .await?;
+                sink.progress(
+                    Stage::Validate,
+                    progress(stages, Stage::Validate, done, total),
+                    tool,
+                )
+                .await?;
             }
         }
         if batch.len() >= FINDING_BATCH {
@@ -223,4 +253,30 @@ async fn validate(
         tracing::debug!(failed_requests, "template requests failed");
     }
     Ok(())
+}
+
+/// `http://shop.example.test:8080/x` -> `shop.example.test`.
+fn host_name(input: &str) -> String {
+    let rest = input.split_once("://").map_or(input, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(v6),
+        None => authority.split(':').next().unwrap_or(authority),
+    };
+    host.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_name;
+
+    #[test]
+    fn findings_are_grouped_by_bare_host_names() {
+        assert_eq!(
+            host_name("http://Shop.example.test:8080/x"),
+            "shop.example.test"
+        );
+        assert_eq!(host_name("https://[::1]:8443/"), "::1");
+        assert_eq!(host_name("api.example.test"), "api.example.test");
+    }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::StreamsInterface;
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage, EVENT_FIELD};
+use scanfleet_common::events::{
+    FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage, EVENT_FIELD,
+};
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
 
@@ -41,7 +43,8 @@ impl EventSink {
     }
 
     pub async fn status(&self, status: ScanStatus, error: Option<String>) -> Result<(), NodeError> {
-        self.write(vec![ScanEventKind::Status { status, error }]).await
+        self.write(vec![ScanEventKind::Status { status, error }])
+            .await
     }
 
     pub async fn error(&self, stage: Stage, message: String) -> Result<(), NodeError> {
@@ -110,7 +113,13 @@ impl EventSink {
                 .await?;
         }
         let _: () = pipeline
-            .xadd(&self.index, false, None, "*", ("scan_id", self.scan_id.to_string()))
+            .xadd(
+                &self.index,
+                false,
+                None,
+                "*",
+                ("scan_id", self.scan_id.to_string()),
+            )
             .await?;
         let _: Vec<fred::types::Value> = pipeline.all().await?;
         Ok(())

@@ -1,0 +1,479 @@
+//! Real processes for pipeline and failure tests: the `scanfleet-api`,
+//! `scanfleet-scanner worker` and `scanfleet-scheduler` binaries started
+//! from the test against a fresh database and Redis prefix, plus typed
+//! helpers for the calls these tests make.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::{database_url, JWT_SECRET, PASSWORD};
+
+/// Path of a workspace binary, built once per test process when missing or
+/// stale (`cargo build --bins` is a no-op when nothing changed).
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<bool>> = OnceLock::new();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    let mut built = BUILT.get_or_init(|| Mutex::new(false)).lock().unwrap();
+    if !*built {
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--quiet", "--bins"])
+            .current_dir(&root)
+            .status()
+            .expect("running cargo build --bins");
+        assert!(status.success(), "cargo build --bins failed");
+        *built = true;
+    }
+    target.join("debug").join(name)
+}
+
+/// A running process, killed when dropped.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// `kill -9`.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait up to `within` for it to exit.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One deployment: a database, a Redis prefix, shared settings.
+pub struct Fleet {
+    pub db_name: String,
+    pub prefix: String,
+    pub env: HashMap<String, String>,
+    pub api_port: u16,
+    pub http: reqwest::Client,
+    logs: PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+impl Fleet {
+    /// A fresh database and prefix; `extra` settings go to every process.
+    pub async fn new(extra: &[(String, String)]) -> Fleet {
+        let id = Uuid::new_v4().simple().to_string();
+        let db_name = format!("scanfleet_fleet_{id}");
+        let prefix = format!("fleet-{id}");
+        let admin = database_url("postgres");
+        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+            .await
+            .expect("Postgres for tests");
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("CREATE DATABASE \"{db_name}\""))
+            .await
+            .expect("creating the fleet database");
+        let api_port = free_port();
+        let mut env: HashMap<String, String> = HashMap::new();
+        for (k, v) in [
+            ("DATABASE_URL", database_url(&db_name)),
+            (
+                "REDIS_URL",
+                std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into()),
+            ),
+            ("SCANFLEET_REDIS_PREFIX", prefix.clone()),
+            ("SCANFLEET_API__BIND", format!("127.0.0.1:{api_port}")),
+            ("SCANFLEET_JWT_SECRET", JWT_SECRET.into()),
+            ("SCANFLEET_RATE__ENABLED", "false".into()),
+            ("SCANFLEET_SCANNER__HEARTBEAT_SECS", "1".into()),
+            ("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "3".into()),
+            ("RUST_LOG", "info,apalis_core=warn".into()),
+        ] {
+            env.insert(k.into(), v);
+        }
+        for (k, v) in extra {
+            env.insert(k.clone(), v.clone());
+        }
+        let logs = std::env::temp_dir().join(format!("scanfleet-{prefix}"));
+        std::fs::create_dir_all(&logs).expect("log dir");
+        Fleet {
+            db_name,
+            prefix,
+            env,
+            api_port,
+            http: reqwest::Client::new(),
+            logs,
+        }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.api_port)
+    }
+
+    fn spawn(&self, name: &str, bin: &str, args: &[&str], extra: &[(&str, &str)]) -> Proc {
+        let log = self.logs.join(format!("{name}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let mut cmd = Command::new(binary(bin));
+        cmd.args(args)
+            .envs(&self.env)
+            .env("HOSTNAME", name)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file);
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        Proc {
+            name: name.to_string(),
+            child: cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting {bin}: {e}")),
+            log,
+        }
+    }
+
+    /// Starts the api and waits until it is ready.
+    pub async fn api(&self, extra: &[(&str, &str)]) -> Proc {
+        let p = self.spawn("api", "scanfleet-api", &[], extra);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(r) = self
+                .http
+                .get(format!("{}/readyz", self.base()))
+                .send()
+                .await
+            {
+                if r.status() == 200 {
+                    return p;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "api not ready:\n{}",
+                p.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Starts a scanner node named `name` (its node id starts with it).
+    pub fn node(&self, name: &str, extra: &[(&str, &str)]) -> Proc {
+        self.spawn(name, "scanfleet-scanner", &["worker"], extra)
+    }
+
+    pub fn scheduler(&self, extra: &[(&str, &str)]) -> Proc {
+        self.spawn("scheduler", "scanfleet-scheduler", &[], extra)
+    }
+
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}/api/v1{path}", self.base()))
+            .bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Value {
+        let (status, body) = self.call(reqwest::Method::GET, path, token, None).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// Registers and logs in a user on the admin tier (no scan limits); the
+    /// access token.
+    pub async fn user(&self) -> String {
+        let email = format!("u{}@example.com", Uuid::new_v4().simple());
+        let base = self.base();
+        let r = self
+            .http
+            .post(format!("{base}/api/v1/auth/register"))
+            .json(&json!({"email": email, "password": PASSWORD, "full_name": "Fleet"}))
+            .send()
+            .await
+            .expect("register");
+        assert_eq!(r.status(), 201);
+        let db = self.db().await;
+        db.execute(
+            "UPDATE users SET tier_slug = 'admin' WHERE email = $1",
+            &[&email],
+        )
+        .await
+        .expect("tier");
+        let r: Value = self
+            .http
+            .post(format!("{base}/api/v1/auth/login"))
+            .json(&json!({"email": email, "password": PASSWORD}))
+            .send()
+            .await
+            .expect("login")
+            .json()
+            .await
+            .expect("login body");
+        r["access_token"].as_str().expect("token").to_string()
+    }
+
+    pub async fn target(&self, token: &str, domain: &str) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/targets",
+                token,
+                Some(json!({"domain": domain})),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        body["id"].as_str().expect("target id").to_string()
+    }
+
+    pub async fn scan(&self, token: &str, target: &str, engine: &str) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                "/scans",
+                token,
+                Some(json!({"target_id": target, "engine": engine})),
+            )
+            .await;
+        assert!(status == 201 || status == 202, "{status} {body}");
+        body["id"].as_str().expect("scan id").to_string()
+    }
+
+    /// Polls the scan until `done(scan)` holds; panics after `within`.
+    pub async fn wait_scan(
+        &self,
+        token: &str,
+        scan: &str,
+        within: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (status, body) = self
+                .call(reqwest::Method::GET, &format!("/scans/{scan}"), token, None)
+                .await;
+            if status == 200 && done(&body) {
+                return body;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "scan {scan} did not get there in {within:?}; last: {status} {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn wait_finished(&self, token: &str, scan: &str, within: Duration) -> Value {
+        self.wait_scan(token, scan, within, |s| {
+            matches!(
+                s["status"].as_str(),
+                Some("completed" | "failed" | "stopped")
+            )
+        })
+        .await
+    }
+
+    /// The scan's findings as sorted `template_id matched_at` lines.
+    pub fn finding_keys(scan: &Value) -> Vec<String> {
+        let mut keys: Vec<String> = scan["vulnerabilities"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["template_id"].as_str().unwrap_or(""),
+                    f["matched_at"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    pub async fn db(&self) -> tokio_postgres::Client {
+        let (client, conn) =
+            tokio_postgres::connect(&database_url(&self.db_name), tokio_postgres::NoTls)
+                .await
+                .expect("fleet database");
+        tokio::spawn(conn);
+        client
+    }
+
+    pub async fn redis(&self) -> fred::clients::Client {
+        use fred::interfaces::ClientLike;
+        let url = self.env["REDIS_URL"].clone();
+        let client = fred::prelude::Builder::from_config(
+            fred::prelude::Config::from_url(&url).expect("redis url"),
+        )
+        .build()
+        .expect("redis client");
+        client.init().await.expect("redis");
+        client
+    }
+
+    /// The node currently running `scan` (its heartbeat names it).
+    pub async fn running_node(&self, scan: &str) -> Option<String> {
+        use fred::interfaces::KeysInterface;
+        let key = format!("{}:scan:{scan}:heartbeat", self.prefix);
+        self.redis()
+            .await
+            .get::<Option<String>, _>(key)
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let url = database_url("postgres");
+        let db = self.db_name.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            if let Ok(rt) = rt {
+                rt.block_on(async {
+                    if let Ok((client, conn)) =
+                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                    {
+                        tokio::spawn(conn);
+                        let _ = client
+                            .batch_execute(&format!(
+                                "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
+                            ))
+                            .await;
+                    }
+                });
+            }
+        })
+        .join();
+    }
+}
+
+/// A TCP proxy in front of Postgres that the test can cut: while down it
+/// closes every connection and refuses new ones, as an unreachable server
+/// would look to the api.
+pub struct PgProxy {
+    pub port: u16,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped on every cut; connections of an older generation close.
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PgProxy {
+    pub async fn start(upstream: std::net::SocketAddr) -> PgProxy {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("proxy bind");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let down = Arc::new(AtomicBool::new(false));
+        let generation = Arc::new(AtomicU64::new(0));
+        let (d, g) = (down.clone(), generation.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    continue;
+                };
+                if d.load(Ordering::SeqCst) {
+                    continue; // dropped: refused
+                }
+                let born = g.load(Ordering::SeqCst);
+                let g = g.clone();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let copy = tokio::io::copy_bidirectional(&mut client, &mut server);
+                    let cut = async {
+                        while g.load(Ordering::SeqCst) == born {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = copy => {}
+                        _ = cut => {}
+                    }
+                });
+            }
+        });
+        PgProxy {
+            port,
+            down,
+            generation,
+            task,
+        }
+    }
+
+    pub fn set_down(&self, down: bool) {
+        use std::sync::atomic::Ordering;
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// `DATABASE_URL` of `db` through the proxy.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for PgProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,168 @@
+//! A lab web server for pipeline tests: one listener on 127.0.0.1 that
+//! answers for every host name a scanner node is pointed at (through the
+//! node's hosts map and connect-to settings), with a known set of
+//! weaknesses, so the findings of a scan are known in advance.
+//!
+//! Every host it serves shows:
+//! - `/`: an HTML page titled "Lab shop" that names `legacy-portal.<domain>`
+//!   (a host only the page reveals, not in the discovery wordlist) and an
+//!   outside host that discovery must ignore;
+//! - `/.git/config`: a Git configuration (`git-config-exposure`, high);
+//! - `X-Powered-By: Express` (`express-detect`, info) and every security
+//!   header the header templates look for, so those stay silent.
+//!
+//! Requests can be slowed down (`delay`) so a scan lasts long enough to be
+//! stopped or have its node killed half-way.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub struct Lab {
+    pub port: u16,
+    /// Requests answered so far.
+    pub requests: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\
+[remote \"origin\"]\n\turl = https://git.internal.invalid/shop.git\n";
+
+impl Lab {
+    /// Starts the lab; every answer waits `delay` first.
+    pub async fn start(delay: Duration) -> Lab {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
+        let port = listener.local_addr().expect("lab addr").port();
+        let requests = Arc::new(AtomicU64::new(0));
+        let counter = requests.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let _ = serve(stream, delay, counter).await;
+                });
+            }
+        });
+        Lab {
+            port,
+            requests,
+            task,
+        }
+    }
+
+    /// Node settings that send every name in `hosts` to this lab: the hosts
+    /// map, HTTP to the lab's port, HTTPS to a closed port.
+    pub fn node_env(&self, hosts: &[&str]) -> Vec<(String, String)> {
+        let map: Vec<String> = hosts.iter().map(|h| format!("{h}=127.0.0.1")).collect();
+        vec![
+            ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
+            ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
+            ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
+            (
+                "SCANFLEET_SCANNER__CONNECT_TO".into(),
+                format!(":80:127.0.0.1:{},:443:127.0.0.1:9", self.port),
+            ),
+        ]
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    delay: Duration,
+    counter: Arc<AtomicU64>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    loop {
+        // Read one request head (the scanner's probes and templates send no
+        // bodies to the lab's routes that matter).
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(i) = find(&buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        buf.drain(..head_end + length);
+        let mut parts = head.split_whitespace();
+        let method = parts.next().unwrap_or("GET").to_string();
+        let path = parts.next().unwrap_or("/").to_string();
+        let host = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("host").then(|| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        let domain = host.split(':').next().unwrap_or("").to_string();
+        counter.fetch_add(1, Ordering::Relaxed);
+        tokio::time::sleep(delay).await;
+        let (status, content_type, body) = route(&path, &domain);
+        let body = if method == "HEAD" {
+            String::new()
+        } else {
+            body
+        };
+        let response = format!(
+            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\
+             Server: scanfleet-lab\r\nX-Powered-By: Express\r\n\
+             Content-Security-Policy: default-src 'self'\r\n\
+             Strict-Transport-Security: max-age=31536000\r\nX-Frame-Options: DENY\r\n\
+             X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(response.as_bytes()).await?;
+    }
+}
+
+fn route(path: &str, domain: &str) -> (&'static str, &'static str, String) {
+    let path = path.split('?').next().unwrap_or("/");
+    match path {
+        "/" => (
+            "200 OK",
+            "text/html; charset=utf-8",
+            format!(
+                "<!doctype html><html><head><title>Lab shop</title></head><body>\
+                 <a href=\"http://legacy-portal.{domain}/\">old portal</a> \
+                 <a href=\"https://partner.example.org/\">partner</a></body></html>"
+            ),
+        ),
+        "/.git/config" => ("200 OK", "text/plain", GIT_CONFIG.to_string()),
+        _ => ("404 Not Found", "text/plain", "not found".to_string()),
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}

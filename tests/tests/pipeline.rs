@@ -1,0 +1,551 @@
+//! The scan pipeline with real processes: the api, scanner nodes and the
+//! scheduler started from their binaries, scanning lab servers on
+//! 127.0.0.1 through the nodes' hosts map (issue 8).
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use reqwest::Method;
+use scanfleet_tests::fleet::{Fleet, PgProxy};
+use scanfleet_tests::lab::Lab;
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+const DOMAIN: &str = "shop.example.test";
+/// Found by the wordlist.
+const API_HOST: &str = "api.shop.example.test";
+/// Named only on the lab's root page.
+const PORTAL_HOST: &str = "legacy-portal.shop.example.test";
+
+fn lab_hosts() -> Vec<&'static str> {
+    vec![DOMAIN, API_HOST, PORTAL_HOST]
+}
+
+/// What a full scan of the lab finds: on every host, the probe, the exposed
+/// Git configuration (high), the X-Powered-By disclosure (low) and the
+/// Express detection (info).
+fn full_findings(hosts: &[&str]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for h in hosts {
+        keys.push(format!("http-probe http://{h}/"));
+        keys.push(format!("git-config-exposure http://{h}/.git/config"));
+        keys.push(format!("x-powered-by-disclosure http://{h}/"));
+        keys.push(format!("express-detect http://{h}/"));
+    }
+    keys.sort();
+    keys
+}
+
+async fn fleet_with_lab(lab: &Lab, hosts: &[&str], extra: &[(&str, &str)]) -> Fleet {
+    let mut env = lab.node_env(hosts);
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Fleet::new(&env).await
+}
+
+/// Follows a scan's WebSocket to its close: the messages and the close code.
+async fn follow(fleet: &Fleet, token: &str, scan: &str) -> (Vec<Value>, Option<u16>) {
+    let url = format!(
+        "ws://127.0.0.1:{}/api/v1/ws/scans/{scan}?token={token}",
+        fleet.api_port
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("ws connect");
+    let mut messages = Vec::new();
+    let mut code = None;
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(90), ws.next())
+        .await
+        .expect("websocket went silent")
+    {
+        match m {
+            Ok(Message::Text(t)) => messages.push(serde_json::from_str(&t).expect("json message")),
+            Ok(Message::Close(frame)) => {
+                code = frame.map(|f| u16::from(f.code));
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    (messages, code)
+}
+
+fn assert_well_formed(messages: &[Value], scan: &str) {
+    let mut last_progress = 0;
+    for m in messages {
+        for field in [
+            "type",
+            "scan_id",
+            "status",
+            "stage",
+            "progress",
+            "current_tool",
+            "findings_count",
+            "at",
+        ] {
+            assert!(m.get(field).is_some(), "{field} missing in {m}");
+        }
+        assert_eq!(m["scan_id"], scan);
+        assert!(
+            matches!(m["type"].as_str(), Some("progress" | "finding" | "status")),
+            "{m}"
+        );
+        let p = m["progress"].as_u64().unwrap();
+        assert!(
+            p >= last_progress,
+            "progress went back from {last_progress} to {p}"
+        );
+        last_progress = p;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_scan_runs_on_two_nodes_and_is_followed_live_to_the_end() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _a = fleet.node("node-a", &[]);
+    let _b = fleet.node("node-b", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+
+    let (messages, code) = follow(&fleet, &token, &scan).await;
+    assert_eq!(code, Some(1000));
+    assert_well_formed(&messages, &scan);
+    let last = messages.last().expect("messages");
+    assert_eq!(last["type"], "status");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["progress"], 100);
+    assert_eq!(last["findings_count"], 12);
+    assert!(messages.iter().any(|m| m["type"] == "finding"));
+    assert!(messages.iter().any(|m| m["stage"] == "DISCOVER"));
+
+    // The WebSocket relays the stream live; Postgres follows once ingested.
+    let detail = fleet
+        .wait_scan(&token, &scan, Duration::from_secs(10), |s| {
+            s["status"] == "completed"
+        })
+        .await;
+    assert_eq!(detail["status"], "completed");
+    assert_eq!(detail["progress"], 100);
+    assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
+    assert_eq!(detail["high_count"], 3);
+    assert_eq!(detail["low_count"], 3);
+    assert_eq!(detail["info_count"], 6);
+    assert!(detail["completed_at"].is_string() && detail["started_at"].is_string());
+
+    let intel = fleet.get(&format!("/scans/{scan}/intel"), &token).await;
+    let mut hosts: Vec<&str> = intel["hosts"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, vec![API_HOST, PORTAL_HOST, DOMAIN]);
+
+    let summary = fleet.get("/dashboard/summary", &token).await;
+    assert_eq!(summary["high_count"], 3, "{summary}");
+
+    let notes = fleet.get("/notifications", &token).await;
+    let done: Vec<&Value> = notes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["scan_id"] == scan.as_str())
+        .collect();
+    assert_eq!(done.len(), 1, "{notes}");
+    assert_eq!(done[0]["type"], "scan_complete");
+    assert_eq!(done[0]["data"]["total_findings"], 12);
+    assert_eq!(done[0]["data"]["low"], 3);
+    assert_eq!(done[0]["data"]["high"], 3);
+
+    // A listener arriving after the end gets the final snapshot and the close.
+    let (late, code) = follow(&fleet, &token, &scan).await;
+    assert_eq!(code, Some(1000));
+    assert_eq!(late.len(), 1);
+    assert_eq!(late[0]["status"], "completed");
+    assert_eq!(late[0]["findings_count"], 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_and_recon_scans_run_their_narrower_selections_and_wildcards_add_no_hosts() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let mut hosts = lab_hosts();
+    hosts.extend(["wild.example.test", "*.wild.example.test"]);
+    let fleet = fleet_with_lab(&lab, &hosts, &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+
+    let target = fleet.target(&token, DOMAIN).await;
+    let quick = fleet.scan(&token, &target, "quick").await;
+    let recon = fleet.scan(&token, &target, "recon").await;
+    let quick = fleet
+        .wait_finished(&token, &quick, Duration::from_secs(60))
+        .await;
+    assert_eq!(quick["status"], "completed", "{quick}");
+    // The domain only; medium and above, plus the probe.
+    assert_eq!(
+        Fleet::finding_keys(&quick),
+        vec![
+            format!("git-config-exposure http://{DOMAIN}/.git/config"),
+            format!("http-probe http://{DOMAIN}/"),
+        ]
+    );
+    let recon = fleet
+        .wait_finished(&token, &recon, Duration::from_secs(60))
+        .await;
+    assert_eq!(recon["status"], "completed", "{recon}");
+    let mut expected: Vec<String> = lab_hosts()
+        .iter()
+        .flat_map(|h| {
+            [
+                format!("express-detect http://{h}/"),
+                format!("http-probe http://{h}/"),
+            ]
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(Fleet::finding_keys(&recon), expected);
+
+    // Every word resolves under a wildcard record: only the page's host counts.
+    let wild = fleet.target(&token, "wild.example.test").await;
+    let scan = fleet.scan(&token, &wild, "recon").await;
+    let scan = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(60))
+        .await;
+    let probed: Vec<String> = Fleet::finding_keys(&scan)
+        .into_iter()
+        .filter(|k| k.starts_with("http-probe "))
+        .collect();
+    assert_eq!(
+        probed,
+        vec![
+            "http-probe http://legacy-portal.wild.example.test/".to_string(),
+            "http-probe http://wild.example.test/".to_string(),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_running_scan_ends_it_on_its_node_and_records_nothing_after_the_stop() {
+    let lab = Lab::start(Duration::from_millis(150)).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    fleet
+        .wait_scan(&token, &scan, Duration::from_secs(60), |s| {
+            s["stage"] == "VALIDATE"
+        })
+        .await;
+    assert!(fleet.running_node(&scan).await.is_some());
+
+    let (status, body) = fleet
+        .call(
+            Method::POST,
+            &format!("/scans/{scan}/stop"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "stopped");
+    let stopped_at = Instant::now();
+    // The node lets go of the scan within 2 seconds (its heartbeat ends).
+    while fleet.running_node(&scan).await.is_some() {
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(2),
+            "node still running the scan"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let requests = lab.requests.load(std::sync::atomic::Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(lab.requests.load(std::sync::atomic::Ordering::Relaxed) <= requests + 25);
+
+    // Findings recorded = distinct findings before the first terminal event.
+    use fred::interfaces::StreamsInterface;
+    let entries: Vec<(String, std::collections::HashMap<String, String>)> = fleet
+        .redis()
+        .await
+        .xrange_values(
+            format!("{}:scan:{scan}:events", fleet.prefix),
+            "-",
+            "+",
+            None,
+        )
+        .await
+        .unwrap();
+    let mut before_stop = std::collections::BTreeSet::new();
+    let mut after_stop = 0;
+    let mut stopped = false;
+    for (_, fields) in &entries {
+        let e: Value = serde_json::from_str(&fields["event"]).unwrap();
+        if e["kind"] == "status" && e["status"] == "stopped" {
+            stopped = true;
+        } else if e["kind"] == "finding" {
+            let key = format!(
+                "{}:{}",
+                e["template_id"].as_str().unwrap(),
+                e["matched_at"].as_str().unwrap()
+            );
+            if stopped {
+                after_stop += 1;
+            } else {
+                before_stop.insert(key);
+            }
+        }
+    }
+    assert!(stopped);
+    let detail = fleet.get(&format!("/scans/{scan}"), &token).await;
+    assert_eq!(detail["status"], "stopped");
+    assert_eq!(
+        detail["findings_count"].as_u64().unwrap() as usize,
+        before_stop.len(),
+        "{after_stop} after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_stopped_while_queued_is_never_run() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "quick").await;
+    let (status, _) = fleet
+        .call(
+            Method::POST,
+            &format!("/scans/{scan}/stop"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    // A later scan on the same queue shows when the node has gone past it.
+    let next = fleet.scan(&token, &target, "quick").await;
+    let _a = fleet.node("node-a", &[]);
+    fleet
+        .wait_finished(&token, &next, Duration::from_secs(60))
+        .await;
+    let detail = fleet.get(&format!("/scans/{scan}"), &token).await;
+    assert_eq!(detail["status"], "stopped");
+    assert_eq!(detail["findings_count"], 0);
+    use fred::interfaces::KeysInterface;
+    let attempts: Option<i64> = fleet
+        .redis()
+        .await
+        .get(format!("{}:scan:{scan}:attempts", fleet.prefix))
+        .await
+        .unwrap();
+    assert_eq!(attempts, None, "the node took up a stopped scan");
+}
+
+/// Waits until `scan` is in VALIDATE on some node, and returns that node.
+async fn running_on(fleet: &Fleet, token: &str, scan: &str) -> String {
+    fleet
+        .wait_scan(token, scan, Duration::from_secs(60), |s| {
+            s["stage"] == "VALIDATE"
+        })
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(node) = fleet.running_node(scan).await {
+            return node;
+        }
+        assert!(Instant::now() < deadline, "no node heartbeat for {scan}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_scan_is_replaced_by_the_other_and_the_findings_are_exactly_a_clean_run()
+{
+    let lab = Lab::start(Duration::from_millis(60)).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let mut a = fleet.node("node-a", &[]);
+    let mut b = fleet.node("node-b", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    let node = running_on(&fleet, &token, &scan).await;
+    let progress_before = fleet.get(&format!("/scans/{scan}"), &token).await["progress"]
+        .as_u64()
+        .unwrap();
+    if node.starts_with("scanner-node-a") {
+        a.kill9();
+    } else {
+        b.kill9();
+    }
+    let detail = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(90))
+        .await;
+    assert_eq!(detail["status"], "completed", "{detail}");
+    assert_eq!(detail["progress"], 100);
+    assert!(progress_before <= 100);
+    assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
+    assert_eq!(detail["findings_count"], 12);
+    use fred::interfaces::KeysInterface;
+    let attempts: Option<i64> = fleet
+        .redis()
+        .await
+        .get(format!("{}:scan:{scan}:attempts", fleet.prefix))
+        .await
+        .unwrap();
+    assert_eq!(attempts, Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_with_no_other_node_alive_fails_the_scan_with_a_notification() {
+    let lab = Lab::start(Duration::from_millis(60)).await;
+    let fleet = fleet_with_lab(
+        &lab,
+        &lab_hosts(),
+        &[
+            ("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "4"),
+            ("SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", "1"),
+        ],
+    )
+    .await;
+    let _api = fleet.api(&[]).await;
+    let _scheduler = fleet.scheduler(&[]);
+    let mut a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    running_on(&fleet, &token, &scan).await;
+    a.kill9();
+    let killed = Instant::now();
+    let detail = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(30))
+        .await;
+    assert_eq!(detail["status"], "failed", "{detail}");
+    // Silent for 4 s, found on a 1 s pass; the rest is slack for a busy machine.
+    assert!(
+        killed.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        killed.elapsed()
+    );
+    let notes = fleet.get("/notifications", &token).await;
+    let failed: Vec<&Value> = notes
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["scan_id"] == scan.as_str() && n["type"] == "scan_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{notes}");
+    assert!(failed[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("stopped responding"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_the_api_mid_scan_loses_no_event_and_a_reconnecting_listener_gets_the_snapshot()
+{
+    let lab = Lab::start(Duration::from_millis(40)).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let mut api = fleet.api(&[]).await;
+    let _a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    running_on(&fleet, &token, &scan).await;
+    api.kill9();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _api = fleet.api(&[]).await;
+    let (messages, code) = follow(&fleet, &token, &scan).await;
+    assert_eq!(code, Some(1000));
+    assert_well_formed(&messages, &scan);
+    assert_eq!(messages[0]["type"], "status");
+    let last = messages.last().unwrap();
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["findings_count"], 12);
+    let detail = fleet
+        .wait_scan(&token, &scan, Duration::from_secs(30), |s| {
+            s["status"] == "completed"
+        })
+        .await;
+    assert_eq!(detail["status"], "completed");
+    assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_unreachable_for_ten_seconds_loses_nothing() {
+    let lab = Lab::start(Duration::from_millis(20)).await;
+    let proxy = PgProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let db_url = proxy.url(&fleet.db_name);
+    let _api = fleet.api(&[("DATABASE_URL", db_url.as_str())]).await;
+    let _a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    fleet
+        .wait_scan(&token, &scan, Duration::from_secs(60), |s| {
+            s["status"] == "running"
+        })
+        .await;
+    proxy.set_down(true);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    proxy.set_down(false);
+    let detail = fleet
+        .wait_scan(&token, &scan, Duration::from_secs(60), |s| {
+            s["status"] == "completed" && s["findings_count"] == 12
+        })
+        .await;
+    assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
+    let notes = fleet.get("/notifications", &token).await;
+    assert_eq!(
+        notes
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["scan_id"] == scan.as_str())
+            .count(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_cannot_be_reached_fails_with_the_reason_in_the_notification() {
+    let lab = Lab::start(Duration::ZERO).await;
+    // `down.example.test` resolves, but nothing listens where it points.
+    let mut env = lab.node_env(&lab_hosts());
+    env.retain(|(k, _)| k != "SCANFLEET_SCANNER__HOSTS" && k != "SCANFLEET_SCANNER__CONNECT_TO");
+    env.push((
+        "SCANFLEET_SCANNER__HOSTS".into(),
+        "down.example.test=127.0.0.2".into(),
+    ));
+    let fleet = Fleet::new(&env).await;
+    let _api = fleet.api(&[]).await;
+    let _a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let nowhere = fleet.target(&token, "nowhere.example.test").await;
+    let down = fleet.target(&token, "down.example.test").await;
+    let s1 = fleet.scan(&token, &nowhere, "quick").await;
+    let s2 = fleet.scan(&token, &down, "quick").await;
+    for (scan, reason) in [(s1, "does not resolve"), (s2, "answered")] {
+        let detail = fleet
+            .wait_finished(&token, &scan, Duration::from_secs(60))
+            .await;
+        assert_eq!(detail["status"], "failed", "{detail}");
+        let notes = fleet.get("/notifications", &token).await;
+        let note = notes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["scan_id"] == scan.as_str())
+            .cloned()
+            .expect("notification");
+        assert_eq!(note["type"], "scan_failed");
+        assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
+    }
+}
