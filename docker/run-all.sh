@@ -12,6 +12,33 @@ stop() {
   wait || true
 }
 trap stop INT TERM EXIT
+
+# A lab site to scan on this machine: `lab.scanfleet.test` (and
+# `www.lab.scanfleet.test`) answer from 127.0.0.1, with a deliberately
+# exposed .git/config. Scanner settings the caller set are left alone.
+lab_port="${SCANFLEET_LAB_PORT:-8081}"
+if [ "${SCANFLEET_LAB:-on}" != off ]; then
+  site="$root/.dev/lab"
+  mkdir -p "$site/.git"
+  cat > "$site/index.html" <<'HTML'
+<!doctype html><html><head><title>scanfleet lab</title></head>
+<body><h1>Lab shop</h1><p>Also see <a href="http://www.lab.scanfleet.test/">www</a>.</p></body></html>
+HTML
+  printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n[remote "origin"]\n\turl = https://git.lab.scanfleet.test/shop.git\n' > "$site/.git/config"
+  python3 -m http.server --bind 127.0.0.1 --directory "$site" "$lab_port" >/dev/null 2>&1 & pids+=($!)
+  lab_names="lab.scanfleet.test www.lab.scanfleet.test"
+  hosts=""; connect=""
+  for n in $lab_names; do
+    hosts="${hosts:+$hosts,}$n=127.0.0.1"
+    connect="${connect:+$connect,}$n:80:127.0.0.1:$lab_port,$n:443:127.0.0.1:9"
+  done
+  export SCANFLEET_SCANNER__HOSTS="${SCANFLEET_SCANNER__HOSTS:-$hosts}"
+  export SCANFLEET_SCANNER__CONNECT_TO="${SCANFLEET_SCANNER__CONNECT_TO:-$connect}"
+  # The lab lives on loopback, which scans may not reach otherwise.
+  export SCANFLEET_SCANNER__ALLOW_PRIVATE="${SCANFLEET_SCANNER__ALLOW_PRIVATE:-true}"
+  echo "scanfleet: lab site lab.scanfleet.test served on 127.0.0.1:$lab_port (SCANFLEET_LAB=off to skip)" >&2
+fi
+
 "$bin/scanfleet-api" & pids+=($!)
 "$bin/scanfleet-scheduler" & pids+=($!)
 "$bin/scanfleet-scanner" worker & pids+=($!)

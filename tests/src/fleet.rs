@@ -15,8 +15,10 @@ use uuid::Uuid;
 use crate::{database_url, JWT_SECRET, PASSWORD};
 
 /// Path of a workspace binary, built once per test process when missing or
-/// stale (`cargo build --bins` is a no-op when nothing changed).
+/// stale (`cargo build --bins` is a no-op when nothing changed). Debug
+/// builds, or release ones with `SCANFLEET_TEST_PROFILE=release` (benches).
 pub fn binary(name: &str) -> PathBuf {
+    let release = std::env::var("SCANFLEET_TEST_PROFILE").is_ok_and(|p| p == "release");
     static BUILT: OnceLock<Mutex<bool>> = OnceLock::new();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let target = std::env::var("CARGO_TARGET_DIR")
@@ -24,15 +26,21 @@ pub fn binary(name: &str) -> PathBuf {
         .unwrap_or_else(|_| root.join("target"));
     let mut built = BUILT.get_or_init(|| Mutex::new(false)).lock().unwrap();
     if !*built {
+        let mut args = vec!["build", "--quiet", "--bins"];
+        if release {
+            args.push("--release");
+        }
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--quiet", "--bins"])
+            .args(&args)
             .current_dir(&root)
             .status()
             .expect("running cargo build --bins");
         assert!(status.success(), "cargo build --bins failed");
         *built = true;
     }
-    target.join("debug").join(name)
+    target
+        .join(if release { "release" } else { "debug" })
+        .join(name)
 }
 
 /// A running process, killed when dropped.

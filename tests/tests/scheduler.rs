@@ -201,3 +201,51 @@ async fn disabled_schedules_do_not_fire() {
         .unwrap();
     assert_eq!(report, TickReport::default());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_scheduler_fires_a_schedule_within_two_seconds_of_its_time_without_polling() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let (_, schedule) = due_schedule(&app, &u).await;
+    // Not due for now: the scheduler goes to sleep until far ahead.
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE schedules SET next_run = now() + interval '1 hour' WHERE id = $1",
+        &[&schedule],
+    )
+    .await
+    .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(
+        Scheduler::from_state(app.state.clone()).run_until_stopped(async {
+            let _ = stopped.await;
+        }),
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(scans_of(&app, schedule).await.is_empty());
+
+    // A change wakes it; it then sleeps until exactly the new time.
+    let due = Utc::now() + Duration::seconds(2);
+    db.execute(
+        "UPDATE schedules SET next_run = $2 WHERE id = $1",
+        &[&schedule, &due],
+    )
+    .await
+    .unwrap();
+    loop {
+        let scans = scans_of(&app, schedule).await;
+        if !scans.is_empty() {
+            assert_eq!(scans.len(), 1);
+            break;
+        }
+        assert!(
+            Utc::now() < due + Duration::seconds(2),
+            "the schedule did not fire within 2 s of its time"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let fired = Utc::now();
+    assert!(fired >= due, "fired early: {fired} < {due}");
+    let _ = stop.send(());
+    running.await.unwrap().unwrap();
+}
