@@ -138,7 +138,14 @@ async fn requeue(state: &AppState, scan: &StaleScan) -> Result<bool, Error> {
 /// still heartbeating.
 async fn scans_with_jobs(state: &AppState) -> Result<HashSet<Uuid>, Error> {
     let config = state.scan_queue.config();
+    // A pushed job waits in the scheduled set until a node's fetch moves it
+    // to the active list (apalis pushes with "run at: now").
     let mut task_ids: Vec<String> = state.redis.lrange(config.active_jobs_list(), 0, -1).await?;
+    let scheduled: Vec<String> = state
+        .redis
+        .zrangebyscore(config.scheduled_jobs_set(), "-inf", "+inf", false, None)
+        .await?;
+    task_ids.extend(scheduled);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()

@@ -480,7 +480,7 @@ async fn restarting_the_api_mid_scan_loses_no_event_and_a_reconnecting_listener_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_unreachable_for_ten_seconds_loses_nothing() {
     let lab = Lab::start(Duration::from_millis(20)).await;
-    let proxy = PgProxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let proxy = PgProxy::start(PgProxy::upstream()).await;
     let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
     let db_url = proxy.url(&fleet.db_name);
     let _api = fleet.api(&[("DATABASE_URL", db_url.as_str())]).await;

@@ -249,3 +249,107 @@ async fn a_running_scheduler_fires_a_schedule_within_two_seconds_of_its_time_wit
     let _ = stop.send(());
     running.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
+    use fred::interfaces::{KeysInterface, ListInterface, SortedSetsInterface};
+    let app = scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "1")]).await;
+    let u = app.new_user().await;
+    let target = app.new_target(&u, "lost.example.com").await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&u.access_token),
+            json!({"target_id": target, "engine": "quick"}),
+        )
+        .await;
+    let scan: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let config = app.state.scan_queue.config();
+    let (active, scheduled) = (config.active_jobs_list(), config.scheduled_jobs_set());
+    let waiting = || async {
+        let a: i64 = app.state.redis.llen(&active).await.unwrap();
+        let s: i64 = app.state.redis.zcard(&scheduled).await.unwrap();
+        a + s
+    };
+    let lose_job_and_age = || async {
+        let _: i64 = app.state.redis.del(vec![active.clone(), scheduled.clone()]).await.unwrap();
+        let db = app.state.db.get().await.unwrap();
+        db.execute(
+            "UPDATE scans SET updated_at = now() - interval '1 minute' WHERE id = $1",
+            &[&scan],
+        )
+        .await
+        .unwrap();
+    };
+
+    lose_job_and_age().await;
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.requeued, 1);
+    assert_eq!(waiting().await, 1, "the job is back in the queue");
+    // While its job waits in the queue, the scan is left alone.
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE scans SET updated_at = now() - interval '1 minute' WHERE id = $1",
+        &[&scan],
+    )
+    .await
+    .unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report, scanfleet_scheduler::reaper::ReapReport::default());
+
+    lose_job_and_age().await;
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.failed, 1);
+    let detail = app
+        .get(&format!("/api/v1/scans/{scan}"), &u.access_token)
+        .await;
+    assert_eq!(detail.body["status"], "failed");
+    let notes = app.get("/api/v1/notifications", &u.access_token).await;
+    assert_eq!(notes.body[0]["type"], "scan_failed");
+    assert!(notes.body[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("lost from the queue"));
+}
+
+#[tokio::test]
+async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
+    use fred::interfaces::KeysInterface;
+    let app = scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "1")]).await;
+    let u = app.new_user().await;
+    let target = app.new_target(&u, "busy.example.com").await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&u.access_token),
+            json!({"target_id": target, "engine": "quick"}),
+        )
+        .await;
+    let scan: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    // A node took the job (it left the queue) and runs the scan.
+    let config = app.state.scan_queue.config();
+    let _: i64 = app
+        .state
+        .redis
+        .del(vec![config.active_jobs_list(), config.scheduled_jobs_set()])
+        .await
+        .unwrap();
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE scans SET status = 'running', updated_at = now() - interval '1 minute' WHERE id = $1",
+        &[&scan],
+    )
+    .await
+    .unwrap();
+    let _: () = app
+        .state
+        .redis
+        .set(app.state.keys.scan_heartbeat(scan), "node-x", None, None, false)
+        .await
+        .unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.failed, 0);
+    let _: i64 = app.state.redis.del(app.state.keys.scan_heartbeat(scan)).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.failed, 1);
+}
