@@ -55,7 +55,7 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
         if waiting.contains(&scan.id) {
             continue;
         }
-        match scan.status {
+        let (changed, counter) = match scan.status {
             ScanStatus::Pending | ScanStatus::Running => {
                 let alive: bool = state
                     .redis
@@ -69,22 +69,19 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
                      and no other node took the scan up",
                     cfg.stuck_after_secs
                 );
-                if fail(state, scan.id, &error).await? {
-                    report.failed += 1;
-                }
+                (fail(state, scan.id, &error).await?, &mut report.failed)
             }
             ScanStatus::Queued if scan.requeued == 0 => {
-                if requeue(state, &scan).await? {
-                    report.requeued += 1;
-                }
+                (requeue(state, &scan).await?, &mut report.requeued)
             }
             ScanStatus::Queued => {
                 let error = "the scan's job was lost from the queue twice; start the scan again";
-                if fail(state, scan.id, error).await? {
-                    report.failed += 1;
-                }
+                (fail(state, scan.id, error).await?, &mut report.failed)
             }
-            _ => {}
+            _ => continue,
+        };
+        if changed {
+            *counter += 1;
         }
     }
     Ok(report)

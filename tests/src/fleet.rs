@@ -481,8 +481,14 @@ impl PgProxy {
         let authority = after_scheme.split('/').next().unwrap_or("");
         let host_port = authority.rsplit('@').next().unwrap_or(authority);
         let (host, port) = host_port.rsplit_once(':').unwrap_or((host_port, "5432"));
-        let host = if host.is_empty() || host == "localhost" { "127.0.0.1" } else { host };
-        format!("{host}:{port}").parse().expect("Postgres address of DATABASE_URL")
+        let host = if host.is_empty() || host == "localhost" {
+            "127.0.0.1"
+        } else {
+            host
+        };
+        format!("{host}:{port}")
+            .parse()
+            .expect("Postgres address of DATABASE_URL")
     }
 
     /// `DATABASE_URL` of `db` through the proxy.
@@ -490,7 +496,10 @@ impl PgProxy {
         let direct = database_url(db);
         let (scheme, rest) = direct.split_once("://").expect("database url scheme");
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let user = authority.rsplit_once('@').map(|(u, _)| format!("{u}@")).unwrap_or_default();
+        let user = authority
+            .rsplit_once('@')
+            .map(|(u, _)| format!("{u}@"))
+            .unwrap_or_default();
         format!("{scheme}://{user}127.0.0.1:{}/{path}", self.port)
     }
 }

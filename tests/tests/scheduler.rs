@@ -253,7 +253,8 @@ async fn a_running_scheduler_fires_a_schedule_within_two_seconds_of_its_time_wit
 #[tokio::test]
 async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
     use fred::interfaces::{KeysInterface, ListInterface, SortedSetsInterface};
-    let app = scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "1")]).await;
+    let app =
+        scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
     let target = app.new_target(&u, "lost.example.com").await;
     let r = app
@@ -272,7 +273,12 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
         a + s
     };
     let lose_job_and_age = || async {
-        let _: i64 = app.state.redis.del(vec![active.clone(), scheduled.clone()]).await.unwrap();
+        let _: i64 = app
+            .state
+            .redis
+            .del(vec![active.clone(), scheduled.clone()])
+            .await
+            .unwrap();
         let db = app.state.db.get().await.unwrap();
         db.execute(
             "UPDATE scans SET updated_at = now() - interval '1 minute' WHERE id = $1",
@@ -315,7 +321,8 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
 #[tokio::test]
 async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
     use fred::interfaces::KeysInterface;
-    let app = scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "1")]).await;
+    let app =
+        scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
     let target = app.new_target(&u, "busy.example.com").await;
     let r = app
@@ -344,12 +351,23 @@ async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
     let _: () = app
         .state
         .redis
-        .set(app.state.keys.scan_heartbeat(scan), "node-x", None, None, false)
+        .set(
+            app.state.keys.scan_heartbeat(scan),
+            "node-x",
+            None,
+            None,
+            false,
+        )
         .await
         .unwrap();
     let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
     assert_eq!(report.failed, 0);
-    let _: i64 = app.state.redis.del(app.state.keys.scan_heartbeat(scan)).await.unwrap();
+    let _: i64 = app
+        .state
+        .redis
+        .del(app.state.keys.scan_heartbeat(scan))
+        .await
+        .unwrap();
     let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
     assert_eq!(report.failed, 1);
 }

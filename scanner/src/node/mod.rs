@@ -111,9 +111,11 @@ impl Node {
             Builder::from_config(RedisConfig::from_url(settings.redis_url.expose())?).build()?;
         redis.init().await?;
         let scanner = &settings.scanner;
-        let mut client = ClientConfig::default();
-        client.allow_private = scanner.allow_private;
-        client.hosts_only = scanner.hosts_only;
+        let mut client = ClientConfig {
+            allow_private: scanner.allow_private,
+            hosts_only: scanner.hosts_only,
+            ..ClientConfig::default()
+        };
         if !scanner.connect_to.is_empty() {
             client.connect_to = ClientConfig::parse_connect_to(&scanner.connect_to)
                 .map_err(|e| NodeError::Settings(format!("SCANFLEET_SCANNER__CONNECT_TO: {e}")))?;
