@@ -197,12 +197,26 @@ impl Node {
                 .concurrency(node.settings.scanner.concurrency)
                 .build(handle_job);
             let stop = shutdown.clone();
-            let result = worker
-                .run_until(async move {
-                    stop.cancelled().await;
-                    Ok::<(), std::io::Error>(())
-                })
-                .await;
+            let run = worker.run_until(async move {
+                stop.cancelled().await;
+                Ok::<(), std::io::Error>(())
+            });
+            // A stopping worker waits for every running scan; past the grace
+            // period the node leaves them to the other nodes instead.
+            let overdue = async {
+                shutdown.cancelled().await;
+                tokio::time::sleep(grace).await;
+            };
+            let result = tokio::select! {
+                r = run => r,
+                _ = overdue => {
+                    tracing::warn!(
+                        running = node.running.count(),
+                        "leaving unfinished scans to the other nodes"
+                    );
+                    break;
+                }
+            };
             if shutdown.is_cancelled() {
                 break;
             }
@@ -210,10 +224,6 @@ impl Node {
                 tracing::warn!(error = %e, "the queue worker stopped; starting it again");
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-        let waited = tokio::time::Instant::now();
-        while node.running.count() > 0 && waited.elapsed() < grace {
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         stops.abort();
         Ok(())
