@@ -126,8 +126,11 @@ impl Settings {
             "json" => LogFormat::Json,
             other => return Err(invalid("SCANFLEET_LOG_FORMAT", other, "text or json")),
         };
+        // Dev mode without a provider key: the local stand-in.
         let provider = match get("SCANFLEET_PAYMENTS__PROVIDER") {
-            None if mode == Mode::Dev => PaymentProvider::Dev,
+            None if mode == Mode::Dev && get("SCANFLEET_PAYMENTS__SECRET_KEY").is_none() => {
+                PaymentProvider::Dev
+            }
             None => PaymentProvider::Stripe,
             Some("stripe") => PaymentProvider::Stripe,
             Some("dev") => PaymentProvider::Dev,
@@ -321,6 +324,20 @@ mod tests {
         assert!(!s.rate.enabled);
         assert_eq!(s.redis_prefix, "t-123");
         assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn dev_mode_uses_the_payment_stand_in_only_without_a_provider_key() {
+        let s =
+            Settings::from_vars(&vars(&[("SCANFLEET_PAYMENTS__SECRET_KEY", "sk_test_1")])).unwrap();
+        assert_eq!(s.payments.provider, PaymentProvider::Stripe);
+        let err = Settings::from_vars(&vars(&[
+            ("SCANFLEET_MODE", "production"),
+            ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret"),
+            ("SCANFLEET_PAYMENTS__PROVIDER", "dev"),
+        ]))
+        .unwrap_err();
+        assert!(matches!(err, SettingsError::DevPaymentsInProduction));
     }
 
     #[test]

@@ -15,6 +15,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "dashboard_rollups",
         include_str!("../../migrations/0004_dashboard_rollups.sql"),
     ),
+    (
+        10,
+        "payments",
+        include_str!("../../migrations/0010_payments.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
