@@ -67,6 +67,7 @@ async fn settle_lapsed_subscription(
         && subscriptions::settle_lapsed(db, user.id).await?
     {
         user.tier_slug = "demo".to_string();
+        crate::store::tiers::note_change(user.id);
     }
     Ok(())
 }

@@ -97,7 +97,7 @@ pub fn parse(body: &[u8], catalog: &Catalog) -> Result<Event, PaymentsError> {
         | "customer.subscription.deleted" => {
             let s: SubscriptionObject =
                 serde_json::from_value(env.data.object).map_err(PaymentsError::BadEvent)?;
-            let mut snap = s.snapshot(catalog).map_err(|e| bad(e))?;
+            let mut snap = s.snapshot(catalog).map_err(bad)?;
             if env.kind == "customer.subscription.deleted" {
                 // The object of a deletion says `canceled` already; be sure.
                 snap.status = crate::store::subscriptions::SubscriptionStatus::Canceled;

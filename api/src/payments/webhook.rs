@@ -47,37 +47,38 @@ pub async fn receive(
     if !store::record_event(&*tx, &event.id, &event.kind_name, event.created).await? {
         return Ok(Receipt::Duplicate);
     }
-    apply(&*tx, &event).await?;
+    let changed = apply(&*tx, &event).await?;
     tx.commit().await?;
+    if let Some(user_id) = changed {
+        crate::store::tiers::note_change(user_id);
+    }
     Ok(Receipt::Processed)
 }
 
-async fn apply(db: &impl GenericClient, event: &Event) -> Result<(), Error> {
+/// Applies an event; returns the user whose subscription changed.
+async fn apply(db: &impl GenericClient, event: &Event) -> Result<Option<Uuid>, Error> {
     match &event.kind {
         EventKind::CheckoutCompleted(done) => checkout_completed(db, done, event.created).await,
-        EventKind::SubscriptionChanged(snap) => {
-            apply_snapshot(db, snap, event.created).await?;
-            Ok(())
-        }
+        EventKind::SubscriptionChanged(snap) => apply_snapshot(db, snap, event.created).await,
         EventKind::PaymentFailed {
             subscription_id: Some(id),
         } => payment_failed(db, id, event.created).await,
         EventKind::PaymentFailed {
             subscription_id: None,
         }
-        | EventKind::Ignored => Ok(()),
+        | EventKind::Ignored => Ok(None),
     }
 }
 
 /// Applies what the provider says a subscription is, dated `at`, unless the
 /// user's row holds newer news (see [`subscriptions::is_newer`]). Our own
 /// calls (upgrade, cancel) use it with the provider's answer too. Returns
-/// whether it was applied.
+/// the user whose subscription it changed, if it was applied.
 pub async fn apply_snapshot(
     db: &impl GenericClient,
     snap: &Snapshot,
     at: DateTime<Utc>,
-) -> Result<bool, Error> {
+) -> Result<Option<Uuid>, Error> {
     let row = match subscriptions::lock_by_provider_id(db, &snap.subscription_id).await? {
         Some(row) => Some(row),
         None => match snap.user_id {
@@ -87,12 +88,12 @@ pub async fn apply_snapshot(
     };
     let Some(user_id) = row.as_ref().map(|r| r.user_id).or(snap.user_id) else {
         tracing::warn!(subscription = %snap.subscription_id, "event for a subscription of no known user: ignored");
-        return Ok(false);
+        return Ok(None);
     };
     let ends = snap.status == subscriptions::SubscriptionStatus::Canceled;
     if !subscriptions::is_newer(row.as_ref(), &snap.subscription_id, ends, at) {
         tracing::info!(subscription = %snap.subscription_id, "stale subscription change: ignored");
-        return Ok(false);
+        return Ok(None);
     }
     let tier = snap
         .tier_slug
@@ -100,14 +101,13 @@ pub async fn apply_snapshot(
         .or_else(|| row.as_ref().map(|r| r.tier_slug.clone()));
     let Some(tier) = tier.filter(|t| matches!(t.as_str(), "monthly" | "yearly")) else {
         tracing::warn!(subscription = %snap.subscription_id, price = ?snap.price_id, "subscription price is none of ours: ignored");
-        return Ok(false);
+        return Ok(None);
     };
-    if users_exists(db, user_id).await? {
-        subscriptions::apply_snapshot(db, user_id, &tier, snap, at).await?;
-        Ok(true)
-    } else {
-        Ok(false)
+    if !users_exists(db, user_id).await? {
+        return Ok(None);
     }
+    subscriptions::apply_snapshot(db, user_id, &tier, snap, at).await?;
+    Ok(Some(user_id))
 }
 
 async fn users_exists(db: &impl GenericClient, user_id: Uuid) -> Result<bool, Error> {
@@ -124,7 +124,7 @@ async fn checkout_completed(
     db: &impl GenericClient,
     done: &CheckoutCompleted,
     at: DateTime<Utc>,
-) -> Result<(), Error> {
+) -> Result<Option<Uuid>, Error> {
     let session = store::find_checkout(db, &done.session_id).await?;
     store::finish_checkout(db, &done.session_id, CheckoutStatus::Completed).await?;
     // Our own record of the session wins over what the payload repeats.
@@ -141,21 +141,21 @@ async fn checkout_completed(
         (user_id, tier_slug, done.subscription_id.as_deref())
     else {
         tracing::warn!(session = %done.session_id, "completed checkout names no user, tier or subscription: ignored");
-        return Ok(());
+        return Ok(None);
     };
     if !users_exists(db, user_id).await? {
-        return Ok(());
+        return Ok(None);
     }
     let Some(tier) = tiers::get(db, &tier_slug).await?.filter(|t| t.purchasable) else {
         tracing::warn!(session = %done.session_id, tier = %tier_slug, "completed checkout for a tier that cannot be bought: ignored");
-        return Ok(());
+        return Ok(None);
     };
     let existing = subscriptions::lock(db, user_id).await?;
     if existing
         .as_ref()
         .is_some_and(|r| r.provider_subscription_id.as_deref() == Some(subscription_id))
     {
-        return Ok(());
+        return Ok(None);
     }
     let months = if tier.interval == "year" { 12 } else { 1 };
     subscriptions::apply_checkout(
@@ -169,19 +169,21 @@ async fn checkout_completed(
             period_end: at + Months::new(months),
         },
     )
-    .await
+    .await?;
+    Ok(Some(user_id))
 }
 
 async fn payment_failed(
     db: &impl GenericClient,
     subscription_id: &str,
     at: DateTime<Utc>,
-) -> Result<(), Error> {
+) -> Result<Option<Uuid>, Error> {
     let Some(row) = subscriptions::lock_by_provider_id(db, subscription_id).await? else {
-        return Ok(());
+        return Ok(None);
     };
     if subscriptions::is_newer(Some(&row), subscription_id, false, at) {
         subscriptions::mark_past_due(db, row.user_id, at).await?;
     }
-    Ok(())
+    // The tier stays while past due.
+    Ok(None)
 }

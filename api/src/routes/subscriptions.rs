@@ -18,6 +18,7 @@ use poem_openapi::param::{Header, Path, Query};
 use poem_openapi::payload::{Html, Json, ParsePayload, Payload};
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::{Object, OpenApi};
+use uuid::Uuid;
 
 use super::ApiTags;
 use crate::auth::{Access, BearerAuth, Credentials, Identity};
@@ -320,7 +321,7 @@ impl SubscriptionsApi {
         }
         drop(db);
         let snap = payments.change_tier(&sub, &tier.slug).await?;
-        apply_answer(&state, &snap).await
+        apply_answer(&state, me.user.id, &snap).await
     }
 
     /// Cancel at the end of the billing period
@@ -352,7 +353,7 @@ impl SubscriptionsApi {
         }
         drop(db);
         let snap = payments.cancel_at_period_end(&sub).await?;
-        apply_answer(&state, &snap).await
+        apply_answer(&state, me.user.id, &snap).await
     }
 
     /// Scans and targets used against the tier's limits
@@ -558,20 +559,24 @@ async fn live_subscription(
 /// Applies the provider's answer to our own call and returns the result.
 /// Dated now, to the second like the provider's event times, so that events
 /// created before the call are stale and the call's own events are not.
-async fn apply_answer(state: &AppState, snap: &Snapshot) -> Result<Json<CurrentSubscription>> {
+async fn apply_answer(
+    state: &AppState,
+    user_id: Uuid,
+    snap: &Snapshot,
+) -> Result<Json<CurrentSubscription>> {
     let mut db = state.db.get().await?;
     let tx = db.transaction().await?;
     let now = Utc::now().trunc_subsecs(0);
+    // The row is found by the provider's subscription id, which is the
+    // caller's: it was read from their row.
     webhook::apply_snapshot(&*tx, snap, now).await?;
-    let user_id = snap
-        .user_id
-        .ok_or_else(|| anyhow::anyhow!("provider answer without a user"))?;
     let sub = subscriptions::find(&*tx, user_id).await?;
     let tier: String = tx
         .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&user_id])
         .await?
         .try_get("tier_slug")?;
     tx.commit().await?;
+    crate::store::tiers::note_change(user_id);
     Ok(Json(CurrentSubscription::of(
         &tier,
         sub.as_ref(),
