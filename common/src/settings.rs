@@ -83,6 +83,8 @@ pub struct PaymentSettings {
     pub webhook_secret: Option<Secret>,
     pub price_monthly: Option<String>,
     pub price_yearly: Option<String>,
+    /// Seconds a provider call may take before it is abandoned (503).
+    pub timeout_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -199,6 +201,7 @@ impl Settings {
                 webhook_secret: get("SCANFLEET_PAYMENTS__WEBHOOK_SECRET").map(Secret::new),
                 price_monthly: get("SCANFLEET_PAYMENTS__PRICE_MONTHLY").map(str::to_string),
                 price_yearly: get("SCANFLEET_PAYMENTS__PRICE_YEARLY").map(str::to_string),
+                timeout_secs: parse(&get, "SCANFLEET_PAYMENTS__TIMEOUT_SECS", "10")?,
             },
             log_format,
         };
@@ -207,6 +210,13 @@ impl Settings {
                 name: "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS",
                 message: "token lifetimes must be positive".into(),
             });
+        }
+        if settings.payments.timeout_secs == 0 {
+            return Err(invalid(
+                "SCANFLEET_PAYMENTS__TIMEOUT_SECS",
+                "0",
+                "at least 1",
+            ));
         }
         if settings.scanner.concurrency == 0 {
             return Err(invalid("SCANFLEET_SCANNER__CONCURRENCY", "0", "at least 1"));

@@ -54,6 +54,8 @@ pub enum Behaviour {
     Normal,
     /// Every API call fails with this status and Stripe error object.
     Fail(u16, Value),
+    /// Every API call answers only after this long (a provider that hangs).
+    Hang(std::time::Duration),
 }
 
 #[derive(Default)]
@@ -132,12 +134,24 @@ fn get_field<'a>(form: &'a [(String, String)], key: &str) -> Option<&'a str> {
     form.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
+/// Waits first when the fake is set to hang.
+async fn maybe_hang(shared: &Shared) {
+    let hang = match shared.0.lock().unwrap().behaviour {
+        Some(Behaviour::Hang(d)) => Some(d),
+        _ => None,
+    };
+    if let Some(d) = hang {
+        tokio::time::sleep(d).await;
+    }
+}
+
 #[handler]
-fn create_session(
+async fn create_session(
     req: &Request,
     Form(form): Form<Vec<(String, String)>>,
     Data(shared): Data<&Shared>,
 ) -> Response {
+    maybe_hang(shared).await;
     if let Some(r) = record(shared, req, &form) {
         return r;
     }
@@ -178,11 +192,12 @@ fn create_session(
 }
 
 #[handler]
-fn retrieve_subscription(
+async fn retrieve_subscription(
     req: &Request,
     Path(id): Path<String>,
     Data(shared): Data<&Shared>,
 ) -> Response {
+    maybe_hang(shared).await;
     if let Some(r) = record(shared, req, &[]) {
         return r;
     }
@@ -198,12 +213,13 @@ fn retrieve_subscription(
 }
 
 #[handler]
-fn update_subscription(
+async fn update_subscription(
     req: &Request,
     Path(id): Path<String>,
     Form(form): Form<Vec<(String, String)>>,
     Data(shared): Data<&Shared>,
 ) -> Response {
+    maybe_hang(shared).await;
     if let Some(r) = record(shared, req, &form) {
         return r;
     }

@@ -480,6 +480,36 @@ async fn when_the_provider_is_down_the_payment_operations_answer_503_and_change_
 }
 
 #[tokio::test]
+async fn a_provider_that_does_not_answer_in_time_is_503_and_changes_nothing() {
+    let fake = FakeStripe::start().await;
+    let app = app_with(&fake, &[("SCANFLEET_PAYMENTS__TIMEOUT_SECS", "1")]).await;
+    let user = app.new_user().await;
+    subscribe(&app, &fake, &user, "monthly").await;
+    let before = current(&app, &user).await;
+    fake.set_behaviour(Behaviour::Hang(StdDuration::from_secs(5)));
+
+    let started = Instant::now();
+    let r = app
+        .post(
+            "/api/v1/subscriptions/upgrade",
+            Some(&user.access_token),
+            json!({"tier_slug": "yearly"}),
+        )
+        .await;
+    assert_eq!(
+        r.assert_problem(503)["code"],
+        "payment_provider_unavailable"
+    );
+    assert!(
+        started.elapsed() < StdDuration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(tier_of(&app, &user).await, "monthly");
+    assert_eq!(current(&app, &user).await, before);
+}
+
+#[tokio::test]
 async fn a_provider_error_object_becomes_a_502_and_changes_nothing() {
     let fake = FakeStripe::start().await;
     let app = app_with(&fake, &[]).await;

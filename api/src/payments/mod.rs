@@ -178,9 +178,11 @@ impl Payments {
             ),
             PaymentProvider::Stripe => (
                 match &p.secret_key {
-                    Some(key) => {
-                        Backend::Stripe(stripe::StripeClient::new(&p.api_base, key.clone()))
-                    }
+                    Some(key) => Backend::Stripe(stripe::StripeClient::new(
+                        &p.api_base,
+                        key.clone(),
+                        std::time::Duration::from_secs(p.timeout_secs),
+                    )),
                     None => Backend::Unconfigured("SCANFLEET_PAYMENTS__SECRET_KEY is not set"),
                 },
                 configured,

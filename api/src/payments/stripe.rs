@@ -26,9 +26,7 @@ use crate::store::subscriptions::SubscriptionStatus;
 
 /// The API version whose object shapes [`SubscriptionObject`] reads.
 pub const API_VERSION: &str = "2024-06-20";
-/// A provider call that has not answered by then is abandoned (503); the
-/// idempotency key makes the user's retry safe.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connecting may take at most this long (and at most the call's timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An error object returned by the provider, with the HTTP status.
@@ -92,7 +90,6 @@ fn http() -> reqwest::Client {
     CLIENT
         .get_or_init(|| {
             reqwest::Client::builder()
-                .timeout(REQUEST_TIMEOUT)
                 .connect_timeout(CONNECT_TIMEOUT)
                 .user_agent(concat!("scanfleet/", env!("CARGO_PKG_VERSION")))
                 .build()
@@ -116,6 +113,9 @@ fn checked_id(id: &str) -> Result<&str, PaymentsError> {
 pub struct StripeClient {
     base: String,
     secret_key: Secret,
+    /// A call that has not answered by then is abandoned (503); the
+    /// idempotency key makes the user's retry safe.
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for StripeClient {
@@ -127,10 +127,11 @@ impl std::fmt::Debug for StripeClient {
 }
 
 impl StripeClient {
-    pub fn new(base: &str, secret_key: Secret) -> StripeClient {
+    pub fn new(base: &str, secret_key: Secret, timeout: Duration) -> StripeClient {
         StripeClient {
             base: base.trim_end_matches('/').to_string(),
             secret_key,
+            timeout,
         }
     }
 
@@ -146,6 +147,7 @@ impl StripeClient {
         let send = || {
             http()
                 .post(format!("{}{path}", self.base))
+                .timeout(self.timeout)
                 .bearer_auth(self.secret_key.expose())
                 .header("Stripe-Version", API_VERSION)
                 .header("Idempotency-Key", idempotency_key)
@@ -164,6 +166,7 @@ impl StripeClient {
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PaymentsError> {
         let resp = http()
             .get(format!("{}{path}", self.base))
+            .timeout(self.timeout)
             .bearer_auth(self.secret_key.expose())
             .header("Stripe-Version", API_VERSION)
             .send()
