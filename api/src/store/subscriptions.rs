@@ -388,17 +388,21 @@ pub async fn scans_used(
             &[&user_id, &period_start],
         )
         .await?;
-    Ok(row.map(|r| i64::from(r.get::<_, i32>(0))).unwrap_or(0))
+    Ok(row
+        .map(|r| r.try_get::<_, i32>("scans"))
+        .transpose()?
+        .map(i64::from)
+        .unwrap_or(0))
 }
 
 pub async fn targets_used(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
     Ok(db
         .query_one(
-            "SELECT count(*) FROM targets WHERE user_id = $1",
+            "SELECT count(*) AS targets FROM targets WHERE user_id = $1",
             &[&user_id],
         )
         .await?
-        .get(0))
+        .try_get("targets")?)
 }
 
 #[cfg(test)]

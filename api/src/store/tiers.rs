@@ -57,18 +57,22 @@ pub struct Tier {
 const COLUMNS: &str = "slug, name, price_cents, currency, billing_interval, rate_limit_rpm, \
                        scan_limit, target_limit, features, purchasable";
 
-fn from_row(row: &Row) -> Tier {
-    Tier {
-        slug: row.get(0),
-        name: row.get(1),
-        price_cents: row.get(2),
-        currency: row.get(3),
-        interval: row.get(4),
-        rate_limit_rpm: row.get(5),
-        scan_limit: row.get(6),
-        target_limit: row.get(7),
-        features: row.get(8),
-        purchasable: row.get(9),
+impl TryFrom<&Row> for Tier {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(Tier {
+            slug: row.try_get("slug")?,
+            name: row.try_get("name")?,
+            price_cents: row.try_get("price_cents")?,
+            currency: row.try_get("currency")?,
+            interval: row.try_get("billing_interval")?,
+            rate_limit_rpm: row.try_get("rate_limit_rpm")?,
+            scan_limit: row.try_get("scan_limit")?,
+            target_limit: row.try_get("target_limit")?,
+            features: row.try_get("features")?,
+            purchasable: row.try_get("purchasable")?,
+        })
     }
 }
 
@@ -79,7 +83,7 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Tier>, Error> {
             &[],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    rows.iter().map(Tier::try_from).collect()
 }
 
 pub async fn get(db: &impl GenericClient, slug: &str) -> Result<Option<Tier>, Error> {
@@ -89,5 +93,5 @@ pub async fn get(db: &impl GenericClient, slug: &str) -> Result<Option<Tier>, Er
             &[&slug],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(Tier::try_from).transpose()
 }
