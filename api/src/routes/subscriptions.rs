@@ -265,6 +265,8 @@ impl SubscriptionsApi {
                 "there is a subscription already: change its tier with POST /subscriptions/upgrade",
             ));
         }
+        // No pooled connection is held while the provider is called.
+        drop(db);
         let session = payments
             .create_checkout(&CheckoutRequest {
                 user_id: me.user.id,
@@ -275,6 +277,7 @@ impl SubscriptionsApi {
                     .and_then(|s| s.provider_customer_id.as_deref()),
             })
             .await?;
+        let db = state.db.get().await?;
         checkouts::create_checkout(
             &**db,
             &session.id,
