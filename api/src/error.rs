@@ -97,7 +97,9 @@ impl Error {
         let (status, code) = self.status_and_code();
         let detail = match self {
             // The cause chain goes to the log, never to the client.
-            Error::Unexpected(_) => "an unexpected error occurred".to_string(),
+            Error::Unexpected(_) | Error::Payments(PaymentsError::Unexpected(_)) => {
+                "an unexpected error occurred".to_string()
+            }
             Error::Unavailable(_) => "a backing service is unavailable".to_string(),
             other => other.to_string(),
         };
@@ -141,6 +143,7 @@ fn payments_status_and_code(e: &PaymentsError) -> (StatusCode, &'static str) {
         PaymentsError::Unreachable(_)
         | PaymentsError::Refused(_)
         | PaymentsError::BadResponse(_) => (StatusCode::BAD_GATEWAY, "payment_provider_error"),
+        PaymentsError::Unexpected(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
 

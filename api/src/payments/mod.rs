@@ -62,6 +62,9 @@ pub enum PaymentsError {
     /// A signed webhook delivery that is not a provider event: 400.
     #[error("the webhook payload is not a provider event: {0}")]
     BadEvent(#[source] serde_json::Error),
+    /// A broken assumption of our own: 500.
+    #[error(transparent)]
+    Unexpected(#[from] anyhow::Error),
 }
 
 impl PaymentsError {
@@ -317,8 +320,12 @@ impl Payments {
     }
 }
 
+/// The provider id of a subscription the caller checked is live.
 fn live_id(sub: &Subscription) -> Result<&str, PaymentsError> {
     sub.provider_subscription_id.as_deref().ok_or_else(|| {
-        PaymentsError::BadResponse(anyhow::anyhow!("the subscription has no provider id"))
+        PaymentsError::Unexpected(anyhow::anyhow!(
+            "subscription of user {} has no provider id",
+            sub.user_id
+        ))
     })
 }
