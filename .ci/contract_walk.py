@@ -1,16 +1,21 @@
 """Walks the service through a client generated from openapi/openapi.json:
-register -> login -> target -> scan -> scan detail -> dashboard. Every
-response must parse into the generated models; any failure exits non-zero."""
+register -> login -> target -> scan -> scan detail -> dashboard, then a
+checkout through the dev payment stand-in (the api's own checkout page) to
+the monthly tier. Every response must parse into the generated models; any
+failure exits non-zero."""
 
 import sys
+import urllib.parse
+import urllib.request
 import uuid
 
 from scanfleet_client import AuthenticatedClient, Client
 from scanfleet_client.api.auth import get_me, login, register
 from scanfleet_client.api.dashboard import get_dashboard_charts, get_dashboard_summary
 from scanfleet_client.api.scans import create_scan, get_scan, list_scans
+from scanfleet_client.api.subscriptions import create_checkout, get_current_subscription
 from scanfleet_client.api.targets import create_target, list_targets
-from scanfleet_client.models import LoginRequest, RegisterRequest, ScanCreate, TargetCreate
+from scanfleet_client.models import LoginRequest, RegisterRequest, ScanCreate, TargetCreate, TierChoice
 
 
 def expect(response, status, what):
@@ -47,7 +52,15 @@ def main(base):
     assert summary.recent_scans[0].target_domain == "walk.example.com"
     charts = expect(get_dashboard_charts.sync_detailed(client=client), 200, "dashboard charts")
     assert sum(day.scans for day in charts) == 1
-    print("generated-client walk: register -> login -> target -> scan -> detail -> dashboard: ok")
+
+    session = expect(create_checkout.sync_detailed(client=client, body=TierChoice(tier_slug="monthly")), 200, "checkout")
+    page = urllib.parse.urlsplit(session.checkout_url).path
+    assert page.startswith("/api/v1/subscriptions/dev-checkout/"), session.checkout_url
+    with urllib.request.urlopen(urllib.request.Request(base + page + "/complete", data=b"", method="POST")) as resp:
+        assert resp.status == 200, resp.status
+    current = expect(get_current_subscription.sync_detailed(client=client), 200, "current subscription")
+    assert current.tier_slug == "monthly" and current.status == "active", current
+    print("generated-client walk: register -> login -> target -> scan -> detail -> dashboard -> checkout -> monthly: ok")
 
 
 if __name__ == "__main__":

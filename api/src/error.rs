@@ -8,6 +8,7 @@ use poem::{IntoResponse, Response};
 use poem_openapi::registry::{MetaResponses, Registry};
 use poem_openapi::ApiResponse;
 
+use crate::payments::PaymentsError;
 use crate::problem::{FieldError, Problem, ProblemResponse, Upgrade};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,10 @@ pub enum Error {
     /// An operation of the contract that this version does not provide yet.
     #[error("{0} is not available yet")]
     NotImplemented(&'static str),
+    /// The payment provider: unconfigured or down (503), refusing or
+    /// garbling (502), or a webhook delivery that is not genuine (400).
+    #[error(transparent)]
+    Payments(#[from] crate::payments::PaymentsError),
     /// Postgres or Redis unreachable.
     #[error("service unavailable: {0}")]
     Unavailable(String),
@@ -82,6 +87,7 @@ impl Error {
             Error::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Error::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
+            Error::Payments(e) => payments_status_and_code(e),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Unexpected(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -91,7 +97,9 @@ impl Error {
         let (status, code) = self.status_and_code();
         let detail = match self {
             // The cause chain goes to the log, never to the client.
-            Error::Unexpected(_) => "an unexpected error occurred".to_string(),
+            Error::Unexpected(_) | Error::Payments(PaymentsError::Unexpected(_)) => {
+                "an unexpected error occurred".to_string()
+            }
             Error::Unavailable(_) => "a backing service is unavailable".to_string(),
             other => other.to_string(),
         };
@@ -117,6 +125,25 @@ impl Error {
             }
             _ => ProblemResponse::from_problem(problem),
         }
+    }
+}
+
+/// The payment rows of the table in [`Error::status_and_code`].
+fn payments_status_and_code(e: &PaymentsError) -> (StatusCode, &'static str) {
+    match e {
+        PaymentsError::NotConfigured(_) => {
+            (StatusCode::SERVICE_UNAVAILABLE, "payments_not_configured")
+        }
+        PaymentsError::BadSignature(_) => (StatusCode::BAD_REQUEST, "invalid_signature"),
+        PaymentsError::BadEvent(_) => (StatusCode::BAD_REQUEST, "invalid_event"),
+        e if e.is_unavailable() => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "payment_provider_unavailable",
+        ),
+        PaymentsError::Unreachable(_)
+        | PaymentsError::Refused(_)
+        | PaymentsError::BadResponse(_) => (StatusCode::BAD_GATEWAY, "payment_provider_error"),
+        PaymentsError::Unexpected(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
     }
 }
 

@@ -17,6 +17,8 @@
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`ratelimit`]: per-user and per-IP request limits counted in Redis.
 //! - [`domain`]: the target hostname newtype ([`domain::Domain::parse`]).
+//! - [`payments`]: the payment provider (Stripe's HTTP API, or the dev
+//!   stand-in) and its signed webhook events.
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
 //! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
 //! - [`state`]: what every handler shares.
@@ -30,6 +32,7 @@ pub mod cron;
 pub mod domain;
 pub mod error;
 pub mod ingest;
+pub mod payments;
 pub mod problem;
 pub mod queue;
 pub mod ratelimit;

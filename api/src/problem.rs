@@ -136,7 +136,12 @@ pub enum ProblemResponse {
     /// Not provided by this version of the service.
     #[oai(status = 501)]
     NotImplemented(ProblemJson),
-    /// Postgres or Redis is unreachable.
+    /// The payment provider refused the request or answered with something
+    /// unreadable.
+    #[oai(status = 502)]
+    BadGateway(ProblemJson),
+    /// Postgres, Redis or the payment provider is unreachable, or payments
+    /// are not configured.
     #[oai(status = 503)]
     ServiceUnavailable(ProblemJson),
 }
@@ -156,6 +161,7 @@ impl ProblemResponse {
             422 => ProblemResponse::UnprocessableEntity(problem.into()),
             429 => ProblemResponse::TooManyRequests(problem.into(), 60),
             501 => ProblemResponse::NotImplemented(problem.into()),
+            502 => ProblemResponse::BadGateway(problem.into()),
             503 => ProblemResponse::ServiceUnavailable(problem.into()),
             _ => ProblemResponse::InternalServerError(problem.into()),
         }
@@ -176,6 +182,7 @@ fn code_for_status(status: StatusCode) -> &'static str {
         422 => "validation_failed",
         429 => "rate_limited",
         501 => "not_implemented",
+        502 => "bad_gateway",
         503 => "unavailable",
         _ if status.is_server_error() => "internal",
         _ => "error",

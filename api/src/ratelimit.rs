@@ -13,9 +13,11 @@
 //!
 //! The user's tier (and an API key's owner) are cached in-process for a few
 //! seconds, so a limited request costs one Redis round trip and, at most
-//! every [`CACHE_TTL`], one indexed query. A tier change therefore reaches
-//! the limiter within that time; authentication itself re-reads the tier on
-//! every request.
+//! every [`CACHE_TTL`], one indexed query. A tier change made by this
+//! process (a payment: [`crate::store::tiers::note_change`]) drops the
+//! user's cached tier at once; other api processes pick it up within
+//! [`CACHE_TTL`]. Authentication itself
+//! re-reads the tier on every request.
 //!
 //! The payment webhook, `/healthz`, `/readyz`, the docs and the OpenAPI
 //! document are not limited and carry no rate-limit headers.
@@ -33,7 +35,7 @@ use uuid::Uuid;
 use crate::auth::tokens::sha256;
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::api_keys;
+use crate::store::{api_keys, tiers};
 
 /// How long a user's tier, or an API key's owner, is reused without asking
 /// Postgres again.
@@ -209,11 +211,17 @@ fn client_ip(req: &Request) -> String {
 fn cached<K: std::hash::Hash + Eq + Clone, V: Clone>(
     map: &Mutex<HashMap<K, Cached<V>>>,
     key: &K,
-) -> Option<V> {
+) -> Option<Cached<V>> {
     let map = map.lock().unwrap_or_else(|p| p.into_inner());
     map.get(key)
         .filter(|(_, at)| at.elapsed() < CACHE_TTL)
-        .map(|(v, _)| v.clone())
+        .cloned()
+}
+
+/// Whether a cache entry for `user_id` made at `cached_at` predates a tier
+/// change.
+fn outdated(user_id: Uuid, cached_at: Instant) -> bool {
+    tiers::changed_since(user_id, cached_at)
 }
 
 fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, Cached<V>>>, key: K, value: V) {
@@ -260,8 +268,10 @@ impl Limiter {
     }
 
     async fn user_rpm(&self, user_id: Uuid) -> Result<Option<u32>, Error> {
-        if let Some(hit) = cached(&self.user_rpm, &user_id) {
-            return Ok(hit);
+        if let Some((hit, at)) = cached(&self.user_rpm, &user_id) {
+            if !outdated(user_id, at) {
+                return Ok(hit);
+            }
         }
         let db = self.state.db.get().await?;
         let rpm = db
@@ -278,8 +288,10 @@ impl Limiter {
 
     async fn key_owner(&self, raw: &str) -> Result<KeyOwner, Error> {
         let hash = sha256(raw);
-        if let Some(hit) = cached(&self.key_owner, &hash) {
-            return Ok(hit);
+        if let Some((hit, at)) = cached(&self.key_owner, &hash) {
+            if !hit.is_some_and(|(user_id, _)| outdated(user_id, at)) {
+                return Ok(hit);
+            }
         }
         let db = self.state.db.get().await?;
         let owner = api_keys::rate_subject(&**db, &hash)
@@ -389,6 +401,17 @@ mod tests {
         for p in ["/api/v1/scans", "/api/v1/auth/me", "/api/v1/docsx", "/nope"] {
             assert_eq!(classify(p), PathClass::Authenticated, "{p}");
         }
+    }
+
+    #[test]
+    fn a_tier_change_outdates_only_older_cache_entries_of_that_user() {
+        let user = Uuid::new_v4();
+        let before = Instant::now();
+        assert!(!outdated(user, before));
+        tiers::note_change(user);
+        assert!(outdated(user, before));
+        assert!(!outdated(user, Instant::now()));
+        assert!(!outdated(Uuid::new_v4(), before));
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct PaymentSettings {
     pub webhook_secret: Option<Secret>,
     pub price_monthly: Option<String>,
     pub price_yearly: Option<String>,
+    /// Seconds a provider call may take before it is abandoned (503).
+    pub timeout_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -156,8 +158,11 @@ impl Settings {
             "json" => LogFormat::Json,
             other => return Err(invalid("SCANFLEET_LOG_FORMAT", other, "text or json")),
         };
+        // Dev mode without a provider key: the local stand-in.
         let provider = match get("SCANFLEET_PAYMENTS__PROVIDER") {
-            None if mode == Mode::Dev => PaymentProvider::Dev,
+            None if mode == Mode::Dev && get("SCANFLEET_PAYMENTS__SECRET_KEY").is_none() => {
+                PaymentProvider::Dev
+            }
             None => PaymentProvider::Stripe,
             Some("stripe") => PaymentProvider::Stripe,
             Some("dev") => PaymentProvider::Dev,
@@ -240,6 +245,7 @@ impl Settings {
                 webhook_secret: get("SCANFLEET_PAYMENTS__WEBHOOK_SECRET").map(Secret::new),
                 price_monthly: get("SCANFLEET_PAYMENTS__PRICE_MONTHLY").map(str::to_string),
                 price_yearly: get("SCANFLEET_PAYMENTS__PRICE_YEARLY").map(str::to_string),
+                timeout_secs: parse(&get, "SCANFLEET_PAYMENTS__TIMEOUT_SECS", "10")?,
             },
             log_format,
         };
@@ -306,6 +312,13 @@ impl Settings {
                           node's jobs would be taken from it"
                     .into(),
             });
+        }
+        if settings.payments.timeout_secs == 0 {
+            return Err(invalid(
+                "SCANFLEET_PAYMENTS__TIMEOUT_SECS",
+                "0",
+                "at least 1",
+            ));
         }
         Ok(settings)
     }
@@ -420,6 +433,20 @@ mod tests {
         assert!(!s.rate.enabled);
         assert_eq!(s.redis_prefix, "t-123");
         assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn dev_mode_uses_the_payment_stand_in_only_without_a_provider_key() {
+        let s =
+            Settings::from_vars(&vars(&[("SCANFLEET_PAYMENTS__SECRET_KEY", "sk_test_1")])).unwrap();
+        assert_eq!(s.payments.provider, PaymentProvider::Stripe);
+        let err = Settings::from_vars(&vars(&[
+            ("SCANFLEET_MODE", "production"),
+            ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret"),
+            ("SCANFLEET_PAYMENTS__PROVIDER", "dev"),
+        ]))
+        .unwrap_err();
+        assert!(matches!(err, SettingsError::DevPaymentsInProduction));
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! Postgres and Redis come from `DATABASE_URL` / `REDIS_URL` (the server of
 //! `DATABASE_URL` is used to create the per-test databases), defaulting to the
 //! local ports; `make test` makes sure they are running.
+//!
+//! [`stripe::FakeStripe`] is a local server speaking the payment provider's
+//! protocol, for the payment tests.
+
+pub mod stripe;
 
 pub mod fleet;
 pub mod lab;

@@ -231,24 +231,3 @@ async fn current_and_usage_need_credentials() {
             .assert_problem(401);
     }
 }
-
-#[tokio::test]
-async fn payment_provider_operations_are_not_available_yet() {
-    let app = spawn_app().await;
-    let user = app.new_user().await;
-    for (path, body) in [
-        (
-            "/api/v1/subscriptions/checkout",
-            json!({"tier_slug": "monthly"}),
-        ),
-        (
-            "/api/v1/subscriptions/upgrade",
-            json!({"tier_slug": "yearly"}),
-        ),
-        ("/api/v1/subscriptions/cancel", json!({})),
-    ] {
-        app.post(path, Some(&user.access_token), body)
-            .await
-            .assert_problem(501);
-    }
-}

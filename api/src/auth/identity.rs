@@ -10,7 +10,7 @@ use super::scheme::{BearerAuth, Credentials};
 use super::tokens::{sha256, TokenError};
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::{api_keys, scans, sessions, users::User};
+use crate::store::{api_keys, scans, sessions, subscriptions, users::User};
 
 /// What an operation needs from an API key's permissions. Bearer tokens of
 /// the owner may do everything.
@@ -56,6 +56,22 @@ impl Identity {
     }
 }
 
+/// A paid user whose cancelled subscription's period has ended is returned
+/// to `demo` here, before any tier check of the request (one indexed query,
+/// paid tiers only).
+async fn settle_lapsed_subscription(
+    db: &impl tokio_postgres::GenericClient,
+    user: &mut User,
+) -> Result<(), Error> {
+    if matches!(user.tier_slug.as_str(), "monthly" | "yearly")
+        && subscriptions::settle_lapsed(db, user.id).await?
+    {
+        user.tier_slug = "demo".to_string();
+        crate::store::tiers::note_change(user.id);
+    }
+    Ok(())
+}
+
 impl AppState {
     /// Bearer-only endpoints (auth, API keys, subscription changes).
     pub async fn authenticate_bearer(&self, auth: &BearerAuth) -> Result<Identity, Error> {
@@ -76,8 +92,10 @@ impl AppState {
         if found.user.disabled {
             return Err(Error::Unauthenticated("this account is disabled".into()));
         }
+        let mut user = found.user;
+        settle_lapsed_subscription(&**db, &mut user).await?;
         Ok(Identity {
-            user: found.user,
+            user,
             session_id: Some(found.session_id),
             api_key_id: None,
         })
@@ -111,6 +129,8 @@ impl AppState {
         if found.user.disabled {
             return Err(Error::Unauthenticated("this account is disabled".into()));
         }
+        let mut found = found;
+        settle_lapsed_subscription(&**db, &mut found.user).await?;
         if found.user.tier_slug == "demo" {
             return Err(Error::UpgradeRequired {
                 code: "api_keys_require_paid_tier",

@@ -1,19 +1,35 @@
-//! `/subscriptions`: tiers, the caller's subscription and usage.
+//! `/subscriptions`: tiers, the caller's subscription and usage, and payment
+//! through the provider (see [`crate::payments`]): checkout, upgrade and
+//! cancel (Bearer only: API keys cannot change a subscription), and the
+//! provider's signed webhook (no credentials: the signature is the proof).
 //!
-//! The payment-provider operations (checkout, upgrade, cancel, webhook) are
-//! part of the contract but not provided by this version yet: each answers
-//! 501 problem+json.
+//! Each provider call happens before anything is written: when it fails the
+//! subscription is as it was. Its answer is applied at once, so a tier
+//! change takes effect on the next request; the webhook events that follow
+//! repeat it harmlessly.
+//!
+//! Hidden from the contract: the dev stand-in's checkout page and the page
+//! the provider sends the user back to.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use poem::web::Data;
-use poem_openapi::payload::Json;
+use poem::{FromRequest, Request, RequestBody};
+use poem_openapi::param::{Header, Path, Query};
+use poem_openapi::payload::{Html, Json, ParsePayload, Payload};
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
 use poem_openapi::{Object, OpenApi};
+use uuid::Uuid;
 
 use super::ApiTags;
-use crate::auth::{Access, BearerAuth, Credentials};
+use crate::auth::{Access, BearerAuth, Credentials, Identity};
 use crate::error::{Error, Result};
+use crate::payments::webhook::{self, Receipt};
+use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};
 use crate::state::AppState;
-use crate::store::subscriptions::{self, calendar_month, uses_billing_period};
+use crate::store::payments::{self as checkouts, CheckoutStatus};
+use crate::store::subscriptions::{
+    self, calendar_month, uses_billing_period, Subscription, SubscriptionStatus,
+};
 use crate::store::tiers::{self, Tier};
 
 /// A subscription tier: price, limits and features.
@@ -63,13 +79,99 @@ impl From<Tier> for TierOut {
 #[derive(Debug, Object)]
 pub struct CurrentSubscription {
     pub tier_slug: String,
-    /// `active`, `trialing`, `past_due`, `canceled` or `incomplete`.
+    /// `active`, `past_due` (a renewal payment failed; the tier is kept while
+    /// the provider retries) or `canceled`.
     pub status: String,
     pub current_period_start: DateTime<Utc>,
     pub current_period_end: DateTime<Utc>,
     /// The subscription ends with the period (cancelled).
     pub cancel_at_period_end: bool,
 }
+
+impl CurrentSubscription {
+    /// What `user_tier` with subscription row `sub` amounts to at `now`.
+    fn of(user_tier: &str, sub: Option<&Subscription>, now: DateTime<Utc>) -> CurrentSubscription {
+        match sub {
+            Some(sub) if uses_billing_period(user_tier, sub, now) => CurrentSubscription {
+                tier_slug: user_tier.to_string(),
+                status: sub.status.as_str().to_string(),
+                current_period_start: sub.current_period_start,
+                current_period_end: sub.current_period_end,
+                cancel_at_period_end: sub.cancel_at_period_end,
+            },
+            _ => {
+                let (start, end) = calendar_month(now);
+                CurrentSubscription {
+                    tier_slug: user_tier.to_string(),
+                    status: SubscriptionStatus::Active.as_str().to_string(),
+                    current_period_start: start,
+                    current_period_end: end,
+                    cancel_at_period_end: false,
+                }
+            }
+        }
+    }
+}
+
+/// A tier to buy or move to.
+#[derive(Debug, Object)]
+pub struct TierChoice {
+    /// A purchasable tier: `monthly` or `yearly`.
+    pub tier_slug: String,
+}
+
+/// A checkout session at the payment provider.
+#[derive(Debug, Object)]
+pub struct CheckoutOut {
+    /// Where the user pays; the tier changes when the provider confirms.
+    pub checkout_url: String,
+    /// The provider's session id.
+    pub session_id: String,
+}
+
+/// The answer to a webhook delivery.
+#[derive(Debug, Object)]
+pub struct WebhookReceipt {
+    pub received: bool,
+    /// The event was processed before; nothing changed.
+    pub duplicate: bool,
+}
+
+/// A provider event, taken as the raw bytes that were signed: the signature
+/// covers the body exactly as sent, so it is read before any parsing.
+pub struct SignedEvent(pub Vec<u8>);
+
+impl Payload for SignedEvent {
+    const CONTENT_TYPE: &'static str = "application/json";
+
+    fn check_content_type(content_type: &str) -> bool {
+        content_type
+            .split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            description: Some(
+                "A provider event: `id`, `type`, `created` (unix seconds) and \
+                 `data.object`, signed in the `Stripe-Signature` header.",
+            ),
+            ..MetaSchema::new("object")
+        }))
+    }
+}
+
+impl ParsePayload for SignedEvent {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        Ok(SignedEvent(Vec::<u8>::from_request(request, body).await?))
+    }
+}
+
+// The two-argument form: the one-argument arm recurses by a bare name.
+poem_openapi::impl_apirequest_for_payload!(SignedEvent,);
 
 /// Scans and targets used against the tier's limits.
 #[derive(Debug, Object)]
@@ -118,32 +220,21 @@ impl SubscriptionsApi {
     ) -> Result<Json<CurrentSubscription>> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
-        let now = Utc::now();
-        let current = match subscriptions::find(&**db, me.user.id).await? {
-            Some(sub) if uses_billing_period(&me.user.tier_slug, &sub, now) => {
-                CurrentSubscription {
-                    tier_slug: me.user.tier_slug,
-                    status: sub.status,
-                    current_period_start: sub.current_period_start,
-                    current_period_end: sub.current_period_end,
-                    cancel_at_period_end: sub.cancel_at_period_end,
-                }
-            }
-            _ => {
-                let (start, end) = calendar_month(now);
-                CurrentSubscription {
-                    tier_slug: me.user.tier_slug,
-                    status: "active".to_string(),
-                    current_period_start: start,
-                    current_period_end: end,
-                    cancel_at_period_end: false,
-                }
-            }
-        };
-        Ok(Json(current))
+        let sub = subscriptions::find(&**db, me.user.id).await?;
+        Ok(Json(CurrentSubscription::of(
+            &me.user.tier_slug,
+            sub.as_ref(),
+            Utc::now(),
+        )))
     }
 
     /// Start a checkout at the payment provider
+    ///
+    /// Opens a checkout session in subscription mode for the tier's price.
+    /// The tier changes once the provider confirms the payment (webhook).
+    /// 409 when the caller already has a live subscription (use upgrade) or
+    /// is on the admin tier; 502/503 when the provider fails or payments are
+    /// not configured.
     #[oai(
         path = "/subscriptions/checkout",
         method = "post",
@@ -151,14 +242,62 @@ impl SubscriptionsApi {
     )]
     async fn create_checkout(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /subscriptions/checkout"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<TierChoice>,
+    ) -> Result<Json<CheckoutOut>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let db = state.db.get().await?;
+        let tier = purchasable(&**db, &body.tier_slug).await?;
+        let payments = Payments::from_settings(&state.settings);
+        payments.ensure_configured()?;
+        payments.catalog().price_for(&tier.slug)?;
+        if me.user.tier_slug == "admin" {
+            return Err(Error::conflict(
+                "admin_tier",
+                "accounts on the admin tier have every feature and need no subscription",
+            ));
+        }
+        let existing = subscriptions::find(&**db, me.user.id).await?;
+        if existing.as_ref().is_some_and(|s| s.is_live()) && me.user.tier_slug != "demo" {
+            return Err(Error::conflict(
+                "already_subscribed",
+                "there is a subscription already: change its tier with POST /subscriptions/upgrade",
+            ));
+        }
+        // No pooled connection is held while the provider is called.
+        drop(db);
+        let session = payments
+            .create_checkout(&CheckoutRequest {
+                user_id: me.user.id,
+                email: &me.user.email,
+                tier_slug: &tier.slug,
+                customer_id: existing
+                    .as_ref()
+                    .and_then(|s| s.provider_customer_id.as_deref()),
+            })
+            .await?;
+        let db = state.db.get().await?;
+        checkouts::create_checkout(
+            &**db,
+            &session.id,
+            me.user.id,
+            &tier.slug,
+            payments.provider_name(),
+        )
+        .await?;
+        Ok(Json(CheckoutOut {
+            checkout_url: session.url,
+            session_id: session.id,
+        }))
     }
 
     /// Change tier with proration
+    ///
+    /// Moves the caller's subscription to the tier's price at the provider,
+    /// prorating the current period, and applies the provider's answer at
+    /// once. 409 without a live subscription (start with checkout) or when
+    /// already on that tier.
     #[oai(
         path = "/subscriptions/upgrade",
         method = "post",
@@ -166,14 +305,33 @@ impl SubscriptionsApi {
     )]
     async fn upgrade_subscription(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /subscriptions/upgrade"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        body: Json<TierChoice>,
+    ) -> Result<Json<CurrentSubscription>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let db = state.db.get().await?;
+        let tier = purchasable(&**db, &body.tier_slug).await?;
+        let payments = Payments::from_settings(&state.settings);
+        payments.ensure_configured()?;
+        payments.catalog().price_for(&tier.slug)?;
+        let sub = live_subscription(&**db, &me).await?;
+        if sub.tier_slug == tier.slug {
+            return Err(Error::conflict(
+                "already_on_tier",
+                format!("the subscription is on the {} tier already", tier.slug),
+            ));
+        }
+        drop(db);
+        let snap = payments.change_tier(&sub, &tier.slug).await?;
+        apply_answer(&state, me.user.id, &snap).await
     }
 
     /// Cancel at the end of the billing period
+    ///
+    /// The subscription stays active until `current_period_end`; then the
+    /// caller returns to the demo tier. Cancelling twice is harmless. 409
+    /// without a live subscription.
     #[oai(
         path = "/subscriptions/cancel",
         method = "post",
@@ -181,10 +339,24 @@ impl SubscriptionsApi {
     )]
     async fn cancel_subscription(
         &self,
-        _state: Data<&AppState>,
-        _auth: BearerAuth,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /subscriptions/cancel"))
+        state: Data<&AppState>,
+        auth: BearerAuth,
+    ) -> Result<Json<CurrentSubscription>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        let db = state.db.get().await?;
+        let payments = Payments::from_settings(&state.settings);
+        payments.ensure_configured()?;
+        let sub = live_subscription(&**db, &me).await?;
+        if sub.cancel_at_period_end {
+            return Ok(Json(CurrentSubscription::of(
+                &me.user.tier_slug,
+                Some(&sub),
+                Utc::now(),
+            )));
+        }
+        drop(db);
+        let snap = payments.cancel_at_period_end(&sub).await?;
+        apply_answer(&state, me.user.id, &snap).await
     }
 
     /// Scans and targets used against the tier's limits
@@ -212,6 +384,14 @@ impl SubscriptionsApi {
     }
 
     /// Events from the payment provider (signed)
+    ///
+    /// Register `{public_url}/api/v1/subscriptions/webhook` with the provider
+    /// for `checkout.session.completed`, `customer.subscription.created`,
+    /// `customer.subscription.updated`, `customer.subscription.deleted` and
+    /// `invoice.payment_failed`. No credentials: the `Stripe-Signature`
+    /// header (HMAC-SHA256 with the webhook secret, timestamp within 5
+    /// minutes) proves the sender; a bad one is 400 and changes nothing.
+    /// Each event is applied once, and never over a newer change.
     #[oai(
         path = "/subscriptions/webhook",
         method = "post",
@@ -219,9 +399,205 @@ impl SubscriptionsApi {
     )]
     async fn payment_webhook(
         &self,
-        _state: Data<&AppState>,
-        _body: Json<serde_json::Value>,
-    ) -> Result<Json<serde_json::Value>> {
-        Err(Error::NotImplemented("POST /subscriptions/webhook"))
+        state: Data<&AppState>,
+        #[oai(name = "Stripe-Signature")] signature: Header<Option<String>>,
+        body: SignedEvent,
+    ) -> Result<Json<WebhookReceipt>> {
+        let payments = Payments::from_settings(&state.settings);
+        let receipt =
+            webhook::receive(&state.db, &payments, &body.0, signature.0.as_deref()).await?;
+        Ok(Json(WebhookReceipt {
+            received: true,
+            duplicate: receipt == Receipt::Duplicate,
+        }))
     }
+
+    /// The dev stand-in's checkout page.
+    #[oai(
+        path = "/subscriptions/dev-checkout/:session_id",
+        method = "get",
+        hidden
+    )]
+    async fn dev_checkout_page(
+        &self,
+        state: Data<&AppState>,
+        session_id: Path<String>,
+    ) -> Result<Html<String>> {
+        let (_, checkout) = dev_checkout(&state, &session_id).await?;
+        let db = state.db.get().await?;
+        let tier = tiers::get(&**db, &checkout.tier_slug)
+            .await?
+            .ok_or(Error::NotFound("checkout session"))?;
+        if checkout.status != CheckoutStatus::Open {
+            return Ok(Html(dev::message_page(
+                "Checkout finished",
+                &format!("This checkout is {} already.", checkout.status.as_str()),
+            )));
+        }
+        let price = format!(
+            "{}.{:02} {} per {}",
+            tier.price_cents / 100,
+            tier.price_cents % 100,
+            tier.currency.to_uppercase(),
+            tier.interval
+        );
+        Ok(Html(dev::checkout_page(&checkout.id, &tier.name, &price)))
+    }
+
+    /// The dev stand-in: pay. Sends the service the provider's signed events.
+    #[oai(
+        path = "/subscriptions/dev-checkout/:session_id/complete",
+        method = "post",
+        hidden
+    )]
+    async fn dev_checkout_complete(
+        &self,
+        state: Data<&AppState>,
+        session_id: Path<String>,
+    ) -> Result<Html<String>> {
+        let (payments, checkout) = dev_checkout(&state, &session_id).await?;
+        if checkout.status != CheckoutStatus::Open {
+            return Ok(Html(dev::message_page(
+                "Checkout finished",
+                &format!("This checkout is {} already.", checkout.status.as_str()),
+            )));
+        }
+        let tier = {
+            let db = state.db.get().await?;
+            tiers::get(&**db, &checkout.tier_slug)
+                .await?
+                .ok_or(Error::NotFound("checkout session"))?
+        };
+        let price = payments.catalog().price_for(&tier.slug)?;
+        let months = if tier.interval == "year" { 12 } else { 1 };
+        let now = Utc::now();
+        let secret = payments.webhook_secret()?.clone();
+        for event in dev::completion_events(
+            &checkout.id,
+            checkout.user_id,
+            &tier.slug,
+            price,
+            months,
+            now,
+        ) {
+            let body = serde_json::to_vec(&event).map_err(anyhow::Error::from)?;
+            let header = signature::sign(secret.expose(), now.timestamp(), &body);
+            webhook::receive(&state.db, &payments, &body, Some(&header)).await?;
+        }
+        Ok(Html(dev::message_page(
+            "Subscribed",
+            &format!(
+                "You are on {} now. You can close this page and go back to the app.",
+                tier.name
+            ),
+        )))
+    }
+
+    /// The dev stand-in: give up; nothing changes.
+    #[oai(
+        path = "/subscriptions/dev-checkout/:session_id/abandon",
+        method = "post",
+        hidden
+    )]
+    async fn dev_checkout_abandon(
+        &self,
+        state: Data<&AppState>,
+        session_id: Path<String>,
+    ) -> Result<Html<String>> {
+        let (_, checkout) = dev_checkout(&state, &session_id).await?;
+        let db = state.db.get().await?;
+        checkouts::finish_checkout(&**db, &checkout.id, CheckoutStatus::Abandoned).await?;
+        Ok(Html(dev::message_page(
+            "Checkout abandoned",
+            "Nothing was charged and your tier is unchanged.",
+        )))
+    }
+
+    /// Where the provider sends the user back after checkout.
+    #[oai(path = "/subscriptions/checkout/return", method = "get", hidden)]
+    async fn checkout_return(&self, outcome: Query<Option<String>>) -> Html<String> {
+        Html(match outcome.0.as_deref() {
+            Some("success") => dev::message_page(
+                "Thank you",
+                "Your payment went through. Your tier changes as soon as the payment \
+                 provider confirms it, usually within seconds.",
+            ),
+            _ => dev::message_page(
+                "Checkout cancelled",
+                "Nothing was charged and your tier is unchanged.",
+            ),
+        })
+    }
+}
+
+/// A tier that can be bought, or 422 naming `tier_slug`.
+async fn purchasable(db: &impl tokio_postgres::GenericClient, slug: &str) -> Result<Tier> {
+    match tiers::get(db, slug).await? {
+        Some(tier) if tier.purchasable => Ok(tier),
+        Some(_) => Err(Error::invalid(
+            "tier_slug",
+            format!("the {slug} tier cannot be bought: choose monthly or yearly"),
+        )),
+        None => Err(Error::invalid(
+            "tier_slug",
+            "unknown tier: choose monthly or yearly",
+        )),
+    }
+}
+
+/// The caller's subscription that the provider still bills, or 409.
+async fn live_subscription(
+    db: &impl tokio_postgres::GenericClient,
+    me: &Identity,
+) -> Result<Subscription> {
+    match subscriptions::find(db, me.user.id).await? {
+        Some(sub) if sub.is_live() && me.user.tier_slug != "demo" => Ok(sub),
+        _ => Err(Error::conflict(
+            "no_subscription",
+            "there is no active subscription: start one with POST /subscriptions/checkout",
+        )),
+    }
+}
+
+/// Applies the provider's answer to our own call and returns the result.
+/// Dated now, to the second like the provider's event times, so that events
+/// created before the call are stale and the call's own events are not.
+async fn apply_answer(
+    state: &AppState,
+    user_id: Uuid,
+    snap: &Snapshot,
+) -> Result<Json<CurrentSubscription>> {
+    let mut db = state.db.get().await?;
+    let tx = db.transaction().await?;
+    let now = Utc::now().trunc_subsecs(0);
+    // The row is found by the provider's subscription id, which is the
+    // caller's: it was read from their row.
+    webhook::apply_snapshot(&*tx, snap, now).await?;
+    let sub = subscriptions::find(&*tx, user_id).await?;
+    let tier: String = tx
+        .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&user_id])
+        .await?
+        .try_get("tier_slug")?;
+    tx.commit().await?;
+    crate::store::tiers::note_change(user_id);
+    Ok(Json(CurrentSubscription::of(
+        &tier,
+        sub.as_ref(),
+        Utc::now(),
+    )))
+}
+
+/// The open dev-provider session `id`, or 404 (also when the provider is not
+/// the dev stand-in).
+async fn dev_checkout(state: &AppState, id: &str) -> Result<(Payments, checkouts::Checkout)> {
+    let payments = Payments::from_settings(&state.settings);
+    if !payments.is_dev() {
+        return Err(Error::NotFound("checkout session"));
+    }
+    let db = state.db.get().await?;
+    let checkout = checkouts::find_checkout(&**db, id)
+        .await?
+        .filter(|c| c.provider == "dev")
+        .ok_or(Error::NotFound("checkout session"))?;
+    Ok((payments, checkout))
 }

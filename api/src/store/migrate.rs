@@ -20,6 +20,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_pipeline",
         include_str!("../../migrations/0006_scan_pipeline.sql"),
     ),
+    (
+        10,
+        "payments",
+        include_str!("../../migrations/0010_payments.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

@@ -10,12 +10,15 @@
 //! - [`scans`]: [`scans::create_scan`] (limit, row, queue push), stop,
 //!   listing, the forward-only status transition.
 //! - [`findings`]: idempotent insertion for the ingester, triage status.
+//! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
+//!   provider reports them, checkout sessions, applied webhook events.
 
 pub mod api_keys;
 pub mod dashboard;
 pub mod findings;
 pub mod migrate;
 pub mod notifications;
+pub mod payments;
 pub mod scans;
 pub mod schedules;
 pub mod sessions;

@@ -123,7 +123,9 @@ pub async fn create_scan(
     if found.is_none() {
         return Err(Error::NotFound("target"));
     }
-    // The tier as stored now, not as the caller's identity saw it.
+    // The tier as stored now, not as the caller's identity saw it (a
+    // scheduled scan has no request that would have settled a lapsed one).
+    subscriptions::settle_lapsed(&*tx, user.id).await?;
     let tier = tx
         .query_one(
             "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug

@@ -1,9 +1,44 @@
-//! Subscription tiers: seeded by the first migration, read-only at run time.
+//! Subscription tiers: seeded by the first migration, read-only at run time;
+//! and the in-process record of users whose tier just changed
+//! ([`note_change`]), so that caches of a user's tier (the rate limiter's)
+//! can drop it at once.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::Row;
 
+use uuid::Uuid;
+
 use crate::error::Error;
+
+/// How long a change is remembered: longer than any cache of a tier lives.
+const CHANGE_MEMORY: Duration = Duration::from_secs(60);
+
+/// Users whose tier this process changed, and when. Process-wide: user ids
+/// are unique, so several apps in one process (the tests) cannot disturb
+/// each other. Written after the change is committed; other processes'
+/// caches see it when they expire.
+static CHANGES: LazyLock<Mutex<HashMap<Uuid, Instant>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Records that `user_id`'s tier has just changed; call after the commit.
+pub fn note_change(user_id: Uuid) {
+    let mut changes = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
+    changes.retain(|_, at| at.elapsed() < CHANGE_MEMORY);
+    changes.insert(user_id, Instant::now());
+}
+
+/// Whether `user_id`'s tier changed at or after `since`.
+pub fn changed_since(user_id: Uuid, since: Instant) -> bool {
+    CHANGES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&user_id)
+        .is_some_and(|changed| *changed >= since)
+}
 
 #[derive(Debug, Clone)]
 pub struct Tier {
@@ -22,18 +57,22 @@ pub struct Tier {
 const COLUMNS: &str = "slug, name, price_cents, currency, billing_interval, rate_limit_rpm, \
                        scan_limit, target_limit, features, purchasable";
 
-fn from_row(row: &Row) -> Tier {
-    Tier {
-        slug: row.get(0),
-        name: row.get(1),
-        price_cents: row.get(2),
-        currency: row.get(3),
-        interval: row.get(4),
-        rate_limit_rpm: row.get(5),
-        scan_limit: row.get(6),
-        target_limit: row.get(7),
-        features: row.get(8),
-        purchasable: row.get(9),
+impl TryFrom<&Row> for Tier {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(Tier {
+            slug: row.try_get("slug")?,
+            name: row.try_get("name")?,
+            price_cents: row.try_get("price_cents")?,
+            currency: row.try_get("currency")?,
+            interval: row.try_get("billing_interval")?,
+            rate_limit_rpm: row.try_get("rate_limit_rpm")?,
+            scan_limit: row.try_get("scan_limit")?,
+            target_limit: row.try_get("target_limit")?,
+            features: row.try_get("features")?,
+            purchasable: row.try_get("purchasable")?,
+        })
     }
 }
 
@@ -44,7 +83,7 @@ pub async fn list(db: &impl GenericClient) -> Result<Vec<Tier>, Error> {
             &[],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    rows.iter().map(Tier::try_from).collect()
 }
 
 pub async fn get(db: &impl GenericClient, slug: &str) -> Result<Option<Tier>, Error> {
@@ -54,5 +93,5 @@ pub async fn get(db: &impl GenericClient, slug: &str) -> Result<Option<Tier>, Er
             &[&slug],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(Tier::try_from).transpose()
 }
