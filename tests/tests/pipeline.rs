@@ -549,3 +549,52 @@ async fn a_target_that_cannot_be_reached_fails_with_the_reason_in_the_notificati
         assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_past_its_engine_deadline_or_taken_up_a_fourth_time_fails_with_the_reason() {
+    let lab = Lab::start(Duration::from_millis(300)).await;
+    let fleet = fleet_with_lab(
+        &lab,
+        &lab_hosts(),
+        &[("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "2")],
+    )
+    .await;
+    let _api = fleet.api(&[]).await;
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+
+    // Three earlier attempts ended with their node gone.
+    let crashed = fleet.scan(&token, &target, "quick").await;
+    use fred::interfaces::KeysInterface;
+    let _: () = fleet
+        .redis()
+        .await
+        .set(
+            format!("{}:scan:{crashed}:attempts", fleet.prefix),
+            3,
+            None,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let slow = fleet.scan(&token, &target, "full").await;
+    let _a = fleet.node("node-a", &[]);
+
+    for (scan, reason) in [(crashed, "interrupted 3 times"), (slow, "deadline of 2 s")] {
+        let detail = fleet
+            .wait_finished(&token, &scan, Duration::from_secs(60))
+            .await;
+        assert_eq!(detail["status"], "failed", "{detail}");
+        let notes = fleet.get("/notifications", &token).await;
+        let note = notes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["scan_id"] == scan.as_str())
+            .cloned()
+            .expect("notification");
+        assert_eq!(note["type"], "scan_failed");
+        assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
+    }
+}
