@@ -49,33 +49,48 @@ pub(crate) const COLUMNS: &str =
      s.high_count, s.medium_count, s.low_count, s.info_count, s.created_at, s.started_at, \
      s.completed_at, s.updated_at";
 
-pub(crate) fn from_row(row: &Row) -> ScanRow {
-    let engine: &str = row.get(5);
-    let status: &str = row.get(6);
-    ScanRow {
-        id: row.get(0),
-        user_id: row.get(1),
-        target_id: row.get(2),
-        schedule_id: row.get(3),
-        domain: row.get(4),
-        // The table's CHECK constraints admit only known values.
-        engine: Engine::parse(engine).unwrap_or(Engine::Full),
-        status: ScanStatus::parse(status).unwrap_or(ScanStatus::Failed),
-        stage: row.get(7),
-        progress: row.get(8),
-        current_tool: row.get(9),
-        error: row.get(10),
-        findings_count: row.get(11),
-        critical_count: row.get(12),
-        high_count: row.get(13),
-        medium_count: row.get(14),
-        low_count: row.get(15),
-        info_count: row.get(16),
-        created_at: row.get(17),
-        started_at: row.get(18),
-        completed_at: row.get(19),
-        updated_at: row.get(20),
+impl TryFrom<&Row> for ScanRow {
+    type Error = Error;
+
+    /// Reads the columns of [`COLUMNS`] by name; an engine or status the
+    /// code does not know is an error, never silently another value.
+    fn try_from(row: &Row) -> Result<ScanRow, Error> {
+        let engine: &str = row.try_get("engine")?;
+        let status: &str = row.try_get("status")?;
+        Ok(ScanRow {
+            id: row.try_get("id")?,
+            user_id: row.try_get("user_id")?,
+            target_id: row.try_get("target_id")?,
+            schedule_id: row.try_get("schedule_id")?,
+            domain: row.try_get("domain")?,
+            engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
+            status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
+            stage: row.try_get("stage")?,
+            progress: row.try_get("progress")?,
+            current_tool: row.try_get("current_tool")?,
+            error: row.try_get("error")?,
+            findings_count: row.try_get("findings_count")?,
+            critical_count: row.try_get("critical_count")?,
+            high_count: row.try_get("high_count")?,
+            medium_count: row.try_get("medium_count")?,
+            low_count: row.try_get("low_count")?,
+            info_count: row.try_get("info_count")?,
+            created_at: row.try_get("created_at")?,
+            started_at: row.try_get("started_at")?,
+            completed_at: row.try_get("completed_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
     }
+}
+
+fn unknown(column: &str, value: &str) -> Error {
+    Error::Unexpected(anyhow::anyhow!(
+        "scan row has an unknown {column} {value:?}"
+    ))
+}
+
+fn from_row(row: &Row) -> Result<ScanRow, Error> {
+    ScanRow::try_from(row)
 }
 
 /// The tier above `current` and the upgrade prompt for a limit or feature
@@ -204,7 +219,7 @@ pub async fn create_scan(
             }
         })?;
     tx.commit().await?;
-    let scan = from_row(&row);
+    let scan = from_row(&row)?;
 
     let job = ScanJob {
         scan_id: scan.id,
@@ -277,7 +292,7 @@ pub async fn list(
         )
         .await?
         .get(0);
-    Ok((rows.iter().map(from_row).collect(), total))
+    Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
 }
 
 /// One of the user's scans.
@@ -295,7 +310,7 @@ pub async fn find(
             &[&scan_id, &user_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(from_row).transpose()
 }
 
 /// Any scan, by id (for the ingester and the scheduler).
@@ -308,7 +323,7 @@ pub async fn find_any(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<S
             &[&scan_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(from_row).transpose()
 }
 
 /// Stops one of the user's scans: `NotFound` when it is not theirs,
@@ -343,7 +358,7 @@ pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result
         )
         .await?;
     match row {
-        Some(row) => Ok(from_row(&row)),
+        Some(row) => from_row(&row),
         // The ingester may have applied the stop event first; otherwise the
         // scan finished between the read and the update.
         None => match find(&**db, user_id, scan_id).await? {
@@ -388,7 +403,8 @@ pub async fn set_scan_status(
     else {
         return Ok(false);
     };
-    let current = ScanStatus::parse(row.get(0)).unwrap_or(ScanStatus::Failed);
+    let status: &str = row.try_get("status")?;
+    let current = ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?;
     if !current.can_move_to(next) {
         return Ok(false);
     }
@@ -519,12 +535,8 @@ pub async fn stale_scans(
                 id: r.get("id"),
                 target_id: r.get("target_id"),
                 domain: r.get("domain"),
-                engine: Engine::parse(engine).ok_or_else(|| {
-                    Error::Unexpected(anyhow::anyhow!("scan row has unknown engine {engine:?}"))
-                })?,
-                status: ScanStatus::parse(status).ok_or_else(|| {
-                    Error::Unexpected(anyhow::anyhow!("scan row has unknown status {status:?}"))
-                })?,
+                engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
+                status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
                 requeued: r.get("requeued"),
             })
         })
