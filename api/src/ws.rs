@@ -392,13 +392,7 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
         }
         None => None,
     };
-    if send(&mut sink, &live.message("status")).await.is_err() {
-        return;
-    }
-    if live.status.is_terminal() {
-        let _ = sink
-            .send(Message::close_with(CloseCode::Normal, "scan finished"))
-            .await;
+    if !deliver(&mut sink, &live, "status").await {
         return;
     }
     let Some(rx) = rx.as_mut() else { return };
@@ -409,13 +403,7 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
             event = rx.recv() => match event {
                 Ok(event) => {
                     if let Some(kind) = live.apply(&event) {
-                        if send(&mut sink, &live.message(kind)).await.is_err() {
-                            return;
-                        }
-                        if live.status.is_terminal() {
-                            let _ = sink
-                                .send(Message::close_with(CloseCode::Normal, "scan finished"))
-                                .await;
+                        if !deliver(&mut sink, &live, kind).await {
                             return;
                         }
                     }
@@ -438,12 +426,26 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
     }
 }
 
-async fn send(
+/// Sends the scan's state as a `kind` message; after a terminal status also
+/// the close (1000). False when the connection is over, either way.
+async fn deliver(
     sink: &mut futures::stream::SplitSink<WebSocketStream, Message>,
-    message: &ProgressMessage,
-) -> Result<(), ()> {
-    let text = serde_json::to_string(message).map_err(|_| ())?;
-    sink.send(Message::text(text)).await.map_err(|_| ())
+    live: &LiveScan,
+    kind: &str,
+) -> bool {
+    let Ok(text) = serde_json::to_string(&live.message(kind)) else {
+        return false;
+    };
+    if sink.send(Message::text(text)).await.is_err() {
+        return false;
+    }
+    if live.status.is_terminal() {
+        let _ = sink
+            .send(Message::close_with(CloseCode::Normal, "scan finished"))
+            .await;
+        return false;
+    }
+    true
 }
 
 #[cfg(test)]

@@ -384,28 +384,7 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        let url = database_url("postgres");
-        let db = self.db_name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            if let Ok(rt) = rt {
-                rt.block_on(async {
-                    if let Ok((client, conn)) =
-                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await
-                    {
-                        tokio::spawn(conn);
-                        let _ = client
-                            .batch_execute(&format!(
-                                "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-                            ))
-                            .await;
-                    }
-                });
-            }
-        })
-        .join();
+        crate::drop_database(&database_url("postgres"), &self.db_name);
     }
 }
 

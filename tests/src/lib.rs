@@ -184,29 +184,33 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 impl Drop for TestApp {
     fn drop(&mut self) {
         // Best effort: drop the per-test database so runs do not pile them up.
-        let url = self.admin_url.clone();
-        let db = self.db_name.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            if let Ok(rt) = rt {
-                rt.block_on(async {
-                    if let Ok((client, conn)) =
-                        tokio_postgres::connect(&url, tokio_postgres::NoTls).await
-                    {
-                        tokio::spawn(conn);
-                        let _ = client
-                            .batch_execute(&format!(
-                                "DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"
-                            ))
-                            .await;
-                    }
-                });
-            }
-        })
-        .join();
+        drop_database(&self.admin_url, &self.db_name);
     }
+}
+
+/// Drops database `db` on the server of `admin_url`, from a thread of its
+/// own (drop handlers may run inside or outside a runtime).
+pub fn drop_database(admin_url: &str, db: &str) {
+    let url = admin_url.to_string();
+    let db = db.to_string();
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build();
+        if let Ok(rt) = rt {
+            rt.block_on(async {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                {
+                    tokio::spawn(conn);
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))
+                        .await;
+                }
+            });
+        }
+    })
+    .join();
 }
 
 impl TestApp {

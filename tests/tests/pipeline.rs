@@ -347,6 +347,25 @@ async fn a_scan_stopped_while_queued_is_never_run() {
     assert_eq!(attempts, None, "the node took up a stopped scan");
 }
 
+/// Waits for `scan` to fail, and checks its `scan_failed` notification
+/// names `reason`.
+async fn assert_failed_with(fleet: &Fleet, token: &str, scan: &str, reason: &str) {
+    let detail = fleet
+        .wait_finished(token, scan, Duration::from_secs(60))
+        .await;
+    assert_eq!(detail["status"], "failed", "{detail}");
+    let notes = fleet.get("/notifications", token).await;
+    let note = notes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["scan_id"] == scan)
+        .cloned()
+        .expect("notification");
+    assert_eq!(note["type"], "scan_failed");
+    assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
+}
+
 /// Waits until `scan` is in VALIDATE on some node, and returns that node.
 async fn running_on(fleet: &Fleet, token: &str, scan: &str) -> String {
     fleet
@@ -533,20 +552,7 @@ async fn a_target_that_cannot_be_reached_fails_with_the_reason_in_the_notificati
     let s1 = fleet.scan(&token, &nowhere, "quick").await;
     let s2 = fleet.scan(&token, &down, "quick").await;
     for (scan, reason) in [(s1, "does not resolve"), (s2, "answered")] {
-        let detail = fleet
-            .wait_finished(&token, &scan, Duration::from_secs(60))
-            .await;
-        assert_eq!(detail["status"], "failed", "{detail}");
-        let notes = fleet.get("/notifications", &token).await;
-        let note = notes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["scan_id"] == scan.as_str())
-            .cloned()
-            .expect("notification");
-        assert_eq!(note["type"], "scan_failed");
-        assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
+        assert_failed_with(&fleet, &token, &scan, reason).await;
     }
 }
 
@@ -582,19 +588,6 @@ async fn a_scan_past_its_engine_deadline_or_taken_up_a_fourth_time_fails_with_th
     let _a = fleet.node("node-a", &[]);
 
     for (scan, reason) in [(crashed, "interrupted 3 times"), (slow, "deadline of 2 s")] {
-        let detail = fleet
-            .wait_finished(&token, &scan, Duration::from_secs(60))
-            .await;
-        assert_eq!(detail["status"], "failed", "{detail}");
-        let notes = fleet.get("/notifications", &token).await;
-        let note = notes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["scan_id"] == scan.as_str())
-            .cloned()
-            .expect("notification");
-        assert_eq!(note["type"], "scan_failed");
-        assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
+        assert_failed_with(&fleet, &token, &scan, reason).await;
     }
 }

@@ -250,21 +250,27 @@ async fn a_running_scheduler_fires_a_schedule_within_two_seconds_of_its_time_wit
     running.await.unwrap().unwrap();
 }
 
+/// A scan queued through the API on a new target.
+async fn queued_scan(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
+    let target = app.new_target(user, domain).await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&user.access_token),
+            json!({"target_id": target, "engine": "quick"}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().parse().unwrap()
+}
+
 #[tokio::test]
 async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
     use fred::interfaces::{KeysInterface, ListInterface, SortedSetsInterface};
     let app =
         scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
-    let target = app.new_target(&u, "lost.example.com").await;
-    let r = app
-        .post(
-            "/api/v1/scans",
-            Some(&u.access_token),
-            json!({"target_id": target, "engine": "quick"}),
-        )
-        .await;
-    let scan: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let scan = queued_scan(&app, &u, "lost.example.com").await;
     let config = app.state.scan_queue.config();
     let (active, scheduled) = (config.active_jobs_list(), config.scheduled_jobs_set());
     let waiting = || async {
@@ -324,15 +330,7 @@ async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
     let app =
         scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
-    let target = app.new_target(&u, "busy.example.com").await;
-    let r = app
-        .post(
-            "/api/v1/scans",
-            Some(&u.access_token),
-            json!({"target_id": target, "engine": "quick"}),
-        )
-        .await;
-    let scan: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let scan = queued_scan(&app, &u, "busy.example.com").await;
     // A node took the job (it left the queue) and runs the scan.
     let config = app.state.scan_queue.config();
     let _: i64 = app
