@@ -84,6 +84,9 @@ pub struct ScannerSettings {
     /// Requests per second per host during service scans (politeness);
     /// 0 turns the ceiling off.
     pub per_host_rps: u32,
+    /// On SIGTERM, how long running scans may go on before the node leaves
+    /// them to the other nodes and exits.
+    pub drain_secs: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -225,6 +228,7 @@ impl Settings {
                 dns_timeout_ms: parse(&get, "SCANFLEET_SCANNER__DNS_TIMEOUT_MS", "2000")?,
                 dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
                 per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
+                drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,

@@ -604,3 +604,42 @@ async fn a_scan_past_its_engine_deadline_or_taken_up_a_fourth_time_fails_with_th
         assert_failed_with(&fleet, &token, &scan, reason).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_drained_by_sigterm_mid_scan_exits_in_its_grace_time_and_the_scan_completes_elsewhere(
+) {
+    let lab = Lab::start(Duration::from_millis(60)).await;
+    let fleet = fleet_with_lab(
+        &lab,
+        &lab_hosts(),
+        &[("SCANFLEET_SCANNER__DRAIN_SECS", "1")],
+    )
+    .await;
+    let _api = fleet.api(&[]).await;
+    let mut a = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    running_on(&fleet, &token, &scan).await;
+    // The replacement starts (a rolling restart), then the old node is told to go.
+    let _b = fleet.node("node-b", &[]);
+    assert!(
+        a.terminate(Duration::from_secs(5)),
+        "the node did not exit within its drain time:\n{}",
+        a.log_text()
+    );
+    let detail = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(90))
+        .await;
+    assert_eq!(detail["status"], "completed", "{detail}");
+    assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
+    // Handed back, not finished by the leaving node: the other one took it up.
+    use fred::interfaces::KeysInterface;
+    let attempts: Option<i64> = fleet
+        .redis()
+        .await
+        .get(format!("{}:scan:{scan}:attempts", fleet.prefix))
+        .await
+        .unwrap();
+    assert_eq!(attempts, Some(2));
+}

@@ -9,10 +9,6 @@ use scanfleet_common::{telemetry, Settings};
 use scanfleet_scanner::node::Node;
 use tokio_util::sync::CancellationToken;
 
-/// How long a stopping node lets running scans finish before it leaves them
-/// to the other nodes.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
 pub fn worker() -> ExitCode {
     let settings = match Settings::load() {
         Ok(s) => s,
@@ -44,7 +40,8 @@ pub fn worker() -> ExitCode {
             tracing::info!("stopping: no new jobs; waiting for running scans");
             signal.cancel();
         });
-        match node.run(shutdown, SHUTDOWN_GRACE).await {
+        let drain = Duration::from_secs(node.settings.scanner.drain_secs);
+        match node.run(shutdown, drain).await {
             Ok(()) => {
                 tracing::info!("scanner node stopped");
                 ExitCode::SUCCESS
