@@ -4,7 +4,7 @@
 # SIGTERM) stops everything it started.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-bin="$root/target/release"
+bin="${CARGO_TARGET_DIR:-$root/target}/release"
 pids=()
 stop() {
   trap - INT TERM EXIT
