@@ -643,3 +643,65 @@ async fn a_node_drained_by_sigterm_mid_scan_exits_in_its_grace_time_and_the_scan
         .unwrap();
     assert_eq!(attempts, Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_left_pending_by_a_dead_api_process_are_claimed_and_ingested_by_another() {
+    use fred::interfaces::StreamsInterface;
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let mut api = fleet.api(&[]).await;
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "quick").await;
+    api.kill9();
+
+    // A node's events, delivered to an api process that then died before
+    // acknowledging them.
+    let redis = fleet.redis().await;
+    let stream = format!("{}:scan:{scan}:events", fleet.prefix);
+    let index = format!("{}:scan-events", fleet.prefix);
+    let id: uuid::Uuid = scan.parse().unwrap();
+    let finding = json!({"kind": "finding", "template_id": "git-config-exposure",
+        "name": "Git config", "severity": "high", "host": DOMAIN,
+        "matched_at": format!("http://{DOMAIN}/.git/config")});
+    for event in [
+        json!({"kind": "status", "status": "pending"}),
+        json!({"kind": "status", "status": "running"}),
+        finding,
+        json!({"kind": "status", "status": "completed"}),
+    ] {
+        let mut e = event;
+        e["scan_id"] = json!(id);
+        e["at"] = json!(chrono::Utc::now());
+        let _: String = redis
+            .xadd(&stream, false, None, "*", ("event", e.to_string()))
+            .await
+            .unwrap();
+    }
+    let _: String = redis
+        .xadd(&index, false, None, "*", ("scan_id", scan.as_str()))
+        .await
+        .unwrap();
+    let taken: fred::types::Value = redis
+        .xreadgroup(
+            "ingesters",
+            "api-that-died",
+            Some(10),
+            None,
+            false,
+            index.as_str(),
+            ">",
+        )
+        .await
+        .unwrap();
+    assert!(!taken.is_null(), "the dead consumer did not take the entry");
+
+    let _api = fleet.api(&[]).await;
+    let detail = fleet
+        .wait_scan(&token, &scan, Duration::from_secs(40), |s| {
+            s["status"] == "completed"
+        })
+        .await;
+    assert_eq!(detail["findings_count"], 1);
+    assert_eq!(detail["progress"], 100);
+}
