@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use fred::interfaces::ClientLike;
 use fred::prelude::{Builder, Config as RedisConfig};
 use poem::listener::{Acceptor, TcpAcceptor};
 use poem::middleware::Tracing;
@@ -23,6 +22,7 @@ use crate::ingest::Ingester;
 use crate::problem::problem_guard;
 use crate::queue::ScanQueue;
 use crate::routes::{self, health};
+use crate::startup;
 use crate::state::AppState;
 use crate::store::{self, migrate, users};
 use crate::ws::Hub;
@@ -35,12 +35,17 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to Postgres and Redis, applies migrations, creates the first
-    /// admin when configured, and binds the listen address (port 0 picks one).
+    /// Binds the listen address (port 0 picks one), connects to Postgres
+    /// and Redis, applies migrations and creates the first admin when
+    /// configured. The address comes first, so a port in use is reported
+    /// before anything is changed in the database.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let bind = settings.api.bind;
+        let listener = StdTcpListener::bind(bind).map_err(|e| startup::StartupError::Bind {
+            addr: bind.to_string(),
+            reason: e.to_string(),
+        })?;
         let state = AppState::connect(settings).await?;
-        let listener = StdTcpListener::bind(bind).with_context(|| format!("binding {bind}"))?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
         seed_admin(&state).await?;
@@ -91,18 +96,20 @@ impl AppState {
     /// Connects to Postgres (applying migrations) and Redis and builds the
     /// shared state; the api and the scheduler both start from here.
     pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
-        let db = store::connect(settings.database_url.expose())?;
-        migrate::run(&db)
-            .await
-            .context("applying database migrations")?;
-
+        // Both services are checked before the migrations change anything.
+        startup::check_database(&settings).await?;
         let redis = Builder::from_config(
             RedisConfig::from_url(settings.redis_url.expose())
                 .context("REDIS_URL is not a valid Redis URL")?,
         )
         .build()
         .context("building the Redis client")?;
-        redis.init().await.context("connecting to Redis")?;
+        startup::check_redis(&redis, settings.redis_url.expose()).await?;
+        let db = store::connect(settings.database_url.expose())?;
+        migrate::run(&db)
+            .await
+            .context("applying database migrations")?;
+
         let keys = Keys::new(settings.redis_prefix.clone());
         let hub = Arc::new(Hub::new(
             redis_client(&settings).await?,
@@ -148,7 +155,7 @@ async fn redis_client(settings: &Settings) -> anyhow::Result<fred::clients::Clie
     )
     .build()
     .context("building the Redis client")?;
-    client.init().await.context("connecting to Redis")?;
+    startup::check_redis(&client, settings.redis_url.expose()).await?;
     Ok(client)
 }
 

@@ -22,6 +22,7 @@
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
 //! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
 //! - [`state`]: what every handler shares.
+//! - [`startup`]: start-up checks that name the setting at fault.
 //! - [`ingest`]: the ingester (scan events -> Postgres), and the stream
 //!   layout decision.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
@@ -38,6 +39,7 @@ pub mod queue;
 pub mod ratelimit;
 pub mod report;
 pub mod routes;
+pub mod startup;
 pub mod state;
 pub mod store;
 pub mod validate;

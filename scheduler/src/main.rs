@@ -4,7 +4,17 @@ use scanfleet_common::{telemetry, Settings};
 use scanfleet_scheduler::Scheduler;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     let settings = Settings::load()?;
     telemetry::init(settings.log_format);
     let scheduler = Scheduler::build(settings).await?;
