@@ -168,7 +168,7 @@ impl Scheduler {
             return Ok(false);
         }
         match scans::create_scan(
-            &self.state,
+            scans::ScanPaths::of(&self.state),
             &user,
             schedule.target_id,
             schedule.engine,

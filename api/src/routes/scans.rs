@@ -415,7 +415,14 @@ impl ScansApi {
     ) -> Result<ScanCreated> {
         let me = state.authenticate(&auth, Access::Scan).await?;
         let engine = parse_engine(body.engine.as_deref())?;
-        let scan = scans::create_scan(&state, &me.user, body.target_id, engine, None).await?;
+        let scan = scans::create_scan(
+            scans::ScanPaths::of(&state),
+            &me.user,
+            body.target_id,
+            engine,
+            None,
+        )
+        .await?;
         Ok(ScanCreated::Created(Json(scan.into())))
     }
 
@@ -453,7 +460,8 @@ impl ScansApi {
         scan_id: Path<Uuid>,
     ) -> Result<Json<Scan>> {
         let me = state.authenticate(&auth, Access::Scan).await?;
-        let scan = scans::stop_scan(&state, me.user.id, scan_id.0).await?;
+        let scan =
+            scans::stop_scan(&state.db, &state.redis, &state.keys, me.user.id, scan_id.0).await?;
         tracing::info!(scan_id = %scan.id, "scan stopped");
         Ok(Json(scan.into()))
     }

@@ -271,7 +271,7 @@ impl SchedulesApi {
                 .ok_or(Error::NotFound("schedule"))?
         };
         let scan = scans::create_scan(
-            &state,
+            scans::ScanPaths::of(&state),
             &me.user,
             schedule.target_id,
             schedule.engine,

@@ -96,17 +96,37 @@ fn from_row(row: &Row) -> Result<ScanRow, Error> {
 /// The tier above `current` and the upgrade prompt for a limit or feature
 /// of `current`.
 pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String>) -> Upgrade {
+    upgrade_prompt_at(&state.settings.api.public_url, current, message)
+}
+
+/// [`upgrade_prompt`] for a service reached at `public_url`.
+pub fn upgrade_prompt_at(public_url: &str, current: &str, message: impl Into<String>) -> Upgrade {
     let tier_slug = match current {
         "demo" => "monthly",
         _ => "yearly",
     };
     Upgrade {
         tier_slug: tier_slug.to_string(),
-        url: format!(
-            "{}/api/v1/subscriptions/tiers",
-            state.settings.api.public_url
-        ),
+        url: format!("{public_url}/api/v1/subscriptions/tiers"),
         message: message.into(),
+    }
+}
+
+/// What creating a scan needs besides the request: the database, the
+/// queue, and the public URL for upgrade prompts.
+pub struct ScanPaths<'a> {
+    pub db: &'a super::Db,
+    pub queue: &'a crate::queue::ScanQueue,
+    pub public_url: &'a str,
+}
+
+impl<'a> ScanPaths<'a> {
+    pub fn of(state: &'a AppState) -> ScanPaths<'a> {
+        ScanPaths {
+            db: &state.db,
+            queue: &state.scan_queue,
+            public_url: &state.settings.api.public_url,
+        }
     }
 }
 
@@ -121,13 +141,13 @@ pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String
 /// scan still counts: every created scan does.
 #[tracing::instrument(skip_all, fields(user_id = %user.id, target_id = %target_id))]
 pub async fn create_scan(
-    state: &AppState,
+    paths: ScanPaths<'_>,
     user: &User,
     target_id: Uuid,
     engine: Engine,
     schedule_id: Option<Uuid>,
 ) -> Result<ScanRow, Error> {
-    let mut db = state.db.get().await?;
+    let mut db = paths.db.get().await?;
     let tx = db.transaction().await?;
     let found = tx
         .query_opt(
@@ -181,8 +201,8 @@ pub async fn create_scan(
             detail: format!(
                 "the {tier_slug} tier allows {limit} scans per period and they are used up"
             ),
-            upgrade: upgrade_prompt(
-                state,
+            upgrade: upgrade_prompt_at(
+                paths.public_url,
                 &tier_slug,
                 "Upgrade your plan to run more scans this period.",
             ),
@@ -227,7 +247,7 @@ pub async fn create_scan(
         domain: scan.domain.clone(),
         engine,
     };
-    if let Err(e) = state.scan_queue.push(job).await {
+    if let Err(e) = paths.queue.push(job).await {
         tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
         fail_unqueued(
             &**db,
@@ -330,8 +350,14 @@ pub async fn find_any(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<S
 /// `Conflict(scan_finished)` when it already finished. The stop is
 /// published before the row changes, so a failed publish changes nothing.
 #[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
-pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result<ScanRow, Error> {
-    let db = state.db.get().await?;
+pub async fn stop_scan(
+    db: &super::Db,
+    redis: &fred::clients::Client,
+    keys: &scanfleet_common::keys::Keys,
+    user_id: Uuid,
+    scan_id: Uuid,
+) -> Result<ScanRow, Error> {
+    let db = db.get().await?;
     let scan = find(&**db, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
@@ -344,7 +370,7 @@ pub async fn stop_scan(state: &AppState, user_id: Uuid, scan_id: Uuid) -> Result
     if scan.status.is_terminal() {
         return Err(finished());
     }
-    crate::queue::publish_stop(&state.redis, &state.keys, scan_id).await?;
+    crate::queue::publish_stop(redis, keys, scan_id).await?;
     let row = db
         .query_opt(
             &format!(
