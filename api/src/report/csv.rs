@@ -129,6 +129,9 @@ mod tests {
         assert_eq!(f("-1"), "'-1");
         assert_eq!(f("@SUM(A1)"), "'@SUM(A1)");
         assert_eq!(f("\tx"), "'\tx");
-        assert_eq!(f("=HYPERLINK(\"x\",\"y\")"), "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\"");
+        assert_eq!(
+            f("=HYPERLINK(\"x\",\"y\")"),
+            "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\""
+        );
     }
 }

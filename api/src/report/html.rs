@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use scanfleet_common::Severity;
 
-use super::{timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
+use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
 use crate::store::findings::FindingRow;
 
 /// Escapes text for element content and quoted attribute values.
@@ -104,7 +104,7 @@ impl HtmlRenderer {
 
 fn write_head(out: &mut String, h: &Header) {
     let s = &h.scan;
-    let domain = escape(&s.domain);
+    let domain = escape(&display_host(&s.domain));
     let partial = if h.is_partial() { " (partial)" } else { "" };
     let _ = write!(
         out,
@@ -212,7 +212,7 @@ impl Renderer for HtmlRenderer {
                 out.push_str("</section>\n");
             }
             out.push_str("<section class=\"host\">\n<h2>");
-            escape_into(out, &f.host);
+            escape_into(out, &display_host(&f.host));
             out.push_str("</h2>\n");
             self.current_host = Some(f.host.clone());
         }

@@ -202,6 +202,19 @@ impl Header {
     }
 }
 
+/// A host as people read it: an IDN (stored in its ASCII form,
+/// `xn--e1afmkfd.xn--p1ai`) in Unicode with the ASCII form after it,
+/// anything else as it is.
+pub fn display_host(host: &str) -> String {
+    if !host.contains("xn--") {
+        return host.to_string();
+    }
+    match idna::domain_to_unicode(host) {
+        (unicode, Ok(())) if unicode != host => format!("{unicode} ({host})"),
+        _ => host.to_string(),
+    }
+}
+
 /// RFC 3339 in UTC to the second, `-` when absent.
 pub fn timestamp(t: Option<DateTime<Utc>>) -> String {
     t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
@@ -308,6 +321,15 @@ pub async fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idn_hosts_are_shown_in_unicode_with_their_ascii_form() {
+        assert_eq!(
+            display_host("xn--e1afmkfd.xn--p1ai"),
+            "пример.рф (xn--e1afmkfd.xn--p1ai)"
+        );
+        assert_eq!(display_host("example.com"), "example.com");
+    }
 
     #[test]
     fn formats_parse_by_name_only() {

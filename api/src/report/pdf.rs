@@ -28,7 +28,7 @@ use krilla::text::{Font, TextDirection};
 use krilla::Document;
 use ttf_parser::Face;
 
-use super::{timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
+use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
 use crate::store::findings::FindingRow;
 
 const REGULAR_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
@@ -246,8 +246,12 @@ impl PdfRenderer {
             Metadata::new()
                 .title(format!(
                     "Security scan report: {}{}",
-                    header.scan.domain,
-                    if header.is_partial() { " (partial)" } else { "" }
+                    display_host(&header.scan.domain),
+                    if header.is_partial() {
+                        " (partial)"
+                    } else {
+                        ""
+                    }
                 ))
                 .creator("scanfleet".to_string())
                 .language("en".to_string()),
@@ -321,7 +325,7 @@ impl PdfRenderer {
     fn start_findings_page(&mut self) {
         let head = format!(
             "Security scan report: {}{}",
-            self.header.scan.domain,
+            display_host(&self.header.scan.domain),
             if self.header.is_partial() {
                 " — PARTIAL"
             } else {
@@ -348,7 +352,7 @@ impl PdfRenderer {
         self.rect(0.0, 0.0, PAGE_W, 170.0, ACCENT);
         self.text(LEFT, 62.0, 10.0, true, WHITE, "SECURITY SCAN REPORT");
         let mut y = 100.0;
-        for line in wrap(&self.fonts.bold, &s.domain, 26.0, WIDTH)
+        for line in wrap(&self.fonts.bold, &display_host(&s.domain), 26.0, WIDTH)
             .into_iter()
             .take(2)
         {
@@ -363,7 +367,7 @@ impl PdfRenderer {
         // The scan.
         let mut y = 210.0;
         let meta = [
-            ("Target", s.domain.clone()),
+            ("Target", display_host(&s.domain)),
             ("Engine", s.engine.as_str().to_string()),
             ("Status", s.status.as_str().to_string()),
             ("Started", timestamp(s.started_at)),
@@ -451,7 +455,7 @@ impl PdfRenderer {
     fn host_heading(&mut self, host: &str) {
         self.ensure(70.0);
         self.y += 6.0;
-        let lines = wrap(&self.fonts.bold, host, 14.0, WIDTH);
+        let lines = wrap(&self.fonts.bold, &display_host(host), 14.0, WIDTH);
         for line in lines {
             self.text(LEFT, self.y, 14.0, true, ACCENT, &line);
             self.y += 18.0;

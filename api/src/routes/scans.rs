@@ -255,7 +255,10 @@ impl IntoResponse for ReportResponse {
                     self.rendered.header.file_name(self.format)
                 ),
             )
-            .header("X-Report-Partial", self.rendered.header.is_partial().to_string())
+            .header(
+                "X-Report-Partial",
+                self.rendered.header.is_partial().to_string(),
+            )
             .body(self.rendered.body)
     }
 }

@@ -6,9 +6,9 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt as _;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
-use futures::TryStreamExt as _;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
