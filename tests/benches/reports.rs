@@ -21,7 +21,7 @@ const RUNS: usize = 5;
 fn finding(i: usize) -> FindingEvent {
     let host = format!("host{:02}.example.com", i % 20);
     let template = format!("template-{:02}", i % 50);
-    let description = if i % 7 == 0 {
+    let description = if i.is_multiple_of(7) {
         "Панель администратора доступна без пароля; любой посетитель может изменить \
          настройки сайта и читать данные пользователей."
             .repeat(2)
@@ -41,7 +41,7 @@ fn finding(i: usize) -> FindingEvent {
         remediation: "Restrict access to the resource, remove it from the web root, \
                       and rotate any credential it exposed."
             .into(),
-        extracted_results: if i % 3 == 0 {
+        extracted_results: if i.is_multiple_of(3) {
             vec![format!("token-{i}"), "nginx/1.25.3".into()]
         } else {
             vec![]
@@ -92,9 +92,7 @@ async fn main() {
             let started = Instant::now();
             let resp = app
                 .client
-                .get(app.url(&format!(
-                    "/api/v1/scans/{scan_id}/report?format={format}"
-                )))
+                .get(app.url(&format!("/api/v1/scans/{scan_id}/report?format={format}")))
                 .bearer_auth(&user.access_token)
                 .send()
                 .await
