@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use super::{Header, Renderer, ReportError, TOOL_NAME};
 use crate::store::findings::FindingRow;
 
-pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+/// The OASIS schema the document follows (errata 01, the current text).
+pub const SCHEMA_URI: &str =
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 
 pub fn level(s: Severity) -> &'static str {
     match s {

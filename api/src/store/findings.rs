@@ -44,10 +44,6 @@ pub struct FindingRow {
 const COLUMNS: &str = "id, scan_id, user_id, template_id, name, severity, status, host, \
      matched_at, description, remediation, matcher_name, extracted_results, created_at";
 
-fn from_row(row: &Row) -> FindingRow {
-    FindingRow::try_from(row).expect("a findings row as the table's CHECK constraints admit")
-}
-
 /// Read by column name, so a reordered SELECT cannot swap fields; an
 /// unknown severity is an error rather than a silent `info`.
 impl TryFrom<&Row> for FindingRow {
@@ -193,7 +189,7 @@ pub async fn list_for_scan(
             &[&scan_id],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    rows.iter().map(FindingRow::try_from).collect()
 }
 
 /// The order findings stream in for a report.
@@ -246,5 +242,5 @@ pub async fn set_status(
             &[&finding_id, &user_id, &status],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(FindingRow::try_from).transpose()
 }
