@@ -290,25 +290,39 @@ pub async fn build(
         .await?
         .ok_or(Error::NotFound("scan"))?;
     let header = Header::new(scan, generated_at);
-    // Who sends: this task, one row at a time as Postgres streams them.
-    // Who drops: this task after the last row (closing tells the renderer
-    // the findings are complete), or the renderer when it fails (the send
-    // then errs and the stream stops early; the error comes from `join`).
-    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<FindingRow>(256);
+    // Who sends: this task, rows in batches of `BATCH` as Postgres streams
+    // them (a hand-over per row cost more thread wake-ups than rendering
+    // some rows). Who drops: this task after the last batch (closing tells
+    // the renderer the findings are complete), or the renderer when it
+    // fails (the send then errs and the stream stops early; the error
+    // comes from `join`).
+    const BATCH: usize = 128;
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<FindingRow>>(4);
     let for_renderer = header.clone();
     let render = tokio::task::spawn_blocking(move || {
         let mut renderer = renderer(format, for_renderer)?;
-        while let Some(f) = rows_rx.blocking_recv() {
-            renderer.push(&f)?;
+        while let Some(batch) = rows_rx.blocking_recv() {
+            for f in &batch {
+                renderer.push(f)?;
+            }
         }
         renderer.finish()
     });
     let stream = findings::stream_for_scan(&*tx, scan_id, format.order()).await?;
     let mut stream = std::pin::pin!(stream);
+    let mut batch = Vec::with_capacity(BATCH);
     while let Some(row) = stream.try_next().await? {
-        if rows_tx.send(row).await.is_err() {
-            break;
+        batch.push(row);
+        if batch.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if rows_tx.send(full).await.is_err() {
+                break;
+            }
         }
+    }
+    if !batch.is_empty() {
+        // An error here means the renderer failed; `join` reports it.
+        let _ = rows_tx.send(batch).await;
     }
     drop(rows_tx);
     let body = render

@@ -72,14 +72,30 @@ struct Typeface {
     face: Face<'static>,
     shaper: rustybuzz::Face<'static>,
     units_per_em: f32,
+    /// Glyph and advance of every character below [`SIMPLE_END`], looked
+    /// up once: a cmap lookup per character was the next cost after
+    /// shaping.
+    simple: Vec<(u16, u16)>,
 }
+
+/// The end of the characters [`is_simple`] admits.
+const SIMPLE_END: u32 = 0x530;
 
 impl Typeface {
     fn load(data: &'static [u8], name: &'static str) -> Result<Typeface, ReportError> {
         let face = Face::parse(data, 0).map_err(|_| ReportError::Font(name))?;
         let font = Font::new(data.into(), 0).ok_or(ReportError::Font(name))?;
         let shaper = rustybuzz::Face::from_slice(data, 0).ok_or(ReportError::Font(name))?;
+        let simple = (0..SIMPLE_END)
+            .map(|c| {
+                let glyph = char::from_u32(c)
+                    .and_then(|c| face.glyph_index(c))
+                    .unwrap_or(ttf_parser::GlyphId(0));
+                (glyph.0, face.glyph_hor_advance(glyph).unwrap_or(0))
+            })
+            .collect();
         Ok(Typeface {
+            simple,
             units_per_em: f32::from(face.units_per_em()),
             font,
             face,
@@ -131,19 +147,21 @@ impl Typeface {
     fn width(&self, text: &str, size: f32) -> f32 {
         let units: f32 = text
             .chars()
-            .map(|c| {
-                self.face
+            .map(|c| match self.simple.get(c as usize) {
+                Some((_, advance)) => f32::from(*advance),
+                None => self
+                    .face
                     .glyph_index(c)
                     .and_then(|g| self.face.glyph_hor_advance(g))
                     .map(f32::from)
-                    .unwrap_or(self.units_per_em * 0.6)
+                    .unwrap_or(self.units_per_em * 0.6),
             })
             .sum();
         units * size / self.units_per_em
     }
 }
 
-/// Characters of scripts that need no shaping: one glyph each, at its
+/// Characters (all below [`SIMPLE_END`]) of scripts that need no shaping: one glyph each, at its
 /// advance (Latin, Greek and Cyrillic letters, digits, punctuation, but no
 /// combining marks). Nearly all report text is made of these; shaping it
 /// with rustybuzz was a third of the time of a long PDF, for kerning only.
@@ -156,10 +174,9 @@ impl Typeface {
         let upem = self.units_per_em;
         text.char_indices()
             .map(|(at, c)| {
-                let glyph = self.face.glyph_index(c).unwrap_or(ttf_parser::GlyphId(0));
-                let advance = self.face.glyph_hor_advance(glyph).unwrap_or(0);
+                let (glyph, advance) = self.simple[c as usize];
                 KrillaGlyph::new(
-                    GlyphId::new(u32::from(glyph.0)),
+                    GlyphId::new(u32::from(glyph)),
                     f32::from(advance) / upem,
                     0.0,
                     0.0,
