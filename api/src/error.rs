@@ -46,6 +46,9 @@ pub enum Error {
     /// garbling (502), or a webhook delivery that is not genuine (400).
     #[error(transparent)]
     Payments(#[from] crate::payments::PaymentsError),
+    /// A report could not be rendered (our own fonts or PDF writer).
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
     /// Postgres or Redis unreachable.
     #[error("service unavailable: {0}")]
     Unavailable(String),
@@ -89,6 +92,7 @@ impl Error {
             Error::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Error::Payments(e) => payments_status_and_code(e),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            Error::Report(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             Error::Unexpected(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -97,7 +101,9 @@ impl Error {
         let (status, code) = self.status_and_code();
         let detail = match self {
             // The cause chain goes to the log, never to the client.
-            Error::Unexpected(_) | Error::Payments(PaymentsError::Unexpected(_)) => {
+            Error::Unexpected(_)
+            | Error::Report(_)
+            | Error::Payments(PaymentsError::Unexpected(_)) => {
                 "an unexpected error occurred".to_string()
             }
             Error::Unavailable(_) => "a backing service is unavailable".to_string(),

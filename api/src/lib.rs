@@ -20,7 +20,8 @@
 //! - [`payments`]: the payment provider (Stripe's HTTP API, or the dev
 //!   stand-in) and its signed webhook events.
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
-//! - [`report`]: scan reports in HTML, SARIF, CSV and PDF.
+//! - [`report`]: scan reports in HTML, PDF, JSON, SARIF and CSV, streamed
+//!   from Postgres into one renderer per format.
 //! - [`state`]: what every handler shares.
 //! - [`startup`]: start-up checks that name the setting at fault.
 //! - [`ingest`]: the ingester (scan events -> Postgres), and the stream

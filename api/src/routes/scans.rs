@@ -12,7 +12,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::registry::{
     MetaHeader, MetaMediaType, MetaResponse, MetaResponses, MetaSchema, MetaSchemaRef, Registry,
 };
-use poem_openapi::types::{ToJSON, Type};
+use poem_openapi::types::Type;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::Engine;
@@ -21,7 +21,8 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::error::{Error, Result};
-use crate::report::{self, Format, ReportData, TOOL_NAME};
+use crate::report::json::JsonReport;
+use crate::report::{self, Format, Rendered, TOOL_NAME};
 use crate::state::AppState;
 use crate::store::findings::{self, FindingRow};
 use crate::store::scans::{self, upgrade_prompt, ScanFilter, ScanRow};
@@ -223,25 +224,6 @@ pub struct ScanIntel {
     pub hosts: BTreeMap<String, Vec<Vulnerability>>,
 }
 
-/// The `json` report.
-#[derive(Debug, Object)]
-pub struct JsonReport {
-    pub generated_at: DateTime<Utc>,
-    pub scan_id: Uuid,
-    pub target_id: Uuid,
-    pub domain: String,
-    pub engine: String,
-    pub status: String,
-    pub created_at: DateTime<Utc>,
-    #[oai(skip_serializing_if_is_none)]
-    pub started_at: Option<DateTime<Utc>>,
-    #[oai(skip_serializing_if_is_none)]
-    pub completed_at: Option<DateTime<Utc>>,
-    pub summary: ScanSummary,
-    /// Sorted by severity, critical first.
-    pub vulnerabilities: Vec<Vulnerability>,
-}
-
 #[derive(ApiResponse)]
 pub enum ScanList {
     /// The caller's scans, newest first.
@@ -256,11 +238,10 @@ pub enum ScanCreated {
     Created(Json<Scan>),
 }
 
-/// A rendered report with its media type.
+/// A rendered report with its media type and file name.
 pub struct ReportResponse {
     format: Format,
-    scan_id: Uuid,
-    body: Vec<u8>,
+    rendered: Rendered,
 }
 
 impl IntoResponse for ReportResponse {
@@ -270,21 +251,33 @@ impl IntoResponse for ReportResponse {
             .header(
                 "Content-Disposition",
                 format!(
-                    "inline; filename=\"scan-{}.{}\"",
-                    self.scan_id,
-                    self.format.extension()
+                    "attachment; filename=\"{}\"",
+                    self.rendered.header.file_name(self.format)
                 ),
             )
-            .body(self.body)
+            .header(
+                "X-Report-Partial",
+                self.rendered.header.is_partial().to_string(),
+            )
+            .body(self.rendered.body)
     }
 }
 
 impl ApiResponse for ReportResponse {
     fn meta() -> MetaResponses {
         let text = || MetaSchemaRef::Inline(Box::new(MetaSchema::new("string")));
+        let header = |name: &str, description: &str| MetaHeader {
+            name: name.to_string(),
+            description: Some(description.to_string()),
+            required: true,
+            deprecated: false,
+            schema: String::schema_ref(),
+        };
         MetaResponses {
             responses: vec![MetaResponse {
-                description: "The report, in the media type of the requested format.",
+                description: "The report, in the media type of the requested format. A scan \
+                              that has not completed gets a partial report of the findings \
+                              known so far, marked so in every format.",
                 status: Some(200),
                 status_range: None,
                 content: vec![
@@ -311,13 +304,18 @@ impl ApiResponse for ReportResponse {
                         ))),
                     },
                 ],
-                headers: vec![MetaHeader {
-                    name: "Content-Disposition".to_string(),
-                    description: Some("`inline` with a file name `scan-<id>.<format>`".into()),
-                    required: true,
-                    deprecated: false,
-                    schema: String::schema_ref(),
-                }],
+                headers: vec![
+                    header(
+                        "Content-Disposition",
+                        "`attachment` with the file name \
+                         `scanfleet-<domain>-<YYYY-MM-DD>[-partial].<format>`",
+                    ),
+                    header(
+                        "X-Report-Partial",
+                        "`true` when the scan has not completed and the report shows the \
+                         findings known so far",
+                    ),
+                ],
             }],
         }
     }
@@ -503,9 +501,12 @@ impl ScansApi {
 
     /// A formatted report of a scan
     ///
-    /// Formats: `html` (default), `json`, `sarif` (SARIF 2.1.0), `csv`
-    /// (RFC 4180), `pdf`. Monthly and yearly tiers; demo gets a 403 with an
-    /// upgrade prompt.
+    /// Formats: `html` (default; one self-contained page with a severity
+    /// chart, findings grouped by host), `pdf` (A4, same content), `json`
+    /// (the `JsonReport` schema), `sarif` (SARIF 2.1.0, one rule per
+    /// template), `csv` (RFC 4180, one row per finding). A scan that has not
+    /// completed gets a partial report of what is known so far. Monthly and
+    /// yearly tiers; demo gets a 403 with an upgrade prompt.
     #[oai(
         path = "/scans/:scan_id/report",
         method = "get",
@@ -526,8 +527,8 @@ impl ScansApi {
                 Error::invalid("format", format!("must be one of {}", Format::NAMES))
             })?,
         };
+        let mut db = state.db.get().await?;
         {
-            let db = state.db.get().await?;
             let tier = tiers::get(&**db, &me.user.tier_slug).await?;
             if !tier.is_some_and(|t| t.features.iter().any(|f| f == "reports")) {
                 return Err(Error::UpgradeRequired {
@@ -541,39 +542,7 @@ impl ScansApi {
                 });
             }
         }
-        let (scan, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
-        let data = ReportData {
-            scan: &scan,
-            findings: &list,
-            generated_at: Utc::now(),
-        };
-        let body = match format {
-            Format::Html => report::html(&data).into_bytes(),
-            Format::Csv => report::csv(&data).into_bytes(),
-            Format::Pdf => report::pdf(&data),
-            Format::Sarif => serde_json::to_vec_pretty(&report::sarif(&data))
-                .map_err(|e| Error::Unexpected(e.into()))?,
-            Format::Json => {
-                let doc = JsonReport {
-                    generated_at: data.generated_at,
-                    scan_id: scan.id,
-                    target_id: scan.target_id,
-                    domain: scan.domain.clone(),
-                    engine: scan.engine.as_str().to_string(),
-                    status: scan.status.as_str().to_string(),
-                    created_at: scan.created_at,
-                    started_at: scan.started_at,
-                    completed_at: scan.completed_at,
-                    summary: summary_of(&list),
-                    vulnerabilities: by_severity(&list),
-                };
-                doc.to_json_string().into_bytes()
-            }
-        };
-        Ok(ReportResponse {
-            format,
-            scan_id: scan.id,
-            body,
-        })
+        let rendered = report::build(&mut db, me.user.id, scan_id.0, format, Utc::now()).await?;
+        Ok(ReportResponse { format, rendered })
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt as _;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
@@ -43,24 +44,44 @@ pub struct FindingRow {
 const COLUMNS: &str = "id, scan_id, user_id, template_id, name, severity, status, host, \
      matched_at, description, remediation, matcher_name, extracted_results, created_at";
 
-fn from_row(row: &Row) -> FindingRow {
-    let severity: &str = row.get(5);
-    let extracted: serde_json::Value = row.get(12);
-    FindingRow {
-        id: row.get(0),
-        scan_id: row.get(1),
-        user_id: row.get(2),
-        template_id: row.get(3),
-        name: row.get(4),
-        severity: Severity::normalize(severity),
-        status: row.get(6),
-        host: row.get(7),
-        matched_at: row.get(8),
-        description: row.get(9),
-        remediation: row.get(10),
-        matcher_name: row.get(11),
-        extracted_results: serde_json::from_value(extracted).unwrap_or_default(),
-        created_at: row.get(13),
+/// Read by column name, so a reordered SELECT cannot swap fields; an
+/// unknown severity is an error rather than a silent `info`.
+impl TryFrom<&Row> for FindingRow {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        let severity: &str = row.try_get("severity")?;
+        let severity = match severity {
+            "critical" => Severity::Critical,
+            "high" => Severity::High,
+            "medium" => Severity::Medium,
+            "low" => Severity::Low,
+            "info" => Severity::Info,
+            other => {
+                return Err(Error::Unexpected(anyhow::anyhow!(
+                    "finding with unknown severity {other:?}"
+                )))
+            }
+        };
+        let extracted: serde_json::Value = row.try_get("extracted_results")?;
+        Ok(FindingRow {
+            id: row.try_get("id")?,
+            scan_id: row.try_get("scan_id")?,
+            user_id: row.try_get("user_id")?,
+            template_id: row.try_get("template_id")?,
+            name: row.try_get("name")?,
+            severity,
+            status: row.try_get("status")?,
+            host: row.try_get("host")?,
+            matched_at: row.try_get("matched_at")?,
+            description: row.try_get("description")?,
+            remediation: row.try_get("remediation")?,
+            matcher_name: row.try_get("matcher_name")?,
+            extracted_results: serde_json::from_value(extracted).map_err(|e| {
+                Error::Unexpected(anyhow::Error::new(e).context("extracted_results of a finding"))
+            })?,
+            created_at: row.try_get("created_at")?,
+        })
     }
 }
 
@@ -168,7 +189,41 @@ pub async fn list_for_scan(
             &[&scan_id],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    rows.iter().map(FindingRow::try_from).collect()
+}
+
+/// The order findings stream in for a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FindingOrder {
+    /// Critical first; by host, then in the order found, within a severity.
+    BySeverity,
+    /// Hosts with the worst findings first (then by name), each host's
+    /// findings critical first, in the order found within a severity.
+    ByHost,
+}
+
+/// Severity rank in SQL, critical 0 to info 4, matching `Severity::rank`.
+const SEVERITY_RANK: &str = "CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 \
+     WHEN 'medium' THEN 2 WHEN 'low' THEN 3 ELSE 4 END";
+
+/// A scan's findings as Postgres sends them, one row at a time, sorted by
+/// the database: a report of any size holds none of them twice.
+pub async fn stream_for_scan(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    order: FindingOrder,
+) -> Result<impl futures::Stream<Item = Result<FindingRow, Error>>, Error> {
+    let order_by = match order {
+        FindingOrder::BySeverity => format!("{SEVERITY_RANK}, host, created_at, id"),
+        FindingOrder::ByHost => format!(
+            "min({SEVERITY_RANK}) OVER (PARTITION BY host), host, {SEVERITY_RANK}, created_at, id"
+        ),
+    };
+    let sql = format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY {order_by}");
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&scan_id];
+    let rows = db.query_raw(&sql, params).await?;
+    Ok(futures::TryStreamExt::map_err(rows, Error::from)
+        .and_then(|row| std::future::ready(FindingRow::try_from(&row))))
 }
 
 /// Sets the triage status of one of the user's findings; None when it is
@@ -187,5 +242,5 @@ pub async fn set_status(
             &[&finding_id, &user_id, &status],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(FindingRow::try_from).transpose()
 }

@@ -1,0 +1,356 @@
+//! Scan reports: the documents `GET /scans/{scan_id}/report` hands out, for
+//! people (HTML, PDF) and for machines (JSON, SARIF 2.1.0, CSV).
+//!
+//! Findings stream from Postgres into a [`Renderer`] one row at a time
+//! ([`build`]), already in the order the format shows them, so a report of
+//! 10,000 findings never holds them twice (rows, then a sorted copy, then
+//! the document). The summary comes from the scan's own counters, which the
+//! ingester keeps with every inserted finding; both are read in one
+//! repeatable-read transaction so they agree even while a scan is running.
+//!
+//! A scan that has not completed still gets its report, of what is known so
+//! far, and every format says so ([`Header::partial_note`]).
+//!
+//! # Layout
+//! - [`html`]: one self-contained page, inline CSS and SVG chart, print CSS.
+//! - [`pdf`]: A4 through krilla with the DejaVu fonts shipped in `api/fonts`.
+//! - [`json`]: the `JsonReport` object of the OpenAPI contract.
+//! - [`sarif`]: SARIF 2.1.0 for code-scanning viewers.
+//! - [`csv`]: RFC 4180, neutralised against spreadsheet formulas.
+
+pub mod csv;
+pub mod html;
+pub mod json;
+pub mod pdf;
+pub mod sarif;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::TryStreamExt;
+use scanfleet_common::events::ScanStatus;
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::store::findings::{self, FindingOrder, FindingRow};
+use crate::store::scans::{self, ScanRow};
+
+/// The scanner's name in reports (the SARIF tool, the detail shape's `tool`).
+pub const TOOL_NAME: &str = "scanfleet-templates";
+
+/// Why a report could not be rendered. Only our own assets or a renderer
+/// can fail here; the data itself is always renderable.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The PDF library refused the document (a font it cannot embed, a
+    /// limit of the PDF format).
+    #[error("the PDF could not be written: {0}")]
+    Pdf(#[from] krilla::error::KrillaError),
+    /// A font shipped in `api/fonts` does not parse.
+    #[error("the embedded font {0} does not parse")]
+    Font(&'static str),
+    #[error("the report could not be serialised")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Report formats of `GET /scans/{scan_id}/report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Html,
+    Json,
+    Sarif,
+    Csv,
+    Pdf,
+}
+
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Html,
+        Format::Json,
+        Format::Sarif,
+        Format::Csv,
+        Format::Pdf,
+    ];
+    pub const NAMES: &'static str = "html, json, sarif, csv, pdf";
+
+    pub fn parse(value: &str) -> Option<Format> {
+        match value {
+            "html" => Some(Format::Html),
+            "json" => Some(Format::Json),
+            "sarif" => Some(Format::Sarif),
+            "csv" => Some(Format::Csv),
+            "pdf" => Some(Format::Pdf),
+            _ => None,
+        }
+    }
+
+    pub fn media_type(self) -> &'static str {
+        match self {
+            Format::Html => "text/html; charset=utf-8",
+            Format::Json => "application/json",
+            Format::Sarif => "application/sarif+json",
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Pdf => "application/pdf",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Html => "html",
+            Format::Json => "json",
+            Format::Sarif => "sarif",
+            Format::Csv => "csv",
+            Format::Pdf => "pdf",
+        }
+    }
+
+    /// People read findings host by host; machines want the worst first.
+    pub fn order(self) -> FindingOrder {
+        match self {
+            Format::Html | Format::Pdf => FindingOrder::ByHost,
+            Format::Json | Format::Sarif | Format::Csv => FindingOrder::BySeverity,
+        }
+    }
+}
+
+/// What a report says before its first finding: the scan and when the
+/// report was made.
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub scan: ScanRow,
+    pub generated_at: DateTime<Utc>,
+}
+
+impl Header {
+    pub fn new(scan: ScanRow, generated_at: DateTime<Utc>) -> Header {
+        Header { scan, generated_at }
+    }
+
+    /// Critical, high, medium, low, info.
+    pub fn counts(&self) -> [i64; 5] {
+        let s = &self.scan;
+        [
+            s.critical_count,
+            s.high_count,
+            s.medium_count,
+            s.low_count,
+            s.info_count,
+        ]
+        .map(i64::from)
+    }
+
+    pub fn total(&self) -> i64 {
+        self.counts().iter().sum()
+    }
+
+    /// Anything but a completed scan: still going, failed or stopped, its
+    /// findings are what was found up to now.
+    pub fn is_partial(&self) -> bool {
+        self.scan.status != ScanStatus::Completed
+    }
+
+    /// The sentence every format shows on a partial report.
+    pub fn partial_note(&self) -> Option<String> {
+        let why = match self.scan.status {
+            ScanStatus::Completed => return None,
+            ScanStatus::Queued | ScanStatus::Pending => "has not started yet",
+            ScanStatus::Running => "is still running",
+            ScanStatus::Failed => "failed before it finished",
+            ScanStatus::Stopped => "was stopped before it finished",
+        };
+        Some(format!(
+            "Partial report: the scan {why}; it shows the findings known at {}.",
+            timestamp(Some(self.generated_at))
+        ))
+    }
+
+    /// From start to completion, or to now for a running scan.
+    pub fn duration(&self) -> Option<chrono::Duration> {
+        let start = self.scan.started_at?;
+        let end = self.scan.completed_at.unwrap_or(self.generated_at);
+        Some(end - start)
+    }
+
+    pub fn duration_text(&self) -> String {
+        match self.duration() {
+            None => "-".to_string(),
+            Some(d) => {
+                let secs = d.num_seconds().max(0);
+                let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+                match (h, m) {
+                    (0, 0) => format!("{s} s"),
+                    (0, _) => format!("{m} min {s} s"),
+                    _ => format!("{h} h {m} min"),
+                }
+            }
+        }
+    }
+
+    /// `scanfleet-<domain>-<YYYY-MM-DD>[-partial].<ext>`: the ASCII form
+    /// of the domain (an IDN as punycode), so the header needs no encoding.
+    pub fn file_name(&self, format: Format) -> String {
+        let ascii =
+            idna::domain_to_ascii(&self.scan.domain).unwrap_or_else(|_| self.scan.domain.clone());
+        let domain: String = ascii
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
+            .collect();
+        format!(
+            "scanfleet-{domain}-{}{}.{}",
+            self.generated_at.format("%Y-%m-%d"),
+            if self.is_partial() { "-partial" } else { "" },
+            format.extension()
+        )
+    }
+}
+
+/// A host as people read it: an IDN (stored in its ASCII form,
+/// `xn--e1afmkfd.xn--p1ai`) in Unicode with the ASCII form after it,
+/// anything else as it is.
+pub fn display_host(host: &str) -> String {
+    if !host.contains("xn--") {
+        return host.to_string();
+    }
+    match idna::domain_to_unicode(host) {
+        (unicode, Ok(())) if unicode != host => format!("{unicode} ({host})"),
+        _ => host.to_string(),
+    }
+}
+
+/// RFC 3339 in UTC to the second, `-` when absent.
+pub fn timestamp(t: Option<DateTime<Utc>>) -> String {
+    t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "-".to_string())
+}
+
+/// Names of the severities in rank order, for headings and charts.
+pub const SEVERITY_LABELS: [&str; 5] = ["Critical", "High", "Medium", "Low", "Info"];
+
+/// A report being written: findings go in one at a time, in the format's
+/// [`Format::order`], and the document comes out at the end.
+///
+/// Not `Send`: krilla's document is not, so a renderer is made and used on
+/// one thread ([`build`] makes it on the blocking thread that renders).
+pub trait Renderer {
+    fn push(&mut self, finding: &FindingRow) -> Result<(), ReportError>;
+    fn finish(self: Box<Self>) -> Result<Vec<u8>, ReportError>;
+}
+
+/// The renderer of `format` for the scan in `header`.
+pub fn renderer(format: Format, header: Header) -> Result<Box<dyn Renderer>, ReportError> {
+    Ok(match format {
+        Format::Html => Box::new(html::HtmlRenderer::new(header)),
+        Format::Json => Box::new(json::JsonRenderer::new(header)),
+        Format::Sarif => Box::new(sarif::SarifRenderer::new(header)),
+        Format::Csv => Box::new(csv::CsvRenderer::new(header)),
+        Format::Pdf => Box::new(pdf::PdfRenderer::new(header)?),
+    })
+}
+
+/// Renders findings already in memory (benchmarks, unit tests); they must
+/// be in `format.order()`.
+pub fn render<'a>(
+    format: Format,
+    header: Header,
+    findings: impl IntoIterator<Item = &'a FindingRow>,
+) -> Result<Vec<u8>, ReportError> {
+    let mut r = renderer(format, header)?;
+    for f in findings {
+        r.push(f)?;
+    }
+    r.finish()
+}
+
+/// A rendered report with what its response headers need.
+pub struct Rendered {
+    pub header: Header,
+    pub body: Vec<u8>,
+}
+
+/// Reads the user's scan and streams its findings into the renderer of
+/// `format`, in one read-only repeatable-read transaction (the counters on
+/// the cover and the rows below agree even while the ingester writes).
+///
+/// Rendering is CPU work (shaping and subsetting for the PDF above all), so
+/// it runs on a blocking thread; rows reach it through a bounded channel as
+/// Postgres sends them. `NotFound` when the scan is not the user's.
+#[tracing::instrument(skip_all, fields(scan_id = %scan_id, format = format.extension()))]
+pub async fn build(
+    db: &mut deadpool_postgres::Client,
+    user_id: Uuid,
+    scan_id: Uuid,
+    format: Format,
+    generated_at: DateTime<Utc>,
+) -> Result<Rendered, Error> {
+    let tx = db
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let scan = scans::find(&*tx, user_id, scan_id)
+        .await?
+        .ok_or(Error::NotFound("scan"))?;
+    let header = Header::new(scan, generated_at);
+    // Who sends: this task, rows in batches of `BATCH` as Postgres streams
+    // them (a hand-over per row cost more thread wake-ups than rendering
+    // some rows). Who drops: this task after the last batch (closing tells
+    // the renderer the findings are complete), or the renderer when it
+    // fails (the send then errs and the stream stops early; the error
+    // comes from `join`).
+    const BATCH: usize = 128;
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<FindingRow>>(4);
+    let for_renderer = header.clone();
+    let render = tokio::task::spawn_blocking(move || {
+        let mut renderer = renderer(format, for_renderer)?;
+        while let Some(batch) = rows_rx.blocking_recv() {
+            for f in &batch {
+                renderer.push(f)?;
+            }
+        }
+        renderer.finish()
+    });
+    let stream = findings::stream_for_scan(&*tx, scan_id, format.order()).await?;
+    let mut stream = std::pin::pin!(stream);
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(row) = stream.try_next().await? {
+        batch.push(row);
+        if batch.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if rows_tx.send(full).await.is_err() {
+                break;
+            }
+        }
+    }
+    if !batch.is_empty() {
+        // An error here means the renderer failed; `join` reports it.
+        let _ = rows_tx.send(batch).await;
+    }
+    drop(rows_tx);
+    let body = render
+        .await
+        .map_err(|e| Error::Unexpected(anyhow::Error::new(e).context("report renderer")))??;
+    tx.commit().await?;
+    Ok(Rendered { header, body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idn_hosts_are_shown_in_unicode_with_their_ascii_form() {
+        assert_eq!(
+            display_host("xn--e1afmkfd.xn--p1ai"),
+            "пример.рф (xn--e1afmkfd.xn--p1ai)"
+        );
+        assert_eq!(display_host("example.com"), "example.com");
+    }
+
+    #[test]
+    fn formats_parse_by_name_only() {
+        for f in Format::ALL {
+            assert_eq!(Format::parse(f.extension()), Some(f));
+        }
+        assert_eq!(Format::parse("xml"), None);
+        assert_eq!(Format::parse("PDF"), None);
+    }
+}

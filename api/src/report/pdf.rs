@@ -1,0 +1,661 @@
+//! The PDF report, through krilla: A4 pages, a cover with the scan, the
+//! executive summary and a severity bar chart, then the findings grouped by
+//! host, a page number on every page.
+//!
+//! Text is set in DejaVu Sans (regular and bold), shipped in `api/fonts`
+//! and compiled into the binary: no system font is looked up and nothing is
+//! fetched. DejaVu covers Latin, Greek and Cyrillic (IDN hosts such as
+//! `пример.рф`, descriptions in those scripts); krilla subsets it and
+//! writes ToUnicode maps, so the text can be selected and searched. CJK is
+//! outside DejaVu and would show as empty boxes (the text layer still
+//! carries it).
+//!
+//! Pages are laid out as the findings arrive: drawing operations of the
+//! page being filled are kept, and the page is written to the document when
+//! it is full. So "Page N" carries no total: that would mean holding every
+//! page until the end.
+
+use std::sync::LazyLock;
+
+use krilla::color::rgb;
+use krilla::geom::{PathBuilder, Point, Rect};
+use krilla::metadata::Metadata;
+use krilla::num::NormalizedF32;
+use krilla::page::PageSettings;
+use krilla::paint::Fill;
+use krilla::surface::Surface;
+use krilla::text::{Font, GlyphId, KrillaGlyph};
+use krilla::Document;
+use ttf_parser::Face;
+
+use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
+use crate::store::findings::FindingRow;
+
+const REGULAR_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
+const BOLD_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans-Bold.ttf");
+
+/// A4 in points.
+const PAGE_W: f32 = 595.28;
+const PAGE_H: f32 = 841.89;
+const LEFT: f32 = 50.0;
+const RIGHT: f32 = PAGE_W - 50.0;
+const WIDTH: f32 = RIGHT - LEFT;
+/// The first baseline and the lowest one of the findings pages.
+const TOP: f32 = 78.0;
+const BOTTOM: f32 = PAGE_H - 62.0;
+
+type Colour = (u8, u8, u8);
+const INK: Colour = (0x1f, 0x29, 0x33);
+const MUTED: Colour = (0x52, 0x60, 0x6d);
+const RULE: Colour = (0xd9, 0xe2, 0xec);
+const ACCENT: Colour = (0x24, 0x3b, 0x53);
+const WHITE: Colour = (0xff, 0xff, 0xff);
+const TRACK: Colour = (0xee, 0xf2, 0xf7);
+/// Same as the HTML badges, critical to info.
+const SEVERITY_COLOURS: [Colour; 5] = [
+    (0x7f, 0x1d, 0x1d),
+    (0xdc, 0x26, 0x26),
+    (0xea, 0x8a, 0x0c),
+    (0x25, 0x63, 0xeb),
+    (0x6b, 0x72, 0x80),
+];
+
+/// One face: krilla's font for drawing, ttf-parser's view of the same bytes
+/// for measuring (line breaking is ours to do) and rustybuzz's for shaping.
+///
+/// krilla's `draw_text` parses the face for every line it shapes, which is
+/// most of the time of a long report (3.7 s for 10,000 findings); shaping
+/// here with the face parsed once and handing krilla the glyphs
+/// (`draw_glyphs`) does the same work without that.
+struct Typeface {
+    font: Font,
+    face: Face<'static>,
+    shaper: rustybuzz::Face<'static>,
+    units_per_em: f32,
+    /// Glyph and advance of every character below [`SIMPLE_END`], looked
+    /// up once: a cmap lookup per character was the next cost after
+    /// shaping.
+    simple: Vec<(u16, u16)>,
+}
+
+/// The end of the characters [`is_simple`] admits.
+const SIMPLE_END: u32 = 0x530;
+
+impl Typeface {
+    fn load(data: &'static [u8], name: &'static str) -> Result<Typeface, ReportError> {
+        let face = Face::parse(data, 0).map_err(|_| ReportError::Font(name))?;
+        let font = Font::new(data.into(), 0).ok_or(ReportError::Font(name))?;
+        let shaper = rustybuzz::Face::from_slice(data, 0).ok_or(ReportError::Font(name))?;
+        let simple = (0..SIMPLE_END)
+            .map(|c| {
+                let glyph = char::from_u32(c)
+                    .and_then(|c| face.glyph_index(c))
+                    .unwrap_or(ttf_parser::GlyphId(0));
+                (glyph.0, face.glyph_hor_advance(glyph).unwrap_or(0))
+            })
+            .collect();
+        Ok(Typeface {
+            simple,
+            units_per_em: f32::from(face.units_per_em()),
+            font,
+            face,
+            shaper,
+        })
+    }
+
+    /// Glyphs of one line of `text`, each with the byte range of the text
+    /// it stands for (krilla writes those into the ToUnicode map, which is
+    /// what makes the text searchable).
+    fn shape(&self, text: &str) -> Vec<KrillaGlyph> {
+        if text.chars().all(is_simple) {
+            return self.shape_simple(text);
+        }
+        let mut buffer = rustybuzz::UnicodeBuffer::new();
+        buffer.push_str(text);
+        buffer.guess_segment_properties();
+        let rtl = buffer.direction() == rustybuzz::Direction::RightToLeft;
+        let shaped = rustybuzz::shape(&self.shaper, &[], buffer);
+        let infos = shaped.glyph_infos();
+        let positions = shaped.glyph_positions();
+        let upem = self.units_per_em;
+        let mut glyphs = Vec::with_capacity(infos.len());
+        for (i, (info, pos)) in infos.iter().zip(positions).enumerate() {
+            let start = info.cluster as usize;
+            // A cluster ends where the next cluster in text order starts:
+            // after this glyph for left-to-right text, before it otherwise.
+            let next = if rtl {
+                infos[..i].iter().rev().find(|g| g.cluster != info.cluster)
+            } else {
+                infos[i + 1..].iter().find(|g| g.cluster != info.cluster)
+            };
+            let end = next.map_or(text.len(), |g| g.cluster as usize);
+            glyphs.push(KrillaGlyph::new(
+                GlyphId::new(info.glyph_id),
+                pos.x_advance as f32 / upem,
+                pos.x_offset as f32 / upem,
+                pos.y_offset as f32 / upem,
+                pos.y_advance as f32 / upem,
+                start..end,
+                None,
+            ));
+        }
+        glyphs
+    }
+
+    /// Advance width of `text` at `size`; kerning is ignored, which only
+    /// errs on the safe side for line breaking.
+    fn width(&self, text: &str, size: f32) -> f32 {
+        let units: f32 = text
+            .chars()
+            .map(|c| match self.simple.get(c as usize) {
+                Some((_, advance)) => f32::from(*advance),
+                None => self
+                    .face
+                    .glyph_index(c)
+                    .and_then(|g| self.face.glyph_hor_advance(g))
+                    .map(f32::from)
+                    .unwrap_or(self.units_per_em * 0.6),
+            })
+            .sum();
+        units * size / self.units_per_em
+    }
+}
+
+/// Characters (all below [`SIMPLE_END`]) of scripts that need no shaping: one glyph each, at its
+/// advance (Latin, Greek and Cyrillic letters, digits, punctuation, but no
+/// combining marks). Nearly all report text is made of these; shaping it
+/// with rustybuzz was a third of the time of a long PDF, for kerning only.
+fn is_simple(c: char) -> bool {
+    matches!(c, ' '..='~' | '\u{a0}'..='\u{2ff}' | '\u{370}'..='\u{482}' | '\u{48a}'..='\u{52f}')
+}
+
+impl Typeface {
+    fn shape_simple(&self, text: &str) -> Vec<KrillaGlyph> {
+        let upem = self.units_per_em;
+        text.char_indices()
+            .map(|(at, c)| {
+                let (glyph, advance) = self.simple[c as usize];
+                KrillaGlyph::new(
+                    GlyphId::new(u32::from(glyph)),
+                    f32::from(advance) / upem,
+                    0.0,
+                    0.0,
+                    0.0,
+                    at..at + c.len_utf8(),
+                    None,
+                )
+            })
+            .collect()
+    }
+}
+
+struct Fonts {
+    regular: Typeface,
+    bold: Typeface,
+}
+
+static FONTS: LazyLock<Result<Fonts, ReportError>> = LazyLock::new(|| {
+    Ok(Fonts {
+        regular: Typeface::load(REGULAR_TTF, "DejaVuSans.ttf")?,
+        bold: Typeface::load(BOLD_TTF, "DejaVuSans-Bold.ttf")?,
+    })
+});
+
+fn fonts() -> Result<&'static Fonts, ReportError> {
+    match &*FONTS {
+        Ok(f) => Ok(f),
+        Err(ReportError::Font(name)) => Err(ReportError::Font(name)),
+        Err(_) => Err(ReportError::Font("DejaVu")),
+    }
+}
+
+/// Breaks `text` into lines no wider than `width`: at spaces when it can,
+/// inside a word when the word alone is too wide (URLs), and at every line
+/// break of the text.
+fn wrap(face: &Typeface, text: &str, size: f32, width: f32) -> Vec<String> {
+    let mut lines = Vec::new();
+    for paragraph in text.split('\n') {
+        let paragraph = paragraph.trim_end_matches('\r');
+        let mut line = String::new();
+        let mut line_w = 0.0;
+        let space = face.width(" ", size);
+        for word in paragraph.split(' ') {
+            let word_w = face.width(word, size);
+            if !line.is_empty() && line_w + space + word_w <= width {
+                line.push(' ');
+                line.push_str(word);
+                line_w += space + word_w;
+                continue;
+            }
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            if word_w <= width {
+                line.push_str(word);
+                line_w = word_w;
+                continue;
+            }
+            // A word wider than the line: break it where it fills the line.
+            line_w = 0.0;
+            for c in word.chars() {
+                let w = face.width(c.encode_utf8(&mut [0; 4]), size);
+                if line_w + w > width && !line.is_empty() {
+                    lines.push(std::mem::take(&mut line));
+                    line_w = 0.0;
+                }
+                line.push(c);
+                line_w += w;
+            }
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// A drawing operation of the page being filled.
+enum Op {
+    Text {
+        x: f32,
+        y: f32,
+        size: f32,
+        bold: bool,
+        colour: Colour,
+        text: String,
+    },
+    Rect {
+        x: f32,
+        y: f32,
+        w: f32,
+        h: f32,
+        colour: Colour,
+    },
+}
+
+fn fill(colour: Colour) -> Fill {
+    Fill {
+        paint: rgb::Color::new(colour.0, colour.1, colour.2).into(),
+        opacity: NormalizedF32::ONE,
+        rule: Default::default(),
+    }
+}
+
+fn draw(surface: &mut Surface<'_>, fonts: &Fonts, op: &Op) {
+    match op {
+        Op::Text {
+            x,
+            y,
+            size,
+            bold,
+            colour,
+            text,
+        } => {
+            if text.is_empty() {
+                return;
+            }
+            surface.set_fill(Some(fill(*colour)));
+            let face = if *bold { &fonts.bold } else { &fonts.regular };
+            let glyphs = face.shape(text);
+            surface.draw_glyphs(
+                Point::from_xy(*x, *y),
+                &glyphs,
+                face.font.clone(),
+                text,
+                *size,
+                false,
+            );
+        }
+        Op::Rect { x, y, w, h, colour } => {
+            let Some(rect) = Rect::from_xywh(*x, *y, *w, *h) else {
+                return;
+            };
+            let mut pb = PathBuilder::new();
+            pb.push_rect(rect);
+            if let Some(path) = pb.finish() {
+                surface.set_fill(Some(fill(*colour)));
+                surface.draw_path(&path);
+            }
+        }
+    }
+}
+
+pub struct PdfRenderer {
+    fonts: &'static Fonts,
+    document: Document,
+    header: Header,
+    /// The page being filled; written out by [`PdfRenderer::end_page`].
+    ops: Vec<Op>,
+    /// The baseline of the next line on the page being filled.
+    y: f32,
+    /// Pages written so far.
+    pages: u32,
+    current_host: Option<String>,
+    findings: u64,
+}
+
+impl PdfRenderer {
+    pub fn new(header: Header) -> Result<PdfRenderer, ReportError> {
+        let fonts = fonts()?;
+        let mut document = Document::new();
+        document.set_metadata(
+            Metadata::new()
+                .title(format!(
+                    "Security scan report: {}{}",
+                    display_host(&header.scan.domain),
+                    if header.is_partial() {
+                        " (partial)"
+                    } else {
+                        ""
+                    }
+                ))
+                .creator("scanfleet".to_string())
+                .language("en".to_string()),
+        );
+        let mut r = PdfRenderer {
+            fonts,
+            document,
+            header,
+            ops: Vec::with_capacity(512),
+            y: TOP,
+            pages: 0,
+            current_host: None,
+            findings: 0,
+        };
+        r.cover();
+        r.end_page();
+        r.start_findings_page();
+        Ok(r)
+    }
+
+    fn text(&mut self, x: f32, y: f32, size: f32, bold: bool, colour: Colour, text: &str) {
+        self.ops.push(Op::Text {
+            x,
+            y,
+            size,
+            bold,
+            colour,
+            text: text.to_string(),
+        });
+    }
+
+    fn rect(&mut self, x: f32, y: f32, w: f32, h: f32, colour: Colour) {
+        self.ops.push(Op::Rect { x, y, w, h, colour });
+    }
+
+    fn face(&self, bold: bool) -> &'static Typeface {
+        if bold {
+            &self.fonts.bold
+        } else {
+            &self.fonts.regular
+        }
+    }
+
+    /// Writes the page being filled, with its footer, to the document.
+    fn end_page(&mut self) {
+        self.pages += 1;
+        let label = format!("Page {}", self.pages);
+        let w = self.fonts.regular.width(&label, 8.0);
+        self.rect(LEFT, PAGE_H - 44.0, WIDTH, 0.6, RULE);
+        self.text(
+            LEFT,
+            PAGE_H - 30.0,
+            8.0,
+            false,
+            MUTED,
+            &format!("scanfleet · {}", timestamp(Some(self.header.generated_at))),
+        );
+        self.text(RIGHT - w, PAGE_H - 30.0, 8.0, false, MUTED, &label);
+        let mut page = self
+            .document
+            .start_page_with(PageSettings::from_wh(PAGE_W, PAGE_H).expect("A4 is a valid size"));
+        let mut surface = page.surface();
+        for op in self.ops.drain(..) {
+            draw(&mut surface, self.fonts, &op);
+        }
+        surface.finish();
+        page.finish();
+    }
+
+    /// A findings page: the running head, then content from [`TOP`].
+    fn start_findings_page(&mut self) {
+        let head = format!(
+            "Security scan report: {}{}",
+            display_host(&self.header.scan.domain),
+            if self.header.is_partial() {
+                " — PARTIAL"
+            } else {
+                ""
+            }
+        );
+        self.text(LEFT, 38.0, 8.0, false, MUTED, &head);
+        self.rect(LEFT, 46.0, WIDTH, 0.6, RULE);
+        self.y = TOP;
+    }
+
+    /// Starts a new page unless `needed` points still fit on this one.
+    fn ensure(&mut self, needed: f32) {
+        if self.y + needed > BOTTOM {
+            self.end_page();
+            self.start_findings_page();
+        }
+    }
+
+    fn cover(&mut self) {
+        let h = self.header.clone();
+        let s = &h.scan;
+        // The band with the title.
+        self.rect(0.0, 0.0, PAGE_W, 170.0, ACCENT);
+        self.text(LEFT, 62.0, 10.0, true, WHITE, "SECURITY SCAN REPORT");
+        let mut y = 100.0;
+        for line in wrap(&self.fonts.bold, &display_host(&s.domain), 26.0, WIDTH)
+            .into_iter()
+            .take(2)
+        {
+            self.text(LEFT, y, 26.0, true, WHITE, &line);
+            y += 30.0;
+        }
+        if h.is_partial() {
+            self.rect(LEFT, 142.0, 70.0, 16.0, (0xd9, 0x77, 0x06));
+            self.text(LEFT + 9.0, 154.0, 9.0, true, WHITE, "PARTIAL");
+        }
+
+        // The scan.
+        let mut y = 210.0;
+        let meta = [
+            ("Target", display_host(&s.domain)),
+            ("Engine", s.engine.as_str().to_string()),
+            ("Status", s.status.as_str().to_string()),
+            ("Started", timestamp(s.started_at)),
+            ("Completed", timestamp(s.completed_at)),
+            ("Duration", h.duration_text()),
+            ("Generated", timestamp(Some(h.generated_at))),
+            ("Scan", s.id.to_string()),
+        ];
+        for (k, v) in meta {
+            self.text(LEFT, y, 9.0, false, MUTED, k);
+            let v = wrap(&self.fonts.regular, &v, 10.5, WIDTH - 90.0)
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            self.text(LEFT + 90.0, y, 10.5, false, INK, &v);
+            y += 18.0;
+        }
+        if let Some(note) = h.partial_note() {
+            y += 6.0;
+            let lines = wrap(&self.fonts.bold, &note, 10.0, WIDTH - 24.0);
+            let box_h = 14.0 * lines.len() as f32 + 14.0;
+            self.rect(LEFT, y - 4.0, WIDTH, box_h, (0xff, 0xfb, 0xeb));
+            self.rect(LEFT, y - 4.0, 5.0, box_h, (0xd9, 0x77, 0x06));
+            let mut ly = y + 12.0;
+            for line in lines {
+                self.text(LEFT + 16.0, ly, 10.0, true, (0x78, 0x35, 0x0f), &line);
+                ly += 14.0;
+            }
+            y += box_h + 4.0;
+        }
+
+        // The executive summary and its chart.
+        y += 30.0;
+        self.text(LEFT, y, 16.0, true, INK, "Executive summary");
+        self.rect(LEFT, y + 8.0, WIDTH, 1.2, ACCENT);
+        y += 42.0;
+        let total = h.total();
+        self.text(LEFT, y, 30.0, true, INK, &total.to_string());
+        let tw = self.fonts.bold.width(&total.to_string(), 30.0);
+        self.text(
+            LEFT + tw + 10.0,
+            y,
+            11.0,
+            false,
+            MUTED,
+            if total == 1 {
+                "finding in total"
+            } else {
+                "findings in total"
+            },
+        );
+        y += 30.0;
+        let counts = h.counts();
+        let max = counts.iter().copied().max().unwrap_or(0).max(1) as f32;
+        let bar_x = LEFT + 80.0;
+        let bar_w = WIDTH - 80.0 - 50.0;
+        for (i, label) in SEVERITY_LABELS.iter().enumerate() {
+            self.text(LEFT, y + 13.0, 11.0, false, INK, label);
+            self.rect(bar_x, y, bar_w, 18.0, TRACK);
+            let w = if counts[i] == 0 {
+                1.5
+            } else {
+                (counts[i] as f32 / max * bar_w).max(3.0)
+            };
+            self.rect(bar_x, y, w, 18.0, SEVERITY_COLOURS[i]);
+            self.text(
+                bar_x + bar_w + 10.0,
+                y + 13.0,
+                11.0,
+                true,
+                INK,
+                &counts[i].to_string(),
+            );
+            y += 28.0;
+        }
+        y += 14.0;
+        let hint = if total == 0 {
+            "No findings."
+        } else {
+            "The findings follow, grouped by host, most severe first."
+        };
+        self.text(LEFT, y, 10.0, false, MUTED, hint);
+    }
+
+    fn host_heading(&mut self, host: &str) {
+        self.ensure(70.0);
+        self.y += 6.0;
+        let lines = wrap(&self.fonts.bold, &display_host(host), 14.0, WIDTH);
+        for line in lines {
+            self.text(LEFT, self.y, 14.0, true, ACCENT, &line);
+            self.y += 18.0;
+        }
+        self.rect(LEFT, self.y - 12.0, WIDTH, 1.5, ACCENT);
+        self.y += 8.0;
+    }
+
+    /// A label and its wrapped value; continues on the next page when the
+    /// page is full.
+    fn field(&mut self, label: &str, value: &str) {
+        const LABEL_W: f32 = 82.0;
+        const SIZE: f32 = 9.0;
+        const LINE: f32 = 12.0;
+        let lines = wrap(&self.fonts.regular, value, SIZE, WIDTH - LABEL_W);
+        self.ensure(LINE);
+        self.text(LEFT, self.y, 8.5, false, MUTED, label);
+        for line in lines {
+            self.ensure(LINE);
+            self.text(LEFT + LABEL_W, self.y, SIZE, false, INK, &line);
+            self.y += LINE;
+        }
+        self.y += 2.0;
+    }
+}
+
+impl Renderer for PdfRenderer {
+    fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
+        if self.current_host.as_deref() != Some(f.host.as_str()) {
+            self.host_heading(&f.host);
+            self.current_host = Some(f.host.clone());
+        }
+        self.findings += 1;
+        let rank = f.severity.rank() as usize;
+        const BADGE_W: f32 = 62.0;
+        let name_lines = wrap(self.face(true), &f.name, 11.0, WIDTH - BADGE_W - 10.0);
+        // The badge, the name and the first fields stay together.
+        self.ensure(14.0 * name_lines.len() as f32 + 40.0);
+        self.y += 4.0;
+        self.rect(LEFT, self.y - 10.5, BADGE_W, 14.0, SEVERITY_COLOURS[rank]);
+        let label = SEVERITY_LABELS[rank].to_uppercase();
+        let lw = self.fonts.bold.width(&label, 7.5);
+        self.text(
+            LEFT + (BADGE_W - lw) / 2.0,
+            self.y,
+            7.5,
+            true,
+            WHITE,
+            &label,
+        );
+        for line in name_lines {
+            self.text(LEFT + BADGE_W + 10.0, self.y, 11.0, true, INK, &line);
+            self.y += 14.0;
+        }
+        self.y += 3.0;
+        self.field("Template", &f.template_id);
+        self.field("Matched at", &f.matched_at);
+        self.field("Status", &f.status.replace('_', " "));
+        if !f.description.trim().is_empty() {
+            self.field("Description", &f.description);
+        }
+        if !f.remediation.trim().is_empty() {
+            self.field("Remediation", &f.remediation);
+        }
+        if !f.extracted_results.is_empty() {
+            self.field("Extracted", &f.extracted_results.join("\n"));
+        }
+        self.y += 4.0;
+        if self.y + 10.0 < BOTTOM {
+            self.rect(LEFT, self.y - 6.0, WIDTH, 0.5, RULE);
+        }
+        self.y += 6.0;
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<Vec<u8>, ReportError> {
+        if self.findings == 0 {
+            self.text(LEFT, self.y, 11.0, false, MUTED, "No findings.");
+        }
+        self.end_page();
+        Ok(self.document.finish()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_text_wraps_within_the_width_and_long_words_break() {
+        let fonts = fonts().unwrap();
+        let text = format!("{} {}", "word ".repeat(60), "x".repeat(300));
+        let lines = wrap(&fonts.regular, &text, 9.0, 200.0);
+        assert!(lines.len() > 5);
+        for l in &lines {
+            assert!(fonts.regular.width(l, 9.0) <= 200.0, "{l:?}");
+        }
+        assert_eq!(lines.concat().replace(' ', ""), text.replace(' ', ""));
+    }
+
+    #[test]
+    fn line_breaks_in_the_text_start_new_lines() {
+        let fonts = fonts().unwrap();
+        assert_eq!(
+            wrap(&fonts.regular, "one\r\ntwo", 9.0, 400.0),
+            ["one", "two"]
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The SARIF 2.1.0 report: one run, one rule per template (its severity,
+//! description and remediation), one result per finding with its location,
+//! levels mapped from severity, and GitHub code scanning's
+//! `security-severity` on each rule.
+//!
+//! Results are serialised as they arrive; the rules, a handful per scan,
+//! are collected on the way and written after them (JSON objects have no
+//! key order), so the findings are never held.
+
+use std::collections::HashMap;
+
+use scanfleet_common::Severity;
+use serde_json::{json, Value};
+
+use super::{Header, Renderer, ReportError, TOOL_NAME};
+use crate::store::findings::FindingRow;
+
+/// The OASIS schema the document follows (errata 01, the current text).
+pub const SCHEMA_URI: &str =
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
+
+pub fn level(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical | Severity::High => "error",
+        Severity::Medium => "warning",
+        Severity::Low | Severity::Info => "note",
+    }
+}
+
+/// The CVSS-like score GitHub code scanning reads from `security-severity`.
+fn security_severity(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "9.5",
+        Severity::High => "8.0",
+        Severity::Medium => "5.5",
+        Severity::Low => "3.0",
+        Severity::Info => "0.0",
+    }
+}
+
+pub struct SarifRenderer {
+    header: Header,
+    results: Vec<u8>,
+    rules: Vec<Value>,
+    rule_index: HashMap<String, usize>,
+}
+
+impl SarifRenderer {
+    pub fn new(header: Header) -> SarifRenderer {
+        SarifRenderer {
+            header,
+            results: Vec::with_capacity(64 * 1024),
+            rules: Vec::new(),
+            rule_index: HashMap::new(),
+        }
+    }
+
+    fn rule_for(&mut self, f: &FindingRow) -> usize {
+        if let Some(i) = self.rule_index.get(&f.template_id) {
+            return *i;
+        }
+        let i = self.rules.len();
+        let description = if f.description.trim().is_empty() {
+            &f.name
+        } else {
+            &f.description
+        };
+        let help = if f.remediation.trim().is_empty() {
+            "No remediation provided."
+        } else {
+            &f.remediation
+        };
+        self.rules.push(json!({
+            "id": f.template_id,
+            "name": f.name,
+            "shortDescription": {"text": f.name},
+            "fullDescription": {"text": description},
+            "help": {"text": help},
+            "defaultConfiguration": {"level": level(f.severity)},
+            "properties": {
+                "security-severity": security_severity(f.severity),
+                "severity": f.severity.as_str(),
+                "tags": ["security"],
+            },
+        }));
+        self.rule_index.insert(f.template_id.clone(), i);
+        i
+    }
+}
+
+impl Renderer for SarifRenderer {
+    fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
+        let index = self.rule_for(f);
+        let result = json!({
+            "ruleId": f.template_id,
+            "ruleIndex": index,
+            "level": level(f.severity),
+            "kind": "fail",
+            "message": {"text": format!("{} at {}", f.name, f.matched_at)},
+            "locations": [{
+                "physicalLocation": {"artifactLocation": {"uri": f.matched_at}},
+                "logicalLocations": [{"name": f.host, "kind": "host"}],
+            }],
+            "partialFingerprints": {"dedupKey/v1": format!("{}:{}", f.template_id, f.matched_at)},
+            "properties": {
+                "findingId": f.id,
+                "severity": f.severity.as_str(),
+                "status": f.status,
+                "host": f.host,
+                "extractedResults": f.extracted_results,
+            },
+        });
+        if !self.results.is_empty() {
+            self.results.push(b',');
+        }
+        serde_json::to_writer(&mut self.results, &result)?;
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Vec<u8>, ReportError> {
+        let h = &self.header;
+        let s = &h.scan;
+        let mut invocation = json!({
+            "executionSuccessful": !h.is_partial(),
+            "startTimeUtc": s.started_at,
+            "endTimeUtc": s.completed_at,
+        });
+        if s.started_at.is_none() {
+            invocation.as_object_mut().map(|o| o.remove("startTimeUtc"));
+        }
+        if s.completed_at.is_none() {
+            invocation.as_object_mut().map(|o| o.remove("endTimeUtc"));
+        }
+        if let Some(note) = h.partial_note() {
+            invocation["toolExecutionNotifications"] = json!([{
+                "level": "warning",
+                "message": {"text": note},
+            }]);
+        }
+        let tool = json!({"driver": {
+            "name": TOOL_NAME,
+            "version": env!("CARGO_PKG_VERSION"),
+            "informationUri": "https://github.com/scanfleet/scanfleet",
+            "rules": self.rules,
+        }});
+        let properties = json!({
+            "scanId": s.id,
+            "domain": s.domain,
+            "engine": s.engine.as_str(),
+            "status": s.status.as_str(),
+            "partial": h.is_partial(),
+            "generatedAt": h.generated_at,
+        });
+        let mut out = Vec::with_capacity(self.results.len() + 4096);
+        out.extend_from_slice(b"{\"$schema\":");
+        serde_json::to_writer(&mut out, SCHEMA_URI)?;
+        out.extend_from_slice(b",\"version\":\"2.1.0\",\"runs\":[{\"tool\":");
+        serde_json::to_writer(&mut out, &tool)?;
+        out.extend_from_slice(b",\"invocations\":[");
+        serde_json::to_writer(&mut out, &invocation)?;
+        out.extend_from_slice(b"],\"properties\":");
+        serde_json::to_writer(&mut out, &properties)?;
+        out.extend_from_slice(b",\"results\":[");
+        out.extend_from_slice(&self.results);
+        out.extend_from_slice(b"]}]}\n");
+        Ok(out)
+    }
+}
