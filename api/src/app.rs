@@ -41,6 +41,8 @@ impl Application {
     /// before anything is changed in the database.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let bind = settings.api.bind;
+        // Installed before anything is counted.
+        crate::metrics::handle();
         let listener = StdTcpListener::bind(bind).map_err(|e| startup::StartupError::Bind {
             addr: bind.to_string(),
             reason: e.to_string(),
@@ -180,11 +182,13 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .at("/api/v1/openapi.json", spec)
         .nest("/api/v1/docs", docs)
         .at("/api/v1/ws/scans/:scan_id", get(crate::ws::scan_websocket))
+        .at("/metrics", get(crate::metrics::metrics_endpoint))
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
         .data(state.clone())
         .around(problem_guard)
         .with(crate::ratelimit::RateLimit::new(state))
+        .around(crate::metrics::count_requests)
         .with(Tracing)
 }
 

@@ -24,6 +24,7 @@
 //!   from Postgres into one renderer per format.
 //! - [`state`]: what every handler shares.
 //! - [`startup`]: start-up checks that name the setting at fault.
+//! - [`metrics`]: `GET /metrics` in Prometheus text.
 //! - [`ingest`]: the ingester (scan events -> Postgres), and the stream
 //!   layout decision.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
@@ -34,6 +35,7 @@ pub mod cron;
 pub mod domain;
 pub mod error;
 pub mod ingest;
+pub mod metrics;
 pub mod payments;
 pub mod problem;
 pub mod queue;

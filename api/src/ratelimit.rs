@@ -151,9 +151,11 @@ enum PathClass {
 fn classify(path: &str) -> PathClass {
     let path = path.trim_end_matches('/');
     match path {
-        "/healthz" | "/readyz" | "/api/v1/openapi.json" | "/api/v1/subscriptions/webhook" => {
-            PathClass::Exempt
-        }
+        "/healthz"
+        | "/readyz"
+        | "/metrics"
+        | "/api/v1/openapi.json"
+        | "/api/v1/subscriptions/webhook" => PathClass::Exempt,
         _ if path == "/api/v1/docs" || path.starts_with("/api/v1/docs/") => PathClass::Exempt,
         "/api/v1/auth/login" | "/api/v1/auth/register" | "/api/v1/subscriptions/tiers" => {
             PathClass::Anonymous
@@ -354,6 +356,7 @@ impl<E: Endpoint> Endpoint for RateLimited<E> {
             return self.inner.call(req).await.map(IntoResponse::into_response);
         };
         let mut resp = if count.exceeded() {
+            metrics::counter!("scanfleet_rate_limited_total").increment(1);
             Error::RateLimited {
                 retry_after_secs: count.reset_secs,
             }

@@ -367,6 +367,7 @@ async fn accept(state: &AppState, scan_id: &str, token: Option<String>) -> Resul
 /// Sends the snapshot, then every change, until the scan ends or the client
 /// leaves.
 async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
+    let _open = OpenConnection::new();
     let (mut sink, mut incoming) = socket.split();
     let mut live = LiveScan::from_row(&row);
     let subscription = if row.status.is_terminal() {
@@ -423,6 +424,22 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
                 }
             }
         }
+    }
+}
+
+/// Counts an open WebSocket connection for `/metrics` while it lives.
+struct OpenConnection;
+
+impl OpenConnection {
+    fn new() -> OpenConnection {
+        metrics::gauge!("scanfleet_websocket_connections").increment(1.0);
+        OpenConnection
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        metrics::gauge!("scanfleet_websocket_connections").decrement(1.0);
     }
 }
 

@@ -87,6 +87,8 @@ pub struct ScannerSettings {
     /// On SIGTERM, how long running scans may go on before the node leaves
     /// them to the other nodes and exits.
     pub drain_secs: u64,
+    /// Where the node serves its Prometheus metrics; none when unset.
+    pub metrics_bind: Option<SocketAddr>,
 }
 
 #[derive(Debug, Clone)]
@@ -229,6 +231,13 @@ impl Settings {
                 dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
                 per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
                 drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
+                metrics_bind: match get("SCANFLEET_SCANNER__METRICS_BIND") {
+                    None => None,
+                    Some(v) => Some(v.parse().map_err(|e| SettingsError::Invalid {
+                        name: "SCANFLEET_SCANNER__METRICS_BIND",
+                        message: format!("`{v}`: {e}"),
+                    })?),
+                },
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,

@@ -101,3 +101,41 @@ impl TestAppExt {
         scanfleet_tests::TestApp::read(resp).await
     }
 }
+
+#[tokio::test]
+async fn metrics_are_served_in_prometheus_text_with_route_templates_not_raw_paths() {
+    let app = scanfleet_tests::spawn_app().await;
+    let u = app.new_user().await;
+    let missing = uuid::Uuid::now_v7();
+    let r = app
+        .get(&format!("/api/v1/scans/{missing}"), &u.access_token)
+        .await;
+    assert_eq!(r.status, 404);
+    let resp = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .starts_with("text/plain"));
+    let text = resp.text().await.unwrap();
+    for name in [
+        "scanfleet_http_requests_total",
+        "scanfleet_http_request_duration_seconds_bucket",
+        "scanfleet_scans{status=\"queued\"}",
+        "scanfleet_queue_depth",
+        "scanfleet_ingest_backlog_entries",
+        "scanfleet_ingest_lag_seconds",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
+    assert!(
+        text.contains("route=\"/api/v1/scans/:param0\""),
+        "the route template labels the request:\n{text}"
+    );
+    assert!(
+        !text.contains(&missing.to_string()),
+        "a raw id leaked into a label"
+    );
+}

@@ -176,7 +176,14 @@ async fn quick_and_recon_scans_run_their_narrower_selections_and_wildcards_add_n
     hosts.extend(["wild.example.test", "*.wild.example.test"]);
     let fleet = fleet_with_lab(&lab, &hosts, &[]).await;
     let _api = fleet.api(&[]).await;
-    let _a = fleet.node("node-a", &[]);
+    let metrics_addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let _a = fleet.node(
+        "node-a",
+        &[("SCANFLEET_SCANNER__METRICS_BIND", metrics_addr.as_str())],
+    );
     let token = fleet.user().await;
 
     let target = fleet.target(&token, DOMAIN).await;
@@ -227,6 +234,23 @@ async fn quick_and_recon_scans_run_their_narrower_selections_and_wildcards_add_n
             "http-probe http://wild.example.test/".to_string(),
         ]
     );
+
+    // The node's own metrics listener saw the scans.
+    let text = reqwest::get(format!("http://{metrics_addr}/metrics"))
+        .await
+        .expect("node metrics")
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "scanfleet_scanner_findings_total",
+        "scanfleet_scanner_scans_finished_total{status=\"completed\"} 3",
+        "scanfleet_scanner_stage_duration_seconds",
+        "scanfleet_scanner_template_jobs_total",
+        "scanfleet_scanner_scans_running 0",
+    ] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,6 +180,15 @@ impl Node {
                 }
             }
         });
+        if let Some(addr) = node.settings.scanner.metrics_bind {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .with_http_listener(addr)
+                .install()
+                .map_err(|e| {
+                    NodeError::Settings(format!("SCANFLEET_SCANNER__METRICS_BIND {addr}: {e}"))
+                })?;
+            tracing::info!(%addr, "serving Prometheus metrics");
+        }
         let client = apalis_redis::Client::open(node.settings.redis_url.expose())?;
         let conn = client.get_connection_manager().await?;
         let poll = Duration::from_millis(node.settings.scanner.poll_interval_ms);
@@ -279,6 +288,7 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     tracing::info!(attempt, "scan taken");
     let spec = EngineSpec::of(job.engine);
     let control = node.running.start(job.scan_id);
+    metrics::gauge!("scanfleet_scanner_scans_running").increment(1.0);
     let watch_done = CancellationToken::new();
     let watchdog = tokio::spawn(control::watchdog(
         node.redis.clone(),
@@ -298,6 +308,7 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     watch_done.cancel();
     let _ = watchdog.await;
     node.running.finish(job.scan_id);
+    metrics::gauge!("scanfleet_scanner_scans_running").decrement(1.0);
     let outcome = result?;
     let (status, error) = match (outcome, control.reason()) {
         (Outcome::Failed(reason), _) => (ScanStatus::Failed, Some(reason)),
@@ -318,6 +329,8 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         error = error.as_deref().unwrap_or(""),
         "scan finished"
     );
+    metrics::counter!("scanfleet_scanner_scans_finished_total", "status" => status.as_str())
+        .increment(1);
     sink.status(status, error).await?;
     close(node, &closed).await
 }

@@ -43,6 +43,7 @@ pub async fn run(
     let dns_timeout = Duration::from_millis(node.settings.scanner.dns_timeout_ms);
     let domain = job.domain.as_str();
 
+    let mut timer = StageTimer::start(Stage::Resolve);
     // RESOLVE
     sink.progress(Stage::Resolve, 0, "dns").await?;
     let resolved = tokio::time::timeout(
@@ -68,6 +69,7 @@ pub async fn run(
     )
     .await?;
 
+    timer.next(Stage::Discover);
     // DISCOVER
     let mut hosts = vec![domain.to_string()];
     if spec.discover {
@@ -112,6 +114,7 @@ pub async fn run(
         }
     }
 
+    timer.next(Stage::Probe);
     // PROBE
     let live = probe_hosts(node, &stages, &hosts, sink, cancel).await?;
     if cancel.is_cancelled() {
@@ -124,6 +127,7 @@ pub async fn run(
         )));
     }
 
+    timer.next(Stage::Validate);
     // VALIDATE
     let templates = spec.select(&node.templates);
     validate(node, &stages, templates, &live, sink, cancel).await?;
@@ -131,9 +135,46 @@ pub async fn run(
         return Ok(Outcome::Cancelled);
     }
 
+    timer.next(Stage::Report);
     // REPORT: the counts are the ingester's; the node says it is done.
     sink.progress(Stage::Report, 99, "report").await?;
     Ok(Outcome::Completed)
+}
+
+/// Records how long each stage took (`scanfleet_scanner_stage_duration_seconds`);
+/// the running stage is recorded when the timer moves on or is dropped.
+struct StageTimer {
+    stage: Stage,
+    started: std::time::Instant,
+}
+
+impl StageTimer {
+    fn start(stage: Stage) -> StageTimer {
+        StageTimer {
+            stage,
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn next(&mut self, stage: Stage) {
+        self.record();
+        self.stage = stage;
+        self.started = std::time::Instant::now();
+    }
+
+    fn record(&self) {
+        metrics::histogram!(
+            "scanfleet_scanner_stage_duration_seconds",
+            "stage" => self.stage.as_str()
+        )
+        .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for StageTimer {
+    fn drop(&mut self) {
+        self.record();
+    }
 }
 
 /// DNS of the domain itself, asked twice: one lost packet must not fail a scan.
@@ -231,8 +272,12 @@ async fn validate(
                 finding.host = host_name(&finding.host);
                 batch.push(finding);
             }
-            Event::Error(_) => failed_requests += 1,
+            Event::Error(_) => {
+                failed_requests += 1;
+                metrics::counter!("scanfleet_scanner_requests_failed_total").increment(1);
+            }
             Event::Progress { done, total } => {
+                metrics::counter!("scanfleet_scanner_template_jobs_total").increment(1);
                 sink.findings(std::mem::take(&mut batch)).await?;
                 sink.progress(
                     Stage::Validate,

@@ -59,6 +59,7 @@ impl EventSink {
         if findings.is_empty() {
             return Ok(());
         }
+        metrics::counter!("scanfleet_scanner_findings_total").increment(findings.len() as u64);
         self.write(findings.into_iter().map(ScanEventKind::Finding).collect())
             .await
     }
