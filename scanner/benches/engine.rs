@@ -48,6 +48,7 @@ fn synthetic_response(i: usize) -> Response {
         final_url: format!("http://bench.test/path/{i}"),
         duration: Duration::from_millis(12),
         redirect_chain: Vec::new(),
+        redirect_responses: Vec::new(),
     }
 }
 

@@ -428,6 +428,33 @@ http:
     assert_eq!(report.results.len(), 1);
 }
 
+#[tokio::test]
+async fn stop_at_first_match_is_not_triggered_by_extractor_results_alone() {
+    let lab = Lab::start(|s| ok(&format!("token={}", &s.target[1..]))).await;
+    let yaml = r#"
+id: extract-all
+info: {name: Extract all, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/a"
+      - "{{BaseURL}}/b"
+      - "{{BaseURL}}/c"
+    stop-at-first-match: true
+    extractors:
+      - type: regex
+        group: 1
+        regex: ["token=([a-z]+)"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/a", "/b", "/c"]);
+    let values: Vec<Vec<String>> = report
+        .results
+        .iter()
+        .map(|r| r.extracted_results.clone())
+        .collect();
+    assert_eq!(values, vec![vec!["a"], vec!["b"], vec!["c"]]);
+}
+
 fn redirecting_lab_handler(s: &Seen) -> Reply {
     if s.target == "/old" {
         Reply {
@@ -461,11 +488,54 @@ async fn a_302_matches_when_redirects_are_off() {
 }
 
 #[tokio::test]
-async fn a_302_does_not_match_when_redirects_are_followed() {
+async fn an_intermediate_redirect_hop_can_match_and_is_reported_at_its_own_url() {
     let lab = Lab::start(redirecting_lab_handler).await;
     let report = scan(&REDIRECT_TEMPLATE.replace("REDIRECTS", "true"), &lab.base).await;
     assert_eq!(lab.targets(), vec!["/old", "/new"]);
-    assert!(report.results.is_empty());
+    assert_eq!(report.results.len(), 1);
+    assert_eq!(report.results[0].matched_at, format!("{}/old", lab.base));
+
+    // Each hop is judged on its own: the hop's header and the landing
+    // page's body match separately, each reported at its own URL.
+    let yaml = r#"
+id: hops
+info: {name: Hops, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/old"
+    redirects: true
+    matchers:
+      - type: word
+        name: moved
+        part: header
+        words: ["Location: /new"]
+      - type: word
+        name: landed
+        part: body
+        words: ["landed"]
+      - type: dsl
+        name: never-both
+        dsl: ["status_code == 302 && contains(body, 'landed')"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    let mut got: Vec<(String, String)> = report
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.matcher_name.clone().unwrap_or_default(),
+                r.matched_at.clone(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("landed".to_string(), format!("{}/new", lab.base)),
+            ("moved".to_string(), format!("{}/old", lab.base)),
+        ]
+    );
 }
 
 #[tokio::test]
@@ -616,6 +686,86 @@ http:
             ("title".to_string(), vec!["Home".to_string()]),
         ]
     );
+}
+
+#[tokio::test]
+async fn named_extractors_give_one_result_each_when_an_unnamed_matcher_matched() {
+    let lab = Lab::start(|s| {
+        let marker = if s.target == "/hit" { "hit" } else { "miss" };
+        ok(&format!("{marker} user=alice role=admin"))
+    })
+    .await;
+    let yaml = r#"
+id: who
+info: {name: Who, severity: info}
+http:
+  - path:
+      - "{{BaseURL}}/hit"
+      - "{{BaseURL}}/miss"
+    matchers:
+      - type: word
+        words: ["hit"]
+    extractors:
+      - type: regex
+        name: user
+        group: 1
+        regex: ["user=([a-z]+)"]
+      - type: regex
+        name: role
+        group: 1
+        regex: ["role=([a-z]+)"]
+"#;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/hit", "/miss"]);
+    // `/miss` extracts the same values but matches nothing: no result.
+    let mut got: Vec<(String, Vec<String>, String)> = report
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.matcher_name.clone().unwrap_or_default(),
+                r.extracted_results.clone(),
+                r.matched_at.clone(),
+            )
+        })
+        .collect();
+    got.sort();
+    let hit = format!("{}/hit", lab.base);
+    assert_eq!(
+        got,
+        vec![
+            ("role".to_string(), vec!["admin".to_string()], hit.clone()),
+            ("user".to_string(), vec!["alice".to_string()], hit),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_var_option_overrides_the_template_variable_of_the_same_name() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: vars
+info: {name: Vars, severity: info}
+variables:
+  dir: "from-template"
+  page: "{{dir}}/index"
+http:
+  - path:
+      - "{{BaseURL}}/{{page}}"
+"#;
+    let engine = Engine::new(EngineConfig {
+        client: ClientConfig {
+            allow_private: true,
+            ..ClientConfig::default()
+        },
+        variables: vec![("dir".to_string(), "from-option".to_string())],
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let target = TargetUrl::parse(&lab.base).expect("target");
+    engine.run(&[compile(yaml)], &[target]).await;
+    // Later variables see the overridden value too.
+    assert_eq!(lab.targets(), vec!["/from-option/index"]);
 }
 
 #[tokio::test]

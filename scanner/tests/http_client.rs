@@ -654,6 +654,18 @@ async fn followed_redirects_resolve_relative_locations_and_record_the_chain() {
         resp.redirect_chain,
         vec![format!("{root}/start"), format!("{root}/middle")]
     );
+    // Each redirect response is kept whole, under its own URL.
+    let hops: Vec<(u16, &str, Option<&str>)> = resp
+        .redirect_responses
+        .iter()
+        .map(|h| (h.status, h.final_url.as_str(), h.header("location")))
+        .collect();
+    assert_eq!(hops.len(), 2);
+    assert_eq!(hops[0].1, resp.redirect_chain[0]);
+    assert_eq!(hops[1].1, resp.redirect_chain[1]);
+    assert!(hops
+        .iter()
+        .all(|h| (300..400).contains(&h.0) && h.2.is_some()));
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 //! sized for blocking I/O, while rayon's is sized to the cores and also
 //! runs the per-cluster fan-out in parallel.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -181,12 +182,18 @@ fn send_options(block: &CompiledBlock, jar: Option<&CookieJar>) -> SendOptions {
 /// Evaluates template `variables` in order, each seeing the earlier ones.
 /// Done once per template execution, so `rand_*` helpers give one value for
 /// all its requests. A variable that does not resolve is left out: the
-/// requests using it are then skipped as unresolved.
+/// requests using it are then skipped as unresolved. A variable also given
+/// as a `--var` option (or a scan variable) takes the option's value, as in
+/// Nuclei, and later variables see that value.
 fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -> VarMap {
     let input_layer = Arc::new(layer_from_strings(input.variables(false)));
     // Constants first, so variables can use them (`{{randstr}}`).
     let mut out: VarMap = (*tpl.constants).clone();
     for (name, value) in &tpl.variables {
+        if let Some(given) = shared.option_vars.get(name) {
+            out.insert(name.clone(), given.clone());
+            continue;
+        }
         let scope = Scope::new()
             .below(Arc::new(out.clone()))
             .below(shared.option_vars.clone())
@@ -240,25 +247,47 @@ fn payload_values(
         .collect()
 }
 
-fn outcome_of(block: &CompiledBlock, r: &OperatorResult) -> MatchOutcome {
+fn outcome_of(r: &OperatorResult) -> MatchOutcome {
     MatchOutcome {
         has_matchers: r.has_matchers,
         matched: r.matched,
-        or_condition: block.or_condition,
         matched_names: r.matched_names.clone(),
         extracts: r.extracts.clone(),
     }
 }
 
 /// Extracted values that later requests may use: internal and named ones
-/// (the operators report both in `internal`), first value each.
-fn carry_extracts(r: &OperatorResult, dynamic: &mut VarMap, this_block: &mut VarMap) {
+/// (the operators report both in `internal`), first value each. Names in
+/// `carried` were already set by a response of the same request and are
+/// kept; the names set here are added to it.
+fn carry_extracts(
+    r: &OperatorResult,
+    dynamic: &mut VarMap,
+    this_block: &mut VarMap,
+    carried: &mut HashSet<String>,
+) {
     for (name, values) in &r.internal {
         if let Some(v) = values.first() {
+            if !carried.insert(name.clone()) {
+                continue;
+            }
             dynamic.insert(name.clone(), string_value(v.clone()));
             this_block.insert(name.clone(), string_value(v.clone()));
         }
     }
+}
+
+/// The responses of one request in the order they are judged: the final
+/// response first, then each redirect response back to the first one, the
+/// order in which Nuclei walks a followed chain. Each is judged on its own,
+/// so an intermediate hop's status or headers can match, reported at that
+/// hop's URL.
+fn judged_responses(mut resp: Response) -> Vec<Response> {
+    let earlier = std::mem::take(&mut resp.redirect_responses);
+    let mut out = Vec::with_capacity(earlier.len() + 1);
+    out.push(resp);
+    out.extend(earlier.into_iter().rev());
+    out
 }
 
 /// Runs every block of `tpl` against `target`, emitting results as they come.
@@ -323,61 +352,73 @@ pub(crate) async fn run_template(
                     continue;
                 };
                 count += 1;
-                let matched_at = resp.final_url.clone();
                 let request_scope =
                     layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
-                let history_now = numbered_history.clone();
-                let tpl_job = tpl.clone();
-                let host = target.host.clone();
-                let dump = built.dump;
-                let job = move || {
-                    let block = &tpl_job.blocks[bi];
-                    let resp_layer = Arc::new(response_vars(
-                        &resp,
-                        &host,
-                        &dump,
-                        &tpl_job.head.template_id,
-                    ));
-                    let numbered_layer = block
-                        .needs_history
-                        .then(|| Arc::new(numbered(&resp_layer, count)));
-                    let mut scope = Scope::new().below(resp_layer.clone());
-                    if let Some(n) = &numbered_layer {
-                        scope = scope.below(n.clone());
+                let dump = Arc::new(built.dump);
+                // Names this request's responses already set, so an earlier
+                // hop does not overwrite what the final response extracted.
+                let mut carried = HashSet::new();
+                for (hi, hop) in judged_responses(resp).into_iter().enumerate() {
+                    let is_final = hi == 0;
+                    // A `req-condition` block is judged once, on the final
+                    // responses of all its requests, after the loop.
+                    if !is_final && block.req_condition {
+                        break;
                     }
-                    for h in history_now.iter().rev() {
-                        scope = scope.below(h.clone());
+                    let matched_at = hop.final_url.clone();
+                    let history_now = numbered_history.clone();
+                    let tpl_job = tpl.clone();
+                    let host = target.host.clone();
+                    let dump = dump.clone();
+                    let request_scope = request_scope.clone();
+                    let job = move || {
+                        let block = &tpl_job.blocks[bi];
+                        let resp_layer =
+                            Arc::new(response_vars(&hop, &host, &dump, &tpl_job.head.template_id));
+                        // `body_2` and friends name the final response of
+                        // request 2, not a redirect before it.
+                        let numbered_layer = (is_final && block.needs_history)
+                            .then(|| Arc::new(numbered(&resp_layer, count)));
+                        let mut scope = Scope::new().below(resp_layer.clone());
+                        if let Some(n) = &numbered_layer {
+                            scope = scope.below(n.clone());
+                        }
+                        for h in history_now.iter().rev() {
+                            scope = scope.below(h.clone());
+                        }
+                        let scope = scope.below_all(&request_scope);
+                        let result = block.operators.evaluate(&scope);
+                        (resp_layer, numbered_layer, result)
+                    };
+                    let Some((resp_layer, numbered_layer, result)) = on_rayon(job).await else {
+                        report(
+                            shared,
+                            target,
+                            Some(&tid),
+                            TargetErrorKind::Request,
+                            "matching panicked".into(),
+                        )
+                        .await;
+                        continue;
+                    };
+                    if let Some(n) = numbered_layer {
+                        numbered_history.push(n);
                     }
-                    let scope = scope.below_all(&request_scope);
-                    let result = block.operators.evaluate(&scope);
-                    (resp_layer, numbered_layer, result)
-                };
-                let Some((resp_layer, numbered_layer, result)) = on_rayon(job).await else {
-                    report(
-                        shared,
-                        target,
-                        Some(&tid),
-                        TargetErrorKind::Request,
-                        "matching panicked".into(),
-                    )
-                    .await;
-                    continue;
-                };
-                if let Some(n) = numbered_layer {
-                    numbered_history.push(n);
-                }
-                carry_extracts(&result, &mut dynamic, &mut block_extracts);
-                last_response = Some((resp_layer, matched_at.clone()));
-                if block.req_condition {
-                    continue;
-                }
-                let results = build_results(&head, &matched_at, &outcome_of(block, &result));
-                let matched = !results.is_empty();
-                for r in results {
-                    emit(shared, Event::Result(r)).await;
-                }
-                if matched && block.stop_at_first_match {
-                    break 'blocks;
+                    carry_extracts(&result, &mut dynamic, &mut block_extracts, &mut carried);
+                    if is_final {
+                        last_response = Some((resp_layer, matched_at.clone()));
+                    }
+                    if block.req_condition {
+                        continue;
+                    }
+                    for r in build_results(&head, &matched_at, &outcome_of(&result)) {
+                        emit(shared, Event::Result(r)).await;
+                    }
+                    // Nuclei stops on a matcher match only: values found by
+                    // extractors alone do not end the template.
+                    if result.matched && block.stop_at_first_match {
+                        break 'blocks;
+                    }
                 }
             }
         }
@@ -403,8 +444,13 @@ pub(crate) async fn run_template(
                     tpl_job.blocks[bi].operators.evaluate(&scope)
                 };
                 if let Some(result) = on_rayon(job).await {
-                    carry_extracts(&result, &mut dynamic, &mut block_extracts);
-                    for r in build_results(&head, matched_at, &outcome_of(block, &result)) {
+                    carry_extracts(
+                        &result,
+                        &mut dynamic,
+                        &mut block_extracts,
+                        &mut HashSet::new(),
+                    );
+                    for r in build_results(&head, matched_at, &outcome_of(&result)) {
                         emit(shared, Event::Result(r)).await;
                     }
                 }
@@ -447,22 +493,34 @@ pub(crate) async fn run_cluster(
     let Some(resp) = send(shared, target, &tid, &built, &options).await else {
         return;
     };
-    let matched_at = resp.final_url.clone();
     let host = target.host.clone();
     let request_scope =
         layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
     let dump = built.dump;
     let job = move || {
-        let resp_layer = Arc::new(response_vars(&resp, &host, &dump, ""));
-        let scope = Scope::new().below(resp_layer).below_all(&request_scope);
+        let hops: Vec<(String, Scope)> = judged_responses(resp)
+            .into_iter()
+            .map(|hop| {
+                let resp_layer = Arc::new(response_vars(&hop, &host, &dump, ""));
+                let scope = Scope::new().below(resp_layer).below_all(&request_scope);
+                (hop.final_url, scope)
+            })
+            .collect();
         members
             .par_iter()
             .map(|tpl| {
                 let block = &tpl.blocks[0];
-                let result = block.operators.evaluate(&scope);
                 let mut head = tpl.head.clone();
                 head.host = host.clone();
-                build_results(&head, &matched_at, &outcome_of(block, &result))
+                let mut out = Vec::new();
+                for (matched_at, scope) in &hops {
+                    let result = block.operators.evaluate(scope);
+                    out.extend(build_results(&head, matched_at, &outcome_of(&result)));
+                    if result.matched && block.stop_at_first_match {
+                        break;
+                    }
+                }
+                out
             })
             .flatten()
             .collect::<Vec<ScanResult>>()

@@ -13,7 +13,8 @@ pub struct ScanResult {
     pub severity: Severity,
     /// The input target (`scheme://host[:port]`).
     pub host: String,
-    /// The final URL of the response that matched (after redirects).
+    /// The URL of the response that matched: with redirects followed, the
+    /// hop that matched, which need not be the last.
     pub matched_at: String,
     pub extracted_results: Vec<String>,
     pub matcher_name: Option<String>,
@@ -52,8 +53,6 @@ impl ScanResult {
 pub struct MatchOutcome {
     pub has_matchers: bool,
     pub matched: bool,
-    /// True when the block's matchers combine with `or` (the default).
-    pub or_condition: bool,
     /// Names of the named matchers that matched, in template order.
     pub matched_names: Vec<String>,
     /// Non-internal extractor output: (name, values), in template order.
@@ -71,17 +70,23 @@ pub struct ResultHead {
     pub remediation: String,
 }
 
-/// Turns one match event into results, with Nuclei's multiplicity:
-/// - matchers exist and none matched: nothing;
-/// - under `or`, one result per matched named matcher;
-/// - no matchers: one result per named extractor with values (or one for
-///   unnamed extractor output);
-/// - otherwise one result for the event.
+/// Turns one match event into results, with the multiplicity of Nuclei's
+/// `MakeDefaultResultEvent`:
+/// - matchers exist and none matched: nothing, whatever was extracted;
+/// - named matchers matched: one result per name (the operators list them
+///   under `or` only, as Nuclei does);
+/// - otherwise named extractors with values: one result per extractor,
+///   holding its own values (also when an unnamed matcher matched);
+/// - otherwise one result, when a matcher matched or something was
+///   extracted.
 pub fn build_results(
     head: &ResultHead,
     matched_at: &str,
     outcome: &MatchOutcome,
 ) -> Vec<ScanResult> {
+    if outcome.has_matchers && !outcome.matched {
+        return Vec::new();
+    }
     let mut all_values: Vec<String> = Vec::new();
     for v in outcome.extracts.iter().flat_map(|(_, v)| v.iter()) {
         if !all_values.contains(v) {
@@ -100,18 +105,12 @@ pub fn build_results(
         remediation: head.remediation.clone(),
         timestamp: Utc::now(),
     };
-    if outcome.has_matchers {
-        if !outcome.matched {
-            return Vec::new();
-        }
-        if outcome.or_condition && !outcome.matched_names.is_empty() {
-            return outcome
-                .matched_names
-                .iter()
-                .map(|n| make(Some(n.clone()), all_values.clone()))
-                .collect();
-        }
-        return vec![make(None, all_values)];
+    if !outcome.matched_names.is_empty() {
+        return outcome
+            .matched_names
+            .iter()
+            .map(|n| make(Some(n.clone()), all_values.clone()))
+            .collect();
     }
     let named: Vec<_> = outcome
         .extracts
@@ -125,7 +124,7 @@ pub fn build_results(
             .map(|(n, v)| make(Some(n.clone()), v.clone()))
             .collect();
     }
-    if all_values.is_empty() {
+    if !outcome.matched && all_values.is_empty() {
         return Vec::new();
     }
     vec![make(None, all_values)]
@@ -151,7 +150,6 @@ mod tests {
         let o = MatchOutcome {
             has_matchers: true,
             matched: false,
-            or_condition: true,
             matched_names: vec![],
             extracts: vec![(None, vec!["v".into()])],
         };
@@ -163,7 +161,6 @@ mod tests {
         let o = MatchOutcome {
             has_matchers: true,
             matched: true,
-            or_condition: true,
             matched_names: vec!["a".into(), "b".into()],
             extracts: vec![],
         };
@@ -177,7 +174,6 @@ mod tests {
         let o = MatchOutcome {
             has_matchers: false,
             matched: false,
-            or_condition: true,
             matched_names: vec![],
             extracts: vec![
                 (Some("x".into()), vec!["1".into()]),
@@ -194,11 +190,48 @@ mod tests {
     }
 
     #[test]
+    fn an_unnamed_match_gives_one_result_per_named_extractor() {
+        let o = MatchOutcome {
+            has_matchers: true,
+            matched: true,
+            matched_names: vec![],
+            extracts: vec![
+                (Some("x".into()), vec!["1".into()]),
+                (None, vec!["2".into()]),
+                (Some("y".into()), vec!["3".into()]),
+            ],
+        };
+        let r = build_results(&head(), "u", &o);
+        let got: Vec<_> = r
+            .iter()
+            .map(|r| (r.matcher_name.clone(), r.extracted_results.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some("x".to_string()), vec!["1".to_string()]),
+                (Some("y".to_string()), vec!["3".to_string()]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_match_without_names_or_values_gives_one_result() {
+        let o = MatchOutcome {
+            has_matchers: true,
+            matched: true,
+            ..Default::default()
+        };
+        assert_eq!(build_results(&head(), "u", &o).len(), 1);
+        let nothing = MatchOutcome::default();
+        assert!(build_results(&head(), "u", &nothing).is_empty());
+    }
+
+    #[test]
     fn json_line_uses_the_design_field_names() {
         let o = MatchOutcome {
             has_matchers: true,
             matched: true,
-            or_condition: false,
             ..Default::default()
         };
         let line = build_results(&head(), "http://h/x", &o)[0].to_json_line();

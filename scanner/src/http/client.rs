@@ -129,7 +129,7 @@ impl HttpClient {
     }
 
     /// Sends one request; follows redirects per `opts`; returns the final
-    /// response with the chain of URLs before it.
+    /// response with the chain of URLs and the redirect responses before it.
     pub async fn send(&self, req: &Request, opts: &SendOptions) -> Result<Response, HttpError> {
         self.run(req.clone(), opts, Vec::new(), Duration::ZERO)
             .await
@@ -167,8 +167,17 @@ impl HttpClient {
             store_cookies(jar, &current, &resp);
         }
         match next_hop(&current, &resp, opts, 0)? {
-            Some(next) => self.run(next, opts, vec![current.full_url()], took).await,
-            None => Ok(into_response(resp, current.full_url(), took, Vec::new())),
+            Some(next) => {
+                let hop = into_response(resp, current.full_url(), took, Vec::new(), Vec::new());
+                self.run(next, opts, vec![hop], took).await
+            }
+            None => Ok(into_response(
+                resp,
+                current.full_url(),
+                took,
+                Vec::new(),
+                Vec::new(),
+            )),
         }
     }
 
@@ -176,7 +185,7 @@ impl HttpClient {
         &self,
         mut current: Request,
         opts: &SendOptions,
-        mut chain: Vec<String>,
+        mut hops: Vec<Response>,
         mut spent: Duration,
     ) -> Result<Response, HttpError> {
         let defaults = WireDefaults {
@@ -196,12 +205,21 @@ impl HttpClient {
             if let Some(jar) = &opts.cookie_jar {
                 store_cookies(jar, &current, &resp);
             }
-            match next_hop(&current, &resp, opts, chain.len())? {
+            match next_hop(&current, &resp, opts, hops.len())? {
                 Some(next) => {
-                    chain.push(current.full_url());
+                    hops.push(into_response(
+                        resp,
+                        current.full_url(),
+                        took,
+                        Vec::new(),
+                        Vec::new(),
+                    ));
                     current = next;
                 }
-                None => return Ok(into_response(resp, current.full_url(), spent, chain)),
+                None => {
+                    let chain = hops.iter().map(|h| h.final_url.clone()).collect();
+                    return Ok(into_response(resp, current.full_url(), spent, chain, hops));
+                }
             }
         }
     }
@@ -411,6 +429,7 @@ fn into_response(
     final_url: String,
     duration: Duration,
     redirect_chain: Vec<String>,
+    redirect_responses: Vec<Response>,
 ) -> Response {
     Response {
         status: resp.status,
@@ -423,6 +442,7 @@ fn into_response(
         final_url,
         duration,
         redirect_chain,
+        redirect_responses,
     }
 }
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-/// The final response of a request, after any redirects.
+/// The final response of a request, after any redirects, with the
+/// redirect responses that led to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub status: u16,
@@ -25,6 +26,11 @@ pub struct Response {
     /// URLs requested before the final one, each of which answered with a
     /// redirect that was followed; empty when none was.
     pub redirect_chain: Vec<String>,
+    /// The redirect responses behind `redirect_chain`, in the same order,
+    /// each with its own URL in `final_url` and its own wire time. Kept
+    /// because Nuclei judges every response of a followed chain, so the
+    /// status and headers of an intermediate hop can match on their own.
+    pub redirect_responses: Vec<Response>,
 }
 
 impl Response {
@@ -183,6 +189,7 @@ mod tests {
             final_url: "http://h.test/".into(),
             duration: Duration::ZERO,
             redirect_chain: Vec::new(),
+            redirect_responses: Vec::new(),
         }
     }
 
