@@ -39,9 +39,6 @@ pub enum Error {
     Validation(Vec<FieldError>),
     #[error("rate limit exceeded, retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
-    /// An operation of the contract that this version does not provide yet.
-    #[error("{0} is not available yet")]
-    NotImplemented(&'static str),
     /// The payment provider: unconfigured or down (503), refusing or
     /// garbling (502), or a webhook delivery that is not genuine (400).
     #[error(transparent)]
@@ -89,7 +86,6 @@ impl Error {
             Error::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             Error::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            Error::NotImplemented(_) => (StatusCode::NOT_IMPLEMENTED, "not_implemented"),
             Error::Payments(e) => payments_status_and_code(e),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Report(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

@@ -369,6 +369,13 @@ impl Fleet {
         client
     }
 
+    /// How many times a node took up `scan` (the node's own count).
+    pub async fn attempts(&self, scan: &str) -> Option<i64> {
+        use fred::interfaces::KeysInterface;
+        let key = format!("{}:scan:{scan}:attempts", self.prefix);
+        self.redis().await.get(key).await.expect("attempts")
+    }
+
     /// The node currently running `scan` (its heartbeat names it).
     pub async fn running_node(&self, scan: &str) -> Option<String> {
         use fred::interfaces::KeysInterface;

@@ -89,10 +89,6 @@ fn unknown(column: &str, value: &str) -> Error {
     ))
 }
 
-fn from_row(row: &Row) -> Result<ScanRow, Error> {
-    ScanRow::try_from(row)
-}
-
 /// The tier above `current` and the upgrade prompt for a limit or feature
 /// of `current`.
 pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String>) -> Upgrade {
@@ -239,7 +235,7 @@ pub async fn create_scan(
             }
         })?;
     tx.commit().await?;
-    let scan = from_row(&row)?;
+    let scan = ScanRow::try_from(&row)?;
 
     let job = ScanJob {
         scan_id: scan.id,
@@ -312,7 +308,12 @@ pub async fn list(
         )
         .await?
         .get(0);
-    Ok((rows.iter().map(from_row).collect::<Result<_, _>>()?, total))
+    Ok((
+        rows.iter()
+            .map(ScanRow::try_from)
+            .collect::<Result<_, _>>()?,
+        total,
+    ))
 }
 
 /// One of the user's scans.
@@ -330,7 +331,7 @@ pub async fn find(
             &[&scan_id, &user_id],
         )
         .await?;
-    row.as_ref().map(from_row).transpose()
+    row.as_ref().map(ScanRow::try_from).transpose()
 }
 
 /// Any scan, by id (for the ingester and the scheduler).
@@ -343,7 +344,7 @@ pub async fn find_any(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<S
             &[&scan_id],
         )
         .await?;
-    row.as_ref().map(from_row).transpose()
+    row.as_ref().map(ScanRow::try_from).transpose()
 }
 
 /// Stops one of the user's scans: `NotFound` when it is not theirs,
@@ -384,7 +385,7 @@ pub async fn stop_scan(
         )
         .await?;
     match row {
-        Some(row) => from_row(&row),
+        Some(row) => ScanRow::try_from(&row),
         // The ingester may have applied the stop event first; otherwise the
         // scan finished between the read and the update.
         None => match find(&**db, user_id, scan_id).await? {
