@@ -115,7 +115,7 @@ async fn run(url: &str) -> anyhow::Result<()> {
     );
 
     // Warm the cache once, as a live service would be.
-    dashboard::summary(&**db, user).await?;
+    dashboard::summary(&db, user).await?;
     dashboard::charts(&**db, user).await?;
 
     let mut summary = Vec::with_capacity(ROUNDS);
@@ -123,7 +123,7 @@ async fn run(url: &str) -> anyhow::Result<()> {
     let mut last = None;
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        let s = dashboard::summary(&**db, user).await?;
+        let s = dashboard::summary(&db, user).await?;
         summary.push(t.elapsed());
         let t = Instant::now();
         let c = dashboard::charts(&**db, user).await?;

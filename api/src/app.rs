@@ -15,6 +15,7 @@ use scanfleet_common::keys::Keys;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
 
+use crate::auth::cache::AuthCache;
 use crate::auth::password;
 use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
@@ -83,6 +84,11 @@ impl Application {
         };
         let ingesting = tokio::spawn(ingester.run(background.clone()));
         let relaying = tokio::spawn(self.state.hub.clone().run(background.clone()));
+        let listening = tokio::spawn(crate::auth::cache::listen(
+            self.state.auth_cache.clone(),
+            self.state.settings.database_url.expose().to_string(),
+            background.clone(),
+        ));
         let app = endpoint(self.state);
         let served = Server::new_with_acceptor(acceptor)
             .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
@@ -90,6 +96,7 @@ impl Application {
         background.cancel();
         let _ = ingesting.await;
         let _ = relaying.await;
+        let _ = listening.await;
         served
     }
 }
@@ -145,6 +152,7 @@ impl AppState {
             settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
+            auth_cache: Arc::new(AuthCache::default()),
         })
     }
 }

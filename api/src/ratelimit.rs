@@ -13,11 +13,10 @@
 //!
 //! The user's tier (and an API key's owner) are cached in-process for a few
 //! seconds, so a limited request costs one Redis round trip and, at most
-//! every [`CACHE_TTL`], one indexed query. A tier change made by this
-//! process (a payment: [`crate::store::tiers::note_change`]) drops the
-//! user's cached tier at once; other api processes pick it up within
-//! [`CACHE_TTL`]. Authentication itself
-//! re-reads the tier on every request.
+//! every [`CACHE_TTL`], one indexed query. A tier change, made by this
+//! process or announced by the database to its auth-cache listener
+//! ([`crate::auth::cache::note_change`]), drops the user's cached tier at
+//! once.
 //!
 //! The payment webhook, `/healthz`, `/readyz`, the docs and the OpenAPI
 //! document are not limited and carry no rate-limit headers.
@@ -35,7 +34,7 @@ use uuid::Uuid;
 use crate::auth::tokens::sha256;
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::{api_keys, tiers};
+use crate::store::api_keys;
 
 /// How long a user's tier, or an API key's owner, is reused without asking
 /// Postgres again.
@@ -223,7 +222,7 @@ fn cached<K: std::hash::Hash + Eq + Clone, V: Clone>(
 /// Whether a cache entry for `user_id` made at `cached_at` predates a tier
 /// change.
 fn outdated(user_id: Uuid, cached_at: Instant) -> bool {
-    tiers::changed_since(user_id, cached_at)
+    crate::auth::cache::changed_since(user_id, cached_at)
 }
 
 fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, Cached<V>>>, key: K, value: V) {
@@ -411,7 +410,7 @@ mod tests {
         let user = Uuid::new_v4();
         let before = Instant::now();
         assert!(!outdated(user, before));
-        tiers::note_change(user);
+        crate::auth::cache::note_change(user);
         assert!(outdated(user, before));
         assert!(!outdated(user, Instant::now()));
         assert!(!outdated(Uuid::new_v4(), before));

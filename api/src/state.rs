@@ -6,6 +6,7 @@ use std::sync::Arc;
 use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
 
+use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
 use crate::queue::ScanQueue;
 use crate::store::Db;
@@ -26,4 +27,7 @@ pub struct AppState {
     /// A real argon2id hash of a random password, verified against when a
     /// login names an unknown email, so that both cases take the same time.
     pub dummy_password_hash: Arc<str>,
+    /// Who credentials belong to, kept between requests; see
+    /// [`crate::auth::cache`].
+    pub auth_cache: Arc<AuthCache>,
 }

@@ -359,7 +359,7 @@ async fn accept(state: &AppState, scan_id: &str, token: Option<String>) -> Resul
     let not_yours = || Error::forbidden("scan_forbidden", "no scan of yours has this id");
     let scan_id = Uuid::parse_str(scan_id).map_err(|_| not_yours())?;
     let db = state.db.get().await?;
-    scans::find(&**db, me.user.id, scan_id)
+    scans::find(&db, me.user.id, scan_id)
         .await?
         .ok_or_else(not_yours)
 }

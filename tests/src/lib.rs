@@ -325,6 +325,10 @@ impl TestApp {
         )
         .await
         .expect("set tier");
+        // The api's own admin operations record a change in-process at once
+        // (other processes learn it from the database's notification); so
+        // does this stand-in for them.
+        scanfleet_api::auth::cache::note_change(user_id);
     }
 
     pub async fn make_admin(&self, user_id: Uuid) {
@@ -335,5 +339,6 @@ impl TestApp {
         )
         .await
         .expect("make admin");
+        scanfleet_api::auth::cache::note_change(user_id);
     }
 }

@@ -89,21 +89,21 @@ async fn wrong_password_and_unknown_email_get_the_same_401() {
     assert_eq!(wrong.body["detail"], unknown.body["detail"]);
     assert_eq!(wrong.body["code"], unknown.body["code"]);
     assert!(wrong.header("www-authenticate").is_some());
-    // Both paths verify an argon2 hash, so neither answers much faster.
-    let time = |email: &'static str| {
-        let app = &app;
-        async move {
+    // Both paths verify an argon2 hash, so neither answers much faster. The
+    // fastest of several interleaved tries of each is compared: the machine's
+    // noise only ever adds time.
+    let mut known = std::time::Duration::MAX;
+    let mut missing = std::time::Duration::MAX;
+    for _ in 0..3 {
+        for (email, best) in [
+            ("erin@example.com", &mut known),
+            ("nobody@example.com", &mut missing),
+        ] {
             let start = std::time::Instant::now();
-            for _ in 0..3 {
-                app.login(email, "not-the-password").await;
-            }
-            start.elapsed()
+            app.login(email, "not-the-password").await;
+            *best = (*best).min(start.elapsed());
         }
-    };
-    let (known, missing) = (
-        time("erin@example.com").await,
-        time("nobody@example.com").await,
-    );
+    }
     let ratio = known.as_secs_f64() / missing.as_secs_f64();
     assert!(
         (0.33..3.0).contains(&ratio),
@@ -494,4 +494,68 @@ async fn admins_list_and_change_users_and_others_get_403() {
     )
     .await
     .assert_problem(404);
+}
+
+/// Waits until the app's auth cache listens for changes (it starts with the
+/// server, on its own connection).
+async fn until_the_auth_cache_listens(app: &scanfleet_tests::TestApp) {
+    for _ in 0..200 {
+        if app.state.auth_cache.is_live() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the auth cache never started listening");
+}
+
+#[tokio::test]
+async fn a_known_session_is_served_from_the_cache_without_reading_the_database() {
+    let app = spawn_app().await;
+    until_the_auth_cache_listens(&app).await;
+    let u = app.new_user().await;
+    app.get("/api/v1/auth/me", &u.access_token).await;
+    // A change the database does not announce (triggers off for this
+    // connection) is not seen: the identity came from the cache.
+    let db = app.state.db.get().await.unwrap();
+    db.batch_execute(&format!(
+        "SET session_replication_role = replica;
+         UPDATE sessions SET revoked_at = now() WHERE user_id = '{}';
+         SET session_replication_role = origin;",
+        u.id
+    ))
+    .await
+    .unwrap();
+    let r = app.get("/api/v1/auth/me", &u.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+}
+
+#[tokio::test]
+async fn a_change_made_in_the_database_by_someone_else_reaches_the_cache_at_once() {
+    let app = spawn_app().await;
+    until_the_auth_cache_listens(&app).await;
+    let u = app.new_user().await;
+    let r = app.get("/api/v1/auth/me", &u.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    // As another api process (or an operator with psql) would: the trigger
+    // announces it and the listener drops the cached identity.
+    let db = app.state.db.get().await.unwrap();
+    db.execute("UPDATE users SET disabled = true WHERE id = $1", &[&u.id])
+        .await
+        .unwrap();
+    let mut status = 0;
+    for _ in 0..100 {
+        status = app
+            .get("/api/v1/auth/me", &u.access_token)
+            .await
+            .status
+            .as_u16();
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        status, 401,
+        "the disabled account was still served after 2 s"
+    );
 }

@@ -1,11 +1,14 @@
-//! Who is calling. Every authenticated request costs one indexed query (the
-//! session, or the API key, joined with its user), so logout, password
-//! changes, key deletion, disabling and tier changes take effect at once, not
-//! when an access token expires.
+//! Who is calling. A credential's session or API key, joined with its user,
+//! is read with one indexed query and then kept in the process's
+//! [`super::cache`], which drops it on any change to the user, their
+//! sessions, keys or subscription; so logout, password changes, key
+//! deletion, disabling and tier changes take effect on the next request,
+//! not when an access token expires.
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
+use super::cache::{CacheKey, Cached};
 use super::scheme::{BearerAuth, Credentials};
 use super::tokens::{sha256, TokenError};
 use crate::error::Error;
@@ -59,17 +62,23 @@ impl Identity {
 /// A paid user whose cancelled subscription's period has ended is returned
 /// to `demo` here, before any tier check of the request (one indexed query,
 /// paid tiers only).
+/// `lapses_at` is when the user's cancelled paid period ends, if it does;
+/// true when the user was just returned to `demo`.
 async fn settle_lapsed_subscription(
     db: &impl tokio_postgres::GenericClient,
     user: &mut User,
-) -> Result<(), Error> {
-    if matches!(user.tier_slug.as_str(), "monthly" | "yearly")
+    lapses_at: Option<DateTime<Utc>>,
+) -> Result<bool, Error> {
+    let due = lapses_at.is_some_and(|at| at <= Utc::now());
+    if due
+        && matches!(user.tier_slug.as_str(), "monthly" | "yearly")
         && subscriptions::settle_lapsed(db, user.id).await?
     {
         user.tier_slug = "demo".to_string();
-        crate::store::tiers::note_change(user.id);
+        crate::auth::cache::note_change(user.id);
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }
 
 impl AppState {
@@ -79,12 +88,30 @@ impl AppState {
             TokenError::Expired => Error::Unauthenticated("the access token has expired".into()),
             TokenError::Invalid => Error::Unauthenticated("the access token is invalid".into()),
         })?;
-        let db = self.db.get().await?;
-        let found = sessions::find_with_user(&**db, claims.sid)
-            .await?
-            .filter(|s| s.user.id == claims.sub)
-            .ok_or_else(|| Error::Unauthenticated("the access token is invalid".into()))?;
-        if !found.active {
+        let key = CacheKey::Session(claims.sid);
+        let found = match self.auth_cache.get(&key) {
+            Some(Cached::Session(found)) => found,
+            _ => {
+                let filled = self.auth_cache.fill_start();
+                let db = self.db.get().await?;
+                let mut found = sessions::find_with_user(&**db, claims.sid)
+                    .await?
+                    .ok_or_else(|| Error::Unauthenticated("the access token is invalid".into()))?;
+                if settle_lapsed_subscription(&**db, &mut found.user, found.lapses_at).await? {
+                    found.lapses_at = None;
+                }
+                let until = found
+                    .lapses_at
+                    .map_or(found.expires_at, |l| l.min(found.expires_at));
+                self.auth_cache
+                    .put(key, Cached::Session(found.clone()), filled, until);
+                found
+            }
+        };
+        if found.user.id != claims.sub {
+            return Err(Error::Unauthenticated("the access token is invalid".into()));
+        }
+        if !found.active || found.expires_at <= Utc::now() {
             return Err(Error::Unauthenticated(
                 "the session has ended: log in again".into(),
             ));
@@ -92,10 +119,8 @@ impl AppState {
         if found.user.disabled {
             return Err(Error::Unauthenticated("this account is disabled".into()));
         }
-        let mut user = found.user;
-        settle_lapsed_subscription(&**db, &mut user).await?;
         Ok(Identity {
-            user,
+            user: found.user,
             session_id: Some(found.session_id),
             api_key_id: None,
         })
@@ -117,20 +142,35 @@ impl AppState {
     /// owner, so deleting a key, disabling the owner or moving them to the
     /// demo tier takes effect on the next request.
     async fn authenticate_api_key(&self, raw: &str, access: Access) -> Result<Identity, Error> {
-        let db = self.db.get().await?;
-        let found = api_keys::find_by_hash(&**db, &sha256(raw.trim()))
-            .await?
-            .ok_or_else(|| {
-                Error::Unauthenticated("the API key is invalid or was deleted".into())
-            })?;
-        if found.expired {
+        let key = CacheKey::ApiKey(sha256(raw.trim()));
+        let mut found = match self.auth_cache.get(&key) {
+            Some(Cached::ApiKey(found)) => found,
+            _ => {
+                let filled = self.auth_cache.fill_start();
+                let db = self.db.get().await?;
+                let CacheKey::ApiKey(hash) = &key else {
+                    unreachable!("an API-key cache key")
+                };
+                let mut found = api_keys::find_by_hash(&**db, hash).await?.ok_or_else(|| {
+                    Error::Unauthenticated("the API key is invalid or was deleted".into())
+                })?;
+                if settle_lapsed_subscription(&**db, &mut found.user, found.lapses_at).await? {
+                    found.lapses_at = None;
+                }
+                let until = found
+                    .lapses_at
+                    .map_or(found.key.expires_at, |l| l.min(found.key.expires_at));
+                self.auth_cache
+                    .put(key.clone(), Cached::ApiKey(found.clone()), filled, until);
+                found
+            }
+        };
+        if found.expired || found.key.expires_at <= Utc::now() {
             return Err(Error::Unauthenticated("the API key has expired".into()));
         }
         if found.user.disabled {
             return Err(Error::Unauthenticated("this account is disabled".into()));
         }
-        let mut found = found;
-        settle_lapsed_subscription(&**db, &mut found.user).await?;
         if found.user.tier_slug == "demo" {
             return Err(Error::UpgradeRequired {
                 code: "api_keys_require_paid_tier",
@@ -162,7 +202,10 @@ impl AppState {
             .last_used_at
             .is_some_and(|t| Utc::now() - t < Duration::seconds(60));
         if !recent {
+            let db = self.db.get().await?;
             api_keys::touch(&**db, found.key.id).await?;
+            found.key.last_used_at = Some(Utc::now());
+            self.auth_cache.touch_key(&key, Utc::now());
         }
         Ok(Identity {
             user: found.user,

@@ -6,7 +6,9 @@
 //! - [`tokens`]: JWT access tokens and opaque refresh tokens.
 //! - [`scheme`]: the OpenAPI security schemes (Bearer JWT, `X-API-Key`).
 //! - [`identity`]: who is calling, and what they may do.
+//! - [`cache`]: identities kept between requests, dropped on any change.
 
+pub mod cache;
 pub mod identity;
 pub mod password;
 pub mod scheme;

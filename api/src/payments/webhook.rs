@@ -50,7 +50,7 @@ pub async fn receive(
     let changed = apply(&*tx, &event).await?;
     tx.commit().await?;
     if let Some(user_id) = changed {
-        crate::store::tiers::note_change(user_id);
+        crate::auth::cache::note_change(user_id);
     }
     Ok(Receipt::Processed)
 }

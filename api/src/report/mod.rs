@@ -286,7 +286,7 @@ pub async fn build(
         .read_only(true)
         .start()
         .await?;
-    let scan = scans::find(&*tx, user_id, scan_id)
+    let scan = scans::find(&tx, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
     let header = Header::new(scan, generated_at);

@@ -101,7 +101,7 @@ impl DashboardApi {
     ) -> Result<Json<DashboardSummary>> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
-        let s = dashboard::summary(&**db, me.user.id).await?;
+        let s = dashboard::summary(&db, me.user.id).await?;
         Ok(Json(DashboardSummary {
             total_targets: s.total_targets,
             total_scans: s.total_scans,

@@ -351,11 +351,13 @@ async fn owned_scan_with_findings(
     scan_id: Uuid,
 ) -> Result<(ScanRow, Vec<FindingRow>)> {
     let db = state.db.get().await?;
-    let scan = scans::find(&**db, user_id, scan_id)
-        .await?
-        .ok_or(Error::NotFound("scan"))?;
-    let list = findings::list_for_scan(&**db, scan_id).await?;
-    Ok((scan, list))
+    // Sent together: one round trip. The findings are dropped unread when
+    // the scan is not the user's.
+    let (scan, list) = futures::try_join!(
+        scans::find(&db, user_id, scan_id),
+        findings::list_for_scan(&db, scan_id)
+    )?;
+    Ok((scan.ok_or(Error::NotFound("scan"))?, list))
 }
 
 fn by_severity(list: &[FindingRow]) -> Vec<Vulnerability> {
@@ -392,7 +394,7 @@ impl ScansApi {
         };
         let page = page(limit.0, offset.0)?;
         let db = state.db.get().await?;
-        let (list, total) = scans::list(&**db, me.user.id, filter, page).await?;
+        let (list, total) = scans::list(&db, me.user.id, filter, page).await?;
         Ok(ScanList::Ok(
             Json(list.into_iter().map(Into::into).collect()),
             total,

@@ -579,7 +579,7 @@ async fn apply_answer(
         .await?
         .try_get("tier_slug")?;
     tx.commit().await?;
-    crate::store::tiers::note_change(user_id);
+    crate::auth::cache::note_change(user_id);
     Ok(Json(CurrentSubscription::of(
         &tier,
         sub.as_ref(),

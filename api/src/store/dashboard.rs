@@ -39,27 +39,30 @@ pub const RECENT_SCANS: i64 = 5;
 /// Days covered by the charts, today included.
 pub const CHART_DAYS: i32 = 30;
 
-pub async fn summary(db: &impl GenericClient, user_id: Uuid) -> Result<Summary, Error> {
-    let row = db
-        .query_one(
-            "SELECT
+/// Both statements are prepared once per connection and sent together: one
+/// round trip.
+pub async fn summary(
+    db: &impl deadpool_postgres::GenericClient,
+    user_id: Uuid,
+) -> Result<Summary, Error> {
+    const TOTALS: &str = "SELECT
                 (SELECT count(*) FROM targets WHERE user_id = $1),
                 COALESCE(t.scans, 0), COALESCE(t.findings_count, 0),
                 COALESCE(t.critical_count, 0), COALESCE(t.high_count, 0),
                 (SELECT count(*) FROM scans WHERE user_id = $1 AND status IN ('pending', 'running'))
-             FROM (SELECT 1) one LEFT JOIN user_scan_totals t ON t.user_id = $1",
-            &[&user_id],
-        )
-        .await?;
-    let recent = db
-        .query(
-            "SELECT s.id, t.domain, s.engine, s.status, s.progress, s.created_at, s.findings_count,
+             FROM (SELECT 1) one LEFT JOIN user_scan_totals t ON t.user_id = $1";
+    const RECENT: &str =
+        "SELECT s.id, t.domain, s.engine, s.status, s.progress, s.created_at, s.findings_count,
                     s.critical_count, s.high_count, s.medium_count, s.low_count
              FROM scans s JOIN targets t ON t.id = s.target_id
-             WHERE s.user_id = $1 ORDER BY s.created_at DESC, s.id DESC LIMIT $2",
-            &[&user_id, &RECENT_SCANS],
-        )
-        .await?;
+             WHERE s.user_id = $1 ORDER BY s.created_at DESC, s.id DESC LIMIT $2";
+    let (totals, recent) =
+        futures::try_join!(db.prepare_cached(TOTALS), db.prepare_cached(RECENT))?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&user_id, &RECENT_SCANS];
+    let (row, recent) = futures::try_join!(
+        db.query_one(&totals, &params[..1]),
+        db.query(&recent, &params),
+    )?;
     Ok(Summary {
         total_targets: row.get(0),
         total_scans: row.get(1),

@@ -4,6 +4,7 @@
 //! detail, intel and reports, and the triage status.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt as _;
@@ -180,15 +181,14 @@ pub async fn insert_findings(
 
 /// A scan's findings in the order they were found.
 pub async fn list_for_scan(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
 ) -> Result<Vec<FindingRow>, Error> {
-    let rows = db
-        .query(
-            &format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY created_at, id"),
-            &[&scan_id],
-        )
-        .await?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY created_at, id")
+    });
+    let stmt = db.prepare_cached(&SQL).await?;
+    let rows = db.query(&stmt, &[&scan_id]).await?;
     rows.iter().map(FindingRow::try_from).collect()
 }
 

@@ -25,6 +25,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "payments",
         include_str!("../../migrations/0010_payments.sql"),
     ),
+    (
+        12,
+        "auth_cache",
+        include_str!("../../migrations/0012_auth_cache.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

@@ -3,6 +3,8 @@
 //! scheduler), listing, stop, and the forward-only status transition the
 //! ingester applies.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::{Engine, ScanJob};
@@ -276,38 +278,39 @@ pub struct ScanFilter {
 }
 
 /// The user's scans, newest first, with the total count.
+/// A page of the user's scans and their total: both statements prepared
+/// once per connection and sent together, so one round trip.
 pub async fn list(
-    db: &impl GenericClient,
+    db: &deadpool_postgres::Client,
     user_id: Uuid,
     filter: ScanFilter,
     page: Page,
 ) -> Result<(Vec<ScanRow>, i64), Error> {
+    static PAGE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
+             WHERE s.user_id = $1 AND ($2::uuid IS NULL OR s.target_id = $2)
+               AND ($3::text IS NULL OR s.status = $3)
+             ORDER BY s.created_at DESC, s.id DESC LIMIT $4 OFFSET $5"
+        )
+    });
+    const TOTAL: &str = "SELECT count(*) FROM scans s WHERE s.user_id = $1
+               AND ($2::uuid IS NULL OR s.target_id = $2) AND ($3::text IS NULL OR s.status = $3)";
     let status = filter.status.map(ScanStatus::as_str);
-    let rows = db
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
-                 WHERE s.user_id = $1 AND ($2::uuid IS NULL OR s.target_id = $2)
-                   AND ($3::text IS NULL OR s.status = $3)
-                 ORDER BY s.created_at DESC, s.id DESC LIMIT $4 OFFSET $5"
-            ),
-            &[
-                &user_id,
-                &filter.target_id,
-                &status,
-                &page.limit,
-                &page.offset,
-            ],
-        )
-        .await?;
-    let total: i64 = db
-        .query_one(
-            "SELECT count(*) FROM scans s WHERE s.user_id = $1
-               AND ($2::uuid IS NULL OR s.target_id = $2) AND ($3::text IS NULL OR s.status = $3)",
-            &[&user_id, &filter.target_id, &status],
-        )
-        .await?
-        .get(0);
+    let (page_stmt, total_stmt) =
+        futures::try_join!(db.prepare_cached(&PAGE), db.prepare_cached(TOTAL))?;
+    let page_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+        &user_id,
+        &filter.target_id,
+        &status,
+        &page.limit,
+        &page.offset,
+    ];
+    let (rows, total) = futures::try_join!(
+        db.query(&page_stmt, &page_params),
+        db.query_one(&total_stmt, &page_params[..3]),
+    )?;
+    let total: i64 = total.get(0);
     Ok((
         rows.iter()
             .map(ScanRow::try_from)
@@ -318,19 +321,18 @@ pub async fn list(
 
 /// One of the user's scans.
 pub async fn find(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     scan_id: Uuid,
 ) -> Result<Option<ScanRow>, Error> {
-    let row = db
-        .query_opt(
-            &format!(
-                "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
-                 WHERE s.id = $1 AND s.user_id = $2"
-            ),
-            &[&scan_id, &user_id],
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
+             WHERE s.id = $1 AND s.user_id = $2"
         )
-        .await?;
+    });
+    let stmt = db.prepare_cached(&SQL).await?;
+    let row = db.query_opt(&stmt, &[&scan_id, &user_id]).await?;
     row.as_ref().map(ScanRow::try_from).transpose()
 }
 
@@ -359,7 +361,7 @@ pub async fn stop_scan(
     scan_id: Uuid,
 ) -> Result<ScanRow, Error> {
     let db = db.get().await?;
-    let scan = find(&**db, user_id, scan_id)
+    let scan = find(&db, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
     let finished = || {
@@ -388,7 +390,7 @@ pub async fn stop_scan(
         Some(row) => ScanRow::try_from(&row),
         // The ingester may have applied the stop event first; otherwise the
         // scan finished between the read and the update.
-        None => match find(&**db, user_id, scan_id).await? {
+        None => match find(&db, user_id, scan_id).await? {
             Some(scan) if scan.status == ScanStatus::Stopped => Ok(scan),
             _ => Err(finished()),
         },

@@ -2,7 +2,7 @@
 //! token. A token that was already rotated and is presented again means it
 //! leaked, so the whole session is revoked (reuse detection).
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -35,6 +35,10 @@ pub struct SessionUser {
     pub session_id: Uuid,
     pub user: User,
     pub active: bool,
+    pub expires_at: DateTime<Utc>,
+    /// The end of a paid period that is due to lapse (cancelled at period
+    /// end), when there is one.
+    pub lapses_at: Option<DateTime<Utc>>,
 }
 
 pub async fn find_with_user(
@@ -44,7 +48,10 @@ pub async fn find_with_user(
     let row = db
         .query_opt(
             &format!(
-                "SELECT {}, (s.revoked_at IS NULL AND s.expires_at > now()) AS active
+                "SELECT {}, (s.revoked_at IS NULL AND s.expires_at > now()) AS active,
+                        s.expires_at, (SELECT sub.current_period_end FROM subscriptions sub
+                         WHERE sub.user_id = u.id AND sub.cancel_at_period_end
+                               AND sub.status <> 'canceled') AS lapses_at
                  FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1",
                 users::COLUMNS
             ),
@@ -55,6 +62,8 @@ pub async fn find_with_user(
         session_id,
         user: users::from_row(&r),
         active: r.get("active"),
+        expires_at: r.get("expires_at"),
+        lapses_at: r.get("lapses_at"),
     }))
 }
 
@@ -105,6 +114,7 @@ pub async fn rotate(
         )
         .await?;
         tx.commit().await?;
+        crate::auth::cache::note_change(user_id);
         return Ok(Rotation::Reused { session_id });
     }
     tx.execute(
@@ -140,11 +150,16 @@ pub async fn session_of_token(
 }
 
 pub async fn revoke(db: &impl GenericClient, session_id: Uuid, reason: &str) -> Result<(), Error> {
-    db.execute(
-        "UPDATE sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL",
-        &[&session_id, &reason],
-    )
-    .await?;
+    let row = db
+        .query_opt(
+            "UPDATE sessions SET revoked_at = now(), revoked_reason = $2
+             WHERE id = $1 AND revoked_at IS NULL RETURNING user_id",
+            &[&session_id, &reason],
+        )
+        .await?;
+    if let Some(row) = row {
+        crate::auth::cache::note_change(row.get(0));
+    }
     Ok(())
 }
 
@@ -156,11 +171,13 @@ pub async fn revoke_all_except(
     keep: Option<Uuid>,
     reason: &str,
 ) -> Result<u64, Error> {
-    Ok(db
+    let n = db
         .execute(
             "UPDATE sessions SET revoked_at = now(), revoked_reason = $3
              WHERE user_id = $1 AND revoked_at IS NULL AND ($2::uuid IS NULL OR id <> $2)",
             &[&user_id, &keep, &reason],
         )
-        .await?)
+        .await?;
+    crate::auth::cache::note_change(user_id);
+    Ok(n)
 }

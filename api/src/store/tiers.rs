@@ -1,44 +1,9 @@
-//! Subscription tiers: seeded by the first migration, read-only at run time;
-//! and the in-process record of users whose tier just changed
-//! ([`note_change`]), so that caches of a user's tier (the rate limiter's)
-//! can drop it at once.
-
-use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, Instant};
+//! Subscription tiers: seeded by the first migration, read-only at run time.
 
 use tokio_postgres::GenericClient;
 use tokio_postgres::Row;
 
-use uuid::Uuid;
-
 use crate::error::Error;
-
-/// How long a change is remembered: longer than any cache of a tier lives.
-const CHANGE_MEMORY: Duration = Duration::from_secs(60);
-
-/// Users whose tier this process changed, and when. Process-wide: user ids
-/// are unique, so several apps in one process (the tests) cannot disturb
-/// each other. Written after the change is committed; other processes'
-/// caches see it when they expire.
-static CHANGES: LazyLock<Mutex<HashMap<Uuid, Instant>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Records that `user_id`'s tier has just changed; call after the commit.
-pub fn note_change(user_id: Uuid) {
-    let mut changes = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
-    changes.retain(|_, at| at.elapsed() < CHANGE_MEMORY);
-    changes.insert(user_id, Instant::now());
-}
-
-/// Whether `user_id`'s tier changed at or after `since`.
-pub fn changed_since(user_id: Uuid, since: Instant) -> bool {
-    CHANGES
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&user_id)
-        .is_some_and(|changed| *changed >= since)
-}
 
 #[derive(Debug, Clone)]
 pub struct Tier {

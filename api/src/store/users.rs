@@ -112,6 +112,7 @@ pub async fn set_full_name(
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
+    crate::auth::cache::note_change(id);
     Ok(from_row(&row))
 }
 
@@ -121,6 +122,7 @@ pub async fn set_password_hash(db: &impl GenericClient, id: Uuid, hash: &str) ->
         &[&id, &hash],
     )
     .await?;
+    crate::auth::cache::note_change(id);
     Ok(())
 }
 
@@ -167,5 +169,6 @@ pub async fn admin_update(
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
+    crate::auth::cache::note_change(id);
     Ok(from_row(&row))
 }

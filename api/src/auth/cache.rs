@@ -1,0 +1,251 @@
+//! An in-process cache of who a credential belongs to, so that an
+//! authenticated request normally costs no database query, while logout,
+//! password changes, key deletion, disabling and tier changes still take
+//! effect on the next request.
+//!
+//! How revocation stays immediate:
+//! - Every change to a user, a session, an API key or a subscription fires a
+//!   trigger (migration 0011) that sends `NOTIFY scanfleet_auth, '<user id>'`
+//!   at commit. Each api process listens on a dedicated connection
+//!   ([`listen`]) and records the user as changed ([`note_change`]); a cached
+//!   entry filled before the user's last change is not used.
+//! - The process that makes a change also records it itself right after its
+//!   commit, so its own next request never waits for the notification.
+//! - While the listening connection is down (and until it first connects),
+//!   the cache is bypassed: every request reads the database.
+//! - An entry also ends at its session's or key's expiry, at the end of a
+//!   paid period due to lapse (the full path then settles the subscription),
+//!   and after [`ENTRY_TTL`] in any case.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::store::api_keys::KeyOwner;
+use crate::store::sessions::SessionUser;
+
+/// The longest an entry is used without reading the database again.
+pub const ENTRY_TTL: Duration = Duration::from_secs(60);
+/// How long a change is remembered: longer than any entry lives.
+const CHANGE_MEMORY: Duration = Duration::from_secs(2 * 60);
+/// Entries above which expired ones are swept.
+const SWEEP_AT: usize = 50_000;
+/// The channel the triggers notify.
+pub const CHANNEL: &str = "scanfleet_auth";
+
+/// Users whose account, sessions, keys or subscription changed, and when.
+/// Process-wide: user ids are unique, so several apps in one process (the
+/// tests) cannot disturb each other.
+static CHANGES: LazyLock<Mutex<HashMap<Uuid, Instant>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Records that `user_id`'s credentials or tier just changed; call after the
+/// commit. Cached identities and rate-limit tiers of the user are dropped.
+pub fn note_change(user_id: Uuid) {
+    let mut changes = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
+    if changes.len() > SWEEP_AT {
+        changes.retain(|_, at| at.elapsed() < CHANGE_MEMORY);
+    }
+    changes.insert(user_id, Instant::now());
+}
+
+/// Whether `user_id` changed at or after `since`.
+pub fn changed_since(user_id: Uuid, since: Instant) -> bool {
+    CHANGES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&user_id)
+        .is_some_and(|changed| *changed >= since)
+}
+
+/// What a credential resolved to.
+#[derive(Debug, Clone)]
+pub enum Cached {
+    Session(SessionUser),
+    ApiKey(KeyOwner),
+}
+
+impl Cached {
+    fn user_id(&self) -> Uuid {
+        match self {
+            Cached::Session(s) => s.user.id,
+            Cached::ApiKey(k) => k.user.id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum CacheKey {
+    Session(Uuid),
+    /// SHA-256 of the raw key.
+    ApiKey(Vec<u8>),
+}
+
+struct Entry {
+    value: Cached,
+    /// Taken before the database was read.
+    filled_at: Instant,
+    /// The end of the session or key, or of a paid period due to lapse.
+    valid_until: DateTime<Utc>,
+}
+
+#[derive(Default)]
+pub struct AuthCache {
+    entries: Mutex<HashMap<CacheKey, Entry>>,
+    /// Whether the invalidation listener is connected.
+    live: AtomicBool,
+}
+
+impl AuthCache {
+    /// The instant to pass to [`AuthCache::put`]; take it before reading the
+    /// database, so that a change committed during the read is not hidden.
+    pub fn fill_start(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// A usable entry, if there is one.
+    pub fn get(&self, key: &CacheKey) -> Option<Cached> {
+        if !self.live.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = entries.get(key)?;
+        let usable = entry.filled_at.elapsed() < ENTRY_TTL
+            && entry.valid_until > Utc::now()
+            && !changed_since(entry.value.user_id(), entry.filled_at);
+        if usable {
+            Some(entry.value.clone())
+        } else {
+            entries.remove(key);
+            None
+        }
+    }
+
+    /// Stores what the database said at `filled_at` (from
+    /// [`AuthCache::fill_start`]); `valid_until` bounds its use.
+    pub fn put(
+        &self,
+        key: CacheKey,
+        value: Cached,
+        filled_at: Instant,
+        valid_until: DateTime<Utc>,
+    ) {
+        if !self.live.load(Ordering::Acquire) || changed_since(value.user_id(), filled_at) {
+            return;
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= SWEEP_AT {
+            let now = Utc::now();
+            entries.retain(|_, e| e.filled_at.elapsed() < ENTRY_TTL && e.valid_until > now);
+            if entries.len() >= SWEEP_AT {
+                entries.clear();
+            }
+        }
+        entries.insert(
+            key,
+            Entry {
+                value,
+                filled_at,
+                valid_until,
+            },
+        );
+    }
+
+    /// Updates an API key's last use in its entry, if cached.
+    pub fn touch_key(&self, key: &CacheKey, at: DateTime<Utc>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Entry {
+            value: Cached::ApiKey(owner),
+            ..
+        }) = entries.get_mut(key)
+        {
+            owner.key.last_used_at = Some(at);
+        }
+    }
+
+    fn set_live(&self, live: bool) {
+        if !live {
+            self.live.store(false, Ordering::Release);
+        }
+        // Whatever was cached may have missed notifications.
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        if live {
+            self.live.store(true, Ordering::Release);
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
+    }
+}
+
+/// Listens for the triggers' notifications until `stop`, reconnecting with
+/// backoff; the cache is used only while connected.
+pub async fn listen(
+    cache: std::sync::Arc<AuthCache>,
+    database_url: String,
+    stop: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let session = async {
+            let (client, mut connection) =
+                tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await?;
+            let mut messages =
+                futures::stream::poll_fn(move |cx| connection.poll_message(cx)).boxed();
+            // The connection makes progress only while its messages are
+            // polled, so the LISTEN is sent while polling them.
+            let sql = format!("LISTEN {CHANNEL}");
+            let listen = client.batch_execute(&sql);
+            tokio::pin!(listen);
+            loop {
+                tokio::select! {
+                    done = &mut listen => { done?; break; }
+                    msg = messages.next() => match msg {
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(e),
+                        None => return Ok(()),
+                    },
+                }
+            }
+            cache.set_live(true);
+            backoff = Duration::from_millis(200);
+            tracing::debug!("auth cache: listening for credential changes");
+            while let Some(msg) = messages.next().await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = msg? {
+                    match n.payload().parse::<Uuid>() {
+                        Ok(user) => note_change(user),
+                        // Not one user: forget everyone.
+                        Err(_) => cache.set_live(true),
+                    }
+                }
+            }
+            Ok::<(), tokio_postgres::Error>(())
+        };
+        let ended = tokio::select! {
+            _ = stop.cancelled() => { cache.set_live(false); return; }
+            ended = session => ended,
+        };
+        cache.set_live(false);
+        match ended {
+            Ok(()) => tracing::warn!("auth cache: the listening connection closed; reconnecting"),
+            Err(e) => {
+                tracing::warn!(error = %e, "auth cache: the listening connection failed; reconnecting")
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
