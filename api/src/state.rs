@@ -7,6 +7,7 @@ use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
 
 use crate::auth::tokens::JwtKeys;
+use crate::ownership::Ownership;
 use crate::queue::ScanQueue;
 use crate::store::Db;
 use crate::ws::Hub;
@@ -26,4 +27,7 @@ pub struct AppState {
     /// A real argon2id hash of a random password, verified against when a
     /// login names an unknown email, so that both cases take the same time.
     pub dummy_password_hash: Arc<str>,
+    /// Ownership checks with the fleet's network settings, and whether
+    /// scans require a proof.
+    pub ownership: Ownership,
 }

@@ -8,12 +8,15 @@
 //! local ports; `make test` makes sure they are running.
 //!
 //! [`stripe::FakeStripe`] is a local server speaking the payment provider's
-//! protocol, for the payment tests.
+//! protocol, for the payment tests; [`dns::DnsLab`] a local DNS server for
+//! the ownership-proof tests.
 
 pub mod stripe;
 
+pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod site;
 
 use std::collections::HashMap;
 

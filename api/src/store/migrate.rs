@@ -25,6 +25,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "payments",
         include_str!("../../migrations/0010_payments.sql"),
     ),
+    (
+        11,
+        "target_verification",
+        include_str!("../../migrations/0011_target_verification.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
