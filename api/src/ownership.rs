@@ -278,7 +278,7 @@ pub async fn verify_target(
     match checker.check(&target.domain, &target.proof.token).await {
         CheckOutcome::Proven(method) => {
             let expires = Utc::now() + chrono::Duration::days(i64::from(ttl_days));
-            let row = targets::set_proven(db, target.id, method.as_str(), Some(expires))
+            let row = targets::set_proof(db, target.id, Some((method.as_str(), Some(expires))))
                 .await?
                 .ok_or(Error::NotFound("target"))?;
             tracing::info!(target_id = %target.id, method = method.as_str(), "target ownership proven");

@@ -243,13 +243,7 @@ impl Settings {
                     .to_string(),
                 hosts: get("SCANFLEET_SCANNER__HOSTS").unwrap_or("").to_string(),
                 hosts_only: parse_bool(&get, "SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
-                dns_server: match get("SCANFLEET_SCANNER__DNS_SERVER") {
-                    None => None,
-                    Some(v) => Some(v.parse().map_err(|e| SettingsError::Invalid {
-                        name: "SCANFLEET_SCANNER__DNS_SERVER",
-                        message: format!("`{v}`: {e} (expected ip:port)"),
-                    })?),
-                },
+                dns_server: parse_optional(&get, "SCANFLEET_SCANNER__DNS_SERVER")?,
                 templates_dir: get("SCANFLEET_SCANNER__TEMPLATES_DIR").map(str::to_string),
                 poll_interval_ms: parse(&get, "SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
                 heartbeat_secs: parse(&get, "SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
@@ -261,13 +255,7 @@ impl Settings {
                 dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
                 per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
                 drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
-                metrics_bind: match get("SCANFLEET_SCANNER__METRICS_BIND") {
-                    None => None,
-                    Some(v) => Some(v.parse().map_err(|e| SettingsError::Invalid {
-                        name: "SCANFLEET_SCANNER__METRICS_BIND",
-                        message: format!("`{v}`: {e}"),
-                    })?),
-                },
+                metrics_bind: parse_optional(&get, "SCANFLEET_SCANNER__METRICS_BIND")?,
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
@@ -417,6 +405,24 @@ where
         name,
         message: format!("`{raw}`: {e}"),
     })
+}
+
+/// None when unset; otherwise the parsed value, or an error naming `name`.
+fn parse_optional<'a, T: FromStr>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    name: &'static str,
+) -> Result<Option<T>, SettingsError>
+where
+    T::Err: std::fmt::Display,
+{
+    get(name)
+        .map(|raw| {
+            raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
+                name,
+                message: format!("`{raw}`: {e}"),
+            })
+        })
+        .transpose()
 }
 
 fn parse_bool<'a>(

@@ -305,6 +305,14 @@ impl TestApp {
 
     /// Adds a target for `user` through the API and returns its id.
     pub async fn new_target(&self, user: &TestUser, domain: &str) -> Uuid {
+        self.create_target(user, domain).await["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("target id")
+    }
+
+    /// Adds a target for `user` through the API and returns it as shown.
+    pub async fn create_target(&self, user: &TestUser, domain: &str) -> Value {
         let r = self
             .post(
                 "/api/v1/targets",
@@ -313,10 +321,7 @@ impl TestApp {
             )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
-        r.body["id"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .expect("target id")
+        r.body
     }
 
     /// Sets a user's tier (and role) directly, as an administrator would.

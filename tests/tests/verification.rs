@@ -52,15 +52,11 @@ fn domain() -> String {
     )
 }
 
-async fn target(app: &TestApp, user: &TestUser, domain: &str) -> Value {
-    let r = app
-        .post(
-            "/api/v1/targets",
-            Some(&user.access_token),
-            json!({ "domain": domain }),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text);
+/// The target `t` as its detail answer shows it now.
+async fn shown(app: &TestApp, user: &TestUser, t: &Value) -> Value {
+    let path = format!("/api/v1/targets/{}", t["id"].as_str().unwrap());
+    let r = app.get(&path, &user.access_token).await;
+    assert_eq!(r.status, 200, "{}", r.text);
     r.body
 }
 
@@ -111,8 +107,8 @@ fn assert_unverified_refusal(r: &scanfleet_tests::Reply, t: &Value) {
 async fn every_target_gets_its_own_token_shown_unverified_in_create_list_and_detail() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
-    let a = target(&lab.app, &u, &domain()).await;
-    let b = target(&lab.app, &u, &domain()).await;
+    let a = lab.app.create_target(&u, &domain()).await;
+    let b = lab.app.create_target(&u, &domain()).await;
     for t in [&a, &b] {
         let v = &t["verification"];
         assert_eq!(v["status"], "unverified");
@@ -126,15 +122,10 @@ async fn every_target_gets_its_own_token_shown_unverified_in_create_list_and_det
     assert!(listed
         .iter()
         .any(|t| t["id"] == a["id"] && t["verification"] == a["verification"]));
-    let detail = lab
-        .app
-        .get(
-            &format!("/api/v1/targets/{}", a["id"].as_str().unwrap()),
-            &u.access_token,
-        )
-        .await;
-    assert_eq!(detail.status, 200, "{}", detail.text);
-    assert_eq!(detail.body["verification"], a["verification"]);
+    assert_eq!(
+        shown(&lab.app, &u, &a).await["verification"],
+        a["verification"]
+    );
     // Imported targets get tokens too.
     let imported = lab
         .app
@@ -161,7 +152,7 @@ async fn a_txt_record_on_the_domain_proves_ownership() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.dns.set_txt(&d, &["v=spf1 -all", &proof(&t)]);
     let r = verify(&lab.app, &u, &t).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -183,7 +174,7 @@ async fn a_txt_record_on_the_scanfleet_label_proves_ownership() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.dns.set_txt(&format!("_scanfleet.{d}"), &[&proof(&t)]);
     let r = verify(&lab.app, &u, &t).await;
     assert_eq!(r.status, 200, "{}", r.text);
@@ -195,7 +186,7 @@ async fn a_line_of_the_well_known_file_proves_ownership() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.site.put(
         &d,
         PROOF_PATH,
@@ -216,7 +207,7 @@ async fn redirects_are_followed_within_the_domain_only() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let inside = domain();
-    let t = target(&lab.app, &u, &inside).await;
+    let t = lab.app.create_target(&u, &inside).await;
     lab.site.put(
         &inside,
         PROOF_PATH,
@@ -233,7 +224,7 @@ async fn redirects_are_followed_within_the_domain_only() {
 
     // The same proof served by another domain does not count.
     let outside = domain();
-    let t = target(&lab.app, &u, &outside).await;
+    let t = lab.app.create_target(&u, &outside).await;
     lab.site.put(
         &outside,
         PROOF_PATH,
@@ -260,7 +251,7 @@ async fn a_failed_verification_names_what_each_method_found() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.dns
         .set_txt(&d, &["v=spf1 -all", "scanfleet-verification=stale-token"]);
     lab.site.put(
@@ -284,19 +275,13 @@ async fn a_failed_verification_names_what_each_method_found() {
     assert_eq!(body["verification"]["value"], proof(&t).as_str());
 
     // Nothing at all: NXDOMAIN-like answers and a 404.
-    let bare = target(&lab.app, &u, &domain()).await;
+    let bare = lab.app.create_target(&u, &domain()).await;
     let r = verify(&lab.app, &u, &bare).await;
     r.assert_problem(422);
     let file = r.body["errors"][1]["message"].as_str().unwrap();
     assert!(file.contains("answered 404"), "{file}");
-    let still = lab
-        .app
-        .get(
-            &format!("/api/v1/targets/{}", bare["id"].as_str().unwrap()),
-            &u.access_token,
-        )
-        .await;
-    assert_eq!(still.body["verification"]["status"], "unverified");
+    let still = shown(&lab.app, &u, &bare).await;
+    assert_eq!(still["verification"]["status"], "unverified");
 }
 
 #[tokio::test]
@@ -310,7 +295,7 @@ async fn production_mode_refuses_scans_and_run_now_of_unverified_targets() {
     assert!(lab.app.state.settings.targets.require_verification);
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     let r = scan(&lab.app, &u, &t).await;
     assert_unverified_refusal(&r, &t);
 
@@ -354,7 +339,7 @@ async fn dev_mode_scans_unverified_targets_by_default() {
     let lab = proof_lab(&[]).await;
     assert!(!lab.app.state.settings.targets.require_verification);
     let u = lab.app.new_user().await;
-    let t = target(&lab.app, &u, &domain()).await;
+    let t = lab.app.create_target(&u, &domain()).await;
     assert_eq!(t["verification"]["status"], "unverified");
     let r = scan(&lab.app, &u, &t).await;
     assert_eq!(r.status, 201, "{}", r.text);
@@ -382,13 +367,12 @@ async fn an_expired_proof_is_checked_again_before_a_scan() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.dns.set_txt(&d, &[&proof(&t)]);
     assert_eq!(verify(&lab.app, &u, &t).await.status, 200);
     expire(&lab.app, &t).await;
-    let path = format!("/api/v1/targets/{}", t["id"].as_str().unwrap());
-    let shown = lab.app.get(&path, &u.access_token).await;
-    assert_eq!(shown.body["verification"]["status"], "expired");
+    let before = shown(&lab.app, &u, &t).await;
+    assert_eq!(before["verification"]["status"], "expired");
 
     // Still published: the scan goes ahead and the proof is renewed.
     let asked = lab.dns.txt_questions.load(Ordering::SeqCst);
@@ -398,9 +382,9 @@ async fn an_expired_proof_is_checked_again_before_a_scan() {
         lab.dns.txt_questions.load(Ordering::SeqCst) > asked,
         "checked again"
     );
-    let renewed = lab.app.get(&path, &u.access_token).await;
-    assert_eq!(renewed.body["verification"]["status"], "verified");
-    let expires: chrono::DateTime<Utc> = renewed.body["verification"]["expires_at"]
+    let renewed = shown(&lab.app, &u, &t).await;
+    assert_eq!(renewed["verification"]["status"], "verified");
+    let expires: chrono::DateTime<Utc> = renewed["verification"]["expires_at"]
         .as_str()
         .unwrap()
         .parse()
@@ -428,7 +412,7 @@ async fn the_proof_lifetime_is_configurable() {
     .await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     lab.dns.set_txt(&d, &[&proof(&t)]);
     let r = verify(&lab.app, &u, &t).await;
     let expires: chrono::DateTime<Utc> = r.body["verification"]["expires_at"]
@@ -446,7 +430,7 @@ async fn an_admin_can_mark_a_target_verified_and_revoke_it() {
     let u = lab.app.new_user().await;
     let admin = lab.app.new_user().await;
     lab.app.make_admin(admin.id).await;
-    let t = target(&lab.app, &u, &domain()).await;
+    let t = lab.app.create_target(&u, &domain()).await;
     let path = format!("/api/v1/admin/targets/{}", t["id"].as_str().unwrap());
 
     let by_owner = lab
@@ -504,17 +488,20 @@ async fn a_verified_domain_covers_its_subdomains_only() {
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let parent = domain();
-    let p = target(&lab.app, &u, &parent).await;
+    let p = lab.app.create_target(&u, &parent).await;
     lab.dns.set_txt(&parent, &[&proof(&p)]);
     assert_eq!(verify(&lab.app, &u, &p).await.status, 200);
-    let sub = target(&lab.app, &u, &format!("shop.{parent}")).await;
+    let sub = lab.app.create_target(&u, &format!("shop.{parent}")).await;
     assert_eq!(scan(&lab.app, &u, &sub).await.status, 201);
-    let unrelated = target(&lab.app, &u, &domain()).await;
+    let unrelated = lab.app.create_target(&u, &domain()).await;
     assert_unverified_refusal(&scan(&lab.app, &u, &unrelated).await, &unrelated);
 
     // Another user's proof of the parent covers nothing of this user's.
     let other = lab.app.new_user().await;
-    let their_sub = target(&lab.app, &other, &format!("api.{parent}")).await;
+    let their_sub = lab
+        .app
+        .create_target(&other, &format!("api.{parent}"))
+        .await;
     assert_unverified_refusal(&scan(&lab.app, &other, &their_sub).await, &their_sub);
 }
 
@@ -523,7 +510,7 @@ async fn a_scheduled_run_of_an_unverified_target_is_skipped_and_the_owner_told()
     let lab = strict_lab().await;
     let u = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &u, &d).await;
+    let t = lab.app.create_target(&u, &d).await;
     let s = lab
         .app
         .post(
@@ -569,15 +556,9 @@ async fn verifying_another_users_target_is_404() {
     let owner = lab.app.new_user().await;
     let other = lab.app.new_user().await;
     let d = domain();
-    let t = target(&lab.app, &owner, &d).await;
+    let t = lab.app.create_target(&owner, &d).await;
     lab.dns.set_txt(&d, &[&proof(&t)]);
     verify(&lab.app, &other, &t).await.assert_problem(404);
-    let still = lab
-        .app
-        .get(
-            &format!("/api/v1/targets/{}", t["id"].as_str().unwrap()),
-            &owner.access_token,
-        )
-        .await;
-    assert_eq!(still.body["verification"]["status"], "unverified");
+    let still = shown(&lab.app, &owner, &t).await;
+    assert_eq!(still["verification"]["status"], "unverified");
 }

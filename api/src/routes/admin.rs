@@ -114,12 +114,10 @@ impl AdminApi {
         let me = state.authenticate_bearer(&auth).await?;
         me.require_admin()?;
         let db = state.db.get().await?;
-        let changed = if body.verified {
-            targets::set_proven(&**db, target_id.0, Method::Admin.as_str(), None).await?
-        } else {
-            targets::clear_proof(&**db, target_id.0).await?
-        };
-        let target = changed.ok_or(Error::NotFound("target"))?;
+        let proof = body.verified.then_some((Method::Admin.as_str(), None));
+        let target = targets::set_proof(&**db, target_id.0, proof)
+            .await?
+            .ok_or(Error::NotFound("target"))?;
         tracing::info!(admin = %me.user.id, target_id = %target.id, verified = body.verified, "target ownership set by admin");
         Ok(Json(target.into()))
     }

@@ -320,40 +320,24 @@ pub async fn find_any(
     Ok(row.as_ref().map(from_row))
 }
 
-/// Records a proof by `method` made now, lasting until `expires_at` (None:
-/// for good). None when the target is gone.
-pub async fn set_proven(
+/// Records a proof made now by `method` and lasting until `expires_at`
+/// (None: for good), or with `None` forgets the proof (an administrator
+/// revoking it; the token stays). None when the target is gone.
+pub async fn set_proof(
     db: &impl GenericClient,
     target_id: Uuid,
-    method: &str,
-    expires_at: Option<DateTime<Utc>>,
+    proof: Option<(&str, Option<DateTime<Utc>>)>,
 ) -> Result<Option<TargetRow>, Error> {
+    let (method, expires_at) = proof.unzip();
     let row = db
         .query_opt(
             &format!(
-                "UPDATE targets SET verification_method = $2, verified_at = now(),
+                "UPDATE targets SET verification_method = $2,
+                     verified_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END,
                      verification_expires_at = $3
                  WHERE id = $1 RETURNING {COLUMNS}"
             ),
-            &[&target_id, &method, &expires_at],
-        )
-        .await?;
-    Ok(row.as_ref().map(from_row))
-}
-
-/// Forgets a target's proof (an administrator revoking it); the token stays.
-pub async fn clear_proof(
-    db: &impl GenericClient,
-    target_id: Uuid,
-) -> Result<Option<TargetRow>, Error> {
-    let row = db
-        .query_opt(
-            &format!(
-                "UPDATE targets SET verification_method = NULL, verified_at = NULL,
-                     verification_expires_at = NULL
-                 WHERE id = $1 RETURNING {COLUMNS}"
-            ),
-            &[&target_id],
+            &[&target_id, &method, &expires_at.flatten()],
         )
         .await?;
     Ok(row.as_ref().map(from_row))
@@ -370,7 +354,7 @@ pub async fn covering(
     let mut names = vec![domain.to_string()];
     let mut rest = domain;
     while let Some((_, parent)) = rest.split_once('.') {
-        // A bare top-level label is never a target (Domain::parse).
+        // Nobody proves a top-level domain; no need to ask for one.
         if parent.contains('.') {
             names.push(parent.to_string());
         }
