@@ -562,3 +562,39 @@ async fn verifying_another_users_target_is_404() {
     let still = shown(&lab.app, &owner, &t).await;
     assert_eq!(still["verification"]["status"], "unverified");
 }
+
+/// The DNS server setting answers the scanner's address questions too, not
+/// only TXT, and the address policy still applies to its answers.
+#[tokio::test]
+async fn the_configured_dns_server_answers_addresses_under_the_address_policy() {
+    use scanfleet_scanner::http::{ClientConfig, HttpClient};
+    let dns = DnsLab::start().await;
+    dns.set_a("app.example.test", std::net::Ipv4Addr::new(127, 0, 0, 7));
+    dns.set_txt("app.example.test", &["hello"]);
+    let config = |allow_private| ClientConfig {
+        dns_server: Some(dns.addr),
+        allow_private,
+        ..ClientConfig::default()
+    };
+    let client = HttpClient::new(config(true)).unwrap();
+    let ips = client.resolve_name("app.example.test").await.unwrap();
+    assert_eq!(ips, vec!["127.0.0.7".parse::<std::net::IpAddr>().unwrap()]);
+    assert_eq!(
+        client.txt_records("app.example.test").await.unwrap(),
+        vec!["hello"]
+    );
+    assert!(client
+        .txt_records("none.example.test")
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(client.resolve_name("none.example.test").await.is_err());
+    let strict = HttpClient::new(config(false)).unwrap();
+    let refused = strict.resolve_name("app.example.test").await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("private addresses are not allowed"),
+        "{refused}"
+    );
+}
