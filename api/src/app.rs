@@ -143,7 +143,10 @@ impl AppState {
         };
         let jwt = JwtKeys::new(secret.as_bytes(), settings.api.access_token_ttl_secs);
         let dummy_password_hash: Arc<str> = password::hash(random_token("")).await?.into();
+        let ownership = crate::ownership::Ownership::from_settings(&settings)
+            .context("the scanner network settings (used by ownership checks)")?;
         Ok(AppState {
+            ownership,
             db,
             redis,
             scan_queue,
@@ -194,6 +197,9 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
         .data(state.clone())
+        .with(crate::body_limit::BodyLimit::new(
+            state.settings.api.max_body_bytes,
+        ))
         .around(problem_guard)
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)

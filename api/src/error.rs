@@ -9,7 +9,7 @@ use poem_openapi::registry::{MetaResponses, Registry};
 use poem_openapi::ApiResponse;
 
 use crate::payments::PaymentsError;
-use crate::problem::{FieldError, Problem, ProblemResponse, Upgrade};
+use crate::problem::{FieldError, Problem, ProblemResponse, Upgrade, VerificationHelp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -29,6 +29,21 @@ pub enum Error {
         detail: String,
         upgrade: Upgrade,
     },
+    /// A scan of a target whose ownership is not proven (when proof is
+    /// required); carries how to prove it.
+    #[error("{detail}")]
+    TargetUnverified {
+        detail: String,
+        help: Box<VerificationHelp>,
+    },
+    /// An ownership check found no proof; `errors` says, per method
+    /// (`dns_txt`, `http_file`), what it found instead.
+    #[error("{detail}")]
+    VerificationFailed {
+        detail: String,
+        errors: Vec<FieldError>,
+        help: Box<VerificationHelp>,
+    },
     /// Missing, or owned by someone else: the two are never told apart.
     #[error("{0} not found")]
     NotFound(&'static str),
@@ -39,6 +54,9 @@ pub enum Error {
     Validation(Vec<FieldError>),
     #[error("rate limit exceeded, retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    /// Too many wrong passwords for one account, from wherever they came.
+    #[error("too many failed attempts for this account, retry in {retry_after_secs} s")]
+    AccountThrottled { retry_after_secs: u64 },
     /// The payment provider: unconfigured or down (503), refusing or
     /// garbling (502), or a webhook delivery that is not genuine (400).
     #[error(transparent)]
@@ -82,10 +100,15 @@ impl Error {
             Error::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
             Error::Forbidden { code, .. } => (StatusCode::FORBIDDEN, code),
             Error::UpgradeRequired { code, .. } => (StatusCode::FORBIDDEN, code),
+            Error::TargetUnverified { .. } => (StatusCode::FORBIDDEN, "target_unverified"),
+            Error::VerificationFailed { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "verification_failed")
+            }
             Error::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Error::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             Error::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             Error::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Error::AccountThrottled { .. } => (StatusCode::TOO_MANY_REQUESTS, "account_throttled"),
             Error::Payments(e) => payments_status_and_code(e),
             Error::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             Error::Report(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -109,6 +132,11 @@ impl Error {
         match self {
             Error::Validation(errors) => problem.errors = Some(errors.clone()),
             Error::UpgradeRequired { upgrade, .. } => problem.upgrade = Some(upgrade.clone()),
+            Error::TargetUnverified { help, .. } => problem.verification = Some((**help).clone()),
+            Error::VerificationFailed { errors, help, .. } => {
+                problem.errors = Some(errors.clone());
+                problem.verification = Some((**help).clone());
+            }
             _ => {}
         }
         problem
@@ -122,7 +150,8 @@ impl Error {
         let problem = self.to_problem();
         match &self {
             Error::Unauthenticated(_) => ProblemResponse::unauthorized(problem),
-            Error::RateLimited { retry_after_secs } => {
+            Error::RateLimited { retry_after_secs }
+            | Error::AccountThrottled { retry_after_secs } => {
                 ProblemResponse::TooManyRequests(problem.into(), *retry_after_secs)
             }
             _ => ProblemResponse::from_problem(problem),

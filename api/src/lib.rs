@@ -13,10 +13,15 @@
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
+//! - [`body_limit`]: the request body cap (413 beyond it).
 //! - [`validate`]: parsing of request values at the edge.
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`ratelimit`]: per-user and per-IP request limits counted in Redis.
+//! - [`throttle`]: per-account limits on wrong passwords (login, password
+//!   change), counted in Redis.
 //! - [`domain`]: the target hostname newtype ([`domain::Domain::parse`]).
+//! - [`ownership`]: proof that a user controls a target's domain (DNS TXT
+//!   or a well-known file) and the gate that refuses scans without it.
 //! - [`payments`]: the payment provider (Stripe's HTTP API, or the dev
 //!   stand-in) and its signed webhook events.
 //! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
@@ -31,11 +36,13 @@
 
 pub mod app;
 pub mod auth;
+pub mod body_limit;
 pub mod cron;
 pub mod domain;
 pub mod error;
 pub mod ingest;
 pub mod metrics;
+pub mod ownership;
 pub mod payments;
 pub mod problem;
 pub mod queue;
@@ -45,6 +52,7 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod throttle;
 pub mod validate;
 pub mod ws;
 

@@ -33,6 +33,23 @@ pub struct Upgrade {
     pub message: String,
 }
 
+/// How to prove ownership of a target: sent with a refused scan of an
+/// unverified target and with a failed verification.
+#[derive(Debug, Clone, Object, PartialEq)]
+pub struct VerificationHelp {
+    /// The value to publish: `scanfleet-verification=<token>`.
+    pub value: String,
+    /// Names on which a TXT record with the value is accepted.
+    pub dns_txt_names: Vec<String>,
+    /// Where a file with the value as one of its lines is accepted (HTTP
+    /// is tried after HTTPS).
+    pub file_url: String,
+    /// POST here once the value is published.
+    pub verify_url: String,
+    /// The above, for a human.
+    pub instructions: String,
+}
+
 /// RFC 9457 problem details.
 #[derive(Debug, Clone, Object)]
 pub struct Problem {
@@ -53,6 +70,10 @@ pub struct Problem {
     /// The upgrade prompt of a tier limit.
     #[oai(skip_serializing_if_is_none)]
     pub upgrade: Option<Upgrade>,
+    /// How to prove ownership of the target (`target_unverified`,
+    /// `verification_failed`).
+    #[oai(skip_serializing_if_is_none)]
+    pub verification: Option<VerificationHelp>,
 }
 
 impl Problem {
@@ -65,6 +86,7 @@ impl Problem {
             code: code.to_string(),
             errors: None,
             upgrade: None,
+            verification: None,
         }
     }
 }

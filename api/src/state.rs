@@ -8,6 +8,7 @@ use scanfleet_common::Settings;
 
 use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
+use crate::ownership::Ownership;
 use crate::queue::ScanQueue;
 use crate::store::Db;
 use crate::ws::Hub;
@@ -30,4 +31,7 @@ pub struct AppState {
     /// Who credentials belong to, kept between requests; see
     /// [`crate::auth::cache`].
     pub auth_cache: Arc<AuthCache>,
+    /// Ownership checks with the fleet's network settings, and whether
+    /// scans require a proof.
+    pub ownership: Ownership,
 }

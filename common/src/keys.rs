@@ -63,6 +63,12 @@ impl Keys {
         format!("{}:scan:{scan_id}:stopped", self.prefix)
     }
 
+    /// Failed logins or password changes of one account (`account` is a
+    /// hash, never the email itself) within the throttle window.
+    pub fn auth_failures(&self, account: &str) -> String {
+        format!("{}:auth-failures:{account}", self.prefix)
+    }
+
     /// Fixed-window request counter of one rate-limit subject.
     pub fn rate_window(&self, subject: &str, window: i64) -> String {
         format!("{}:rate:{subject}:{window}", self.prefix)

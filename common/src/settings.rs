@@ -53,6 +53,9 @@ pub struct ApiSettings {
     pub public_url: String,
     pub access_token_ttl_secs: i64,
     pub refresh_token_ttl_secs: i64,
+    /// Largest request body accepted; a larger one is refused with 413
+    /// before it is read into memory.
+    pub max_body_bytes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,9 @@ pub struct ScannerSettings {
     /// Raw `name=ip` list; the scanner parses it.
     pub hosts: String,
     pub hosts_only: bool,
+    /// DNS server (`ip:port`) asked instead of the system resolver, for
+    /// addresses and for the TXT records of ownership proof.
+    pub dns_server: Option<SocketAddr>,
     /// Directory of templates replacing the built-in pack, when set.
     pub templates_dir: Option<String>,
     /// How often an idle node asks the queue for a job (apalis otherwise
@@ -107,6 +113,21 @@ pub struct SchedulerSettings {
 pub struct RateSettings {
     pub enabled: bool,
     pub anon_rpm: u32,
+    /// Failed logins (or password changes) per account in
+    /// `account_window_secs` before that account is throttled, whatever
+    /// the client address: brute force spread over many IPs stops too.
+    pub account_failures: u32,
+    pub account_window_secs: u64,
+}
+
+/// Ownership proof of targets.
+#[derive(Debug, Clone)]
+pub struct TargetSettings {
+    /// Refuse scans of targets whose ownership is not proven (default: on in
+    /// production mode, off in dev mode so local labs scan at once).
+    pub require_verification: bool,
+    /// How long a proof lasts before it is checked again.
+    pub verification_ttl_days: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +155,7 @@ pub struct Settings {
     pub scanner: ScannerSettings,
     pub scheduler: SchedulerSettings,
     pub rate: RateSettings,
+    pub targets: TargetSettings,
     pub payments: PaymentSettings,
     pub log_format: LogFormat,
 }
@@ -211,6 +233,7 @@ impl Settings {
                     "SCANFLEET_API__REFRESH_TOKEN_TTL_SECS",
                     "2592000",
                 )?,
+                max_body_bytes: parse(&get, "SCANFLEET_API__MAX_BODY_BYTES", "1048576")?,
             },
             scanner: ScannerSettings {
                 concurrency: parse(&get, "SCANFLEET_SCANNER__CONCURRENCY", "2")?,
@@ -220,6 +243,7 @@ impl Settings {
                     .to_string(),
                 hosts: get("SCANFLEET_SCANNER__HOSTS").unwrap_or("").to_string(),
                 hosts_only: parse_bool(&get, "SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
+                dns_server: parse_optional(&get, "SCANFLEET_SCANNER__DNS_SERVER")?,
                 templates_dir: get("SCANFLEET_SCANNER__TEMPLATES_DIR").map(str::to_string),
                 poll_interval_ms: parse(&get, "SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
                 heartbeat_secs: parse(&get, "SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
@@ -231,13 +255,7 @@ impl Settings {
                 dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
                 per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
                 drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
-                metrics_bind: match get("SCANFLEET_SCANNER__METRICS_BIND") {
-                    None => None,
-                    Some(v) => Some(v.parse().map_err(|e| SettingsError::Invalid {
-                        name: "SCANFLEET_SCANNER__METRICS_BIND",
-                        message: format!("`{v}`: {e}"),
-                    })?),
-                },
+                metrics_bind: parse_optional(&get, "SCANFLEET_SCANNER__METRICS_BIND")?,
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
@@ -247,6 +265,20 @@ impl Settings {
             rate: RateSettings {
                 enabled: parse_bool(&get, "SCANFLEET_RATE__ENABLED", true)?,
                 anon_rpm: parse(&get, "SCANFLEET_RATE__ANON_RPM", "60")?,
+                account_failures: parse(&get, "SCANFLEET_RATE__ACCOUNT_FAILURES", "10")?,
+                account_window_secs: parse(&get, "SCANFLEET_RATE__ACCOUNT_WINDOW_SECS", "900")?,
+            },
+            targets: TargetSettings {
+                require_verification: parse_bool(
+                    &get,
+                    "SCANFLEET_TARGETS__REQUIRE_VERIFICATION",
+                    mode == Mode::Production,
+                )?,
+                verification_ttl_days: parse(
+                    &get,
+                    "SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS",
+                    "30",
+                )?,
             },
             payments: PaymentSettings {
                 provider,
@@ -300,6 +332,22 @@ impl Settings {
             (
                 "SCANFLEET_SCANNER__DNS_CONCURRENCY",
                 settings.scanner.dns_concurrency as u64,
+            ),
+            (
+                "SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS",
+                u64::from(settings.targets.verification_ttl_days),
+            ),
+            (
+                "SCANFLEET_RATE__ACCOUNT_FAILURES",
+                u64::from(settings.rate.account_failures),
+            ),
+            (
+                "SCANFLEET_RATE__ACCOUNT_WINDOW_SECS",
+                settings.rate.account_window_secs,
+            ),
+            (
+                "SCANFLEET_API__MAX_BODY_BYTES",
+                settings.api.max_body_bytes as u64,
             ),
             (
                 "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS",
@@ -359,6 +407,24 @@ where
     })
 }
 
+/// None when unset; otherwise the parsed value, or an error naming `name`.
+fn parse_optional<'a, T: FromStr>(
+    get: &impl Fn(&str) -> Option<&'a str>,
+    name: &'static str,
+) -> Result<Option<T>, SettingsError>
+where
+    T::Err: std::fmt::Display,
+{
+    get(name)
+        .map(|raw| {
+            raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
+                name,
+                message: format!("`{raw}`: {e}"),
+            })
+        })
+        .transpose()
+}
+
 fn parse_bool<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
     name: &'static str,
@@ -415,6 +481,29 @@ mod tests {
         assert_eq!(s.payments.provider, PaymentProvider::Dev);
         assert_eq!(s.api.access_token_ttl_secs, 900);
         assert!(s.jwt_secret.is_none());
+        assert!(!s.targets.require_verification);
+        assert_eq!(s.targets.verification_ttl_days, 30);
+    }
+
+    #[test]
+    fn production_mode_requires_ownership_proof_unless_told_otherwise() {
+        let secret = ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret");
+        let prod = ("SCANFLEET_MODE", "production");
+        let s = Settings::from_vars(&vars(&[prod, secret])).unwrap();
+        assert!(s.targets.require_verification);
+        let s = Settings::from_vars(&vars(&[
+            prod,
+            secret,
+            ("SCANFLEET_TARGETS__REQUIRE_VERIFICATION", "false"),
+        ]))
+        .unwrap();
+        assert!(!s.targets.require_verification);
+        let s = Settings::from_vars(&vars(&[(
+            "SCANFLEET_TARGETS__REQUIRE_VERIFICATION",
+            "true",
+        )]))
+        .unwrap();
+        assert!(s.targets.require_verification);
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! Each tick claims the due schedules with `FOR UPDATE SKIP LOCKED` and moves
 //! their `next_run` forward in the same transaction, so several schedulers
 //! can run side by side and a firing starts once. A firing whose previous run
-//! is still active, or whose owner is at the scan limit, is skipped with a
-//! `schedule_skipped` notification.
+//! is still active, whose owner is at the scan limit, or whose target's
+//! ownership is not proven (when proof is required) is skipped with a
+//! `schedule_skipped` notification; the schedule stays enabled.
 //!
 //! The scheduler does not poll: it sleeps until the earliest `next_run`, and
 //! a trigger on `schedules` (`LISTEN scanfleet_schedules`) wakes it when a
@@ -180,7 +181,10 @@ impl Scheduler {
                 tracing::info!(schedule_id = %schedule.id, scan_id = %scan.id, "scheduled scan started");
                 Ok(true)
             }
-            Err(Error::UpgradeRequired { detail, .. }) => {
+            // An unverified target (when proof is required): the run is
+            // skipped and the owner told why; the schedule stays enabled and
+            // fires again once ownership is proven.
+            Err(Error::UpgradeRequired { detail, .. } | Error::TargetUnverified { detail, .. }) => {
                 notifications::create_schedule_skipped(&**db, user.id, schedule.id, &detail)
                     .await?;
                 Ok(false)

@@ -73,7 +73,7 @@ t = open(sys.argv[1]).read()
 def ms(v, unit):
     return float(v) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
-p = dict((k, ms(v, u)) for k, v, u in re.findall(r"\s(50|99)\.000%\s+([\d.]+)(us|ms|s)\b", t))
+p = dict((k, ms(v, u)) for k, v, u in re.findall(r"^\s+(50|99)%\s+([\d.]+)(us|ms|s)\s*$", t, re.M))
 bad = re.search(r"Non-2xx or 3xx responses: (\d+)", t)
 print(f"{rps:.0f} {p['50']:.2f} {p['99']:.2f} {bad.group(1) if bad else 0}")
 PY

@@ -8,12 +8,15 @@
 //! local ports; `make test` makes sure they are running.
 //!
 //! [`stripe::FakeStripe`] is a local server speaking the payment provider's
-//! protocol, for the payment tests.
+//! protocol, for the payment tests; [`dns::DnsLab`] a local DNS server for
+//! the ownership-proof tests.
 
 pub mod stripe;
 
+pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod site;
 
 use std::collections::HashMap;
 
@@ -302,6 +305,14 @@ impl TestApp {
 
     /// Adds a target for `user` through the API and returns its id.
     pub async fn new_target(&self, user: &TestUser, domain: &str) -> Uuid {
+        self.create_target(user, domain).await["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .expect("target id")
+    }
+
+    /// Adds a target for `user` through the API and returns it as shown.
+    pub async fn create_target(&self, user: &TestUser, domain: &str) -> Value {
         let r = self
             .post(
                 "/api/v1/targets",
@@ -310,10 +321,7 @@ impl TestApp {
             )
             .await;
         assert_eq!(r.status, 201, "{}", r.text);
-        r.body["id"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .expect("target id")
+        r.body
     }
 
     /// Sets a user's tier (and role) directly, as an administrator would.

@@ -65,6 +65,7 @@ impl JwtKeys {
     }
 
     pub fn verify(&self, token: &str) -> Result<Claims, TokenError> {
+        check_header(token)?;
         let mut v = Validation::new(Algorithm::HS256);
         v.leeway = 0;
         v.set_required_spec_claims(&["exp", "sub"]);
@@ -79,6 +80,7 @@ impl JwtKeys {
     /// Checks the signature but not the expiry: refresh accepts an access
     /// token whose only fault is being expired.
     pub fn verify_ignoring_expiry(&self, token: &str) -> Result<Claims, TokenError> {
+        check_header(token)?;
         let mut v = Validation::new(Algorithm::HS256);
         v.validate_exp = false;
         v.set_required_spec_claims(&["sub"]);
@@ -90,6 +92,26 @@ impl JwtKeys {
     pub fn ttl_secs(&self) -> i64 {
         self.ttl_secs
     }
+}
+
+/// Refuses what our tokens never carry before the signature is looked at:
+/// any algorithm but HS256 (`none`, RS256 signed with a guessed public key,
+/// HS512...; `Validation` refuses those too, this makes it explicit) and
+/// key-selection headers (`kid`, `jku`, `jwk`, `x5u`, `x5c`, `x5t`): there is
+/// one key, so a token asking for another is forged.
+fn check_header(token: &str) -> Result<(), TokenError> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| TokenError::Invalid)?;
+    let picks_a_key = header.kid.is_some()
+        || header.jku.is_some()
+        || header.jwk.is_some()
+        || header.x5u.is_some()
+        || header.x5c.is_some()
+        || header.x5t.is_some()
+        || header.x5t_s256.is_some();
+    if header.alg != Algorithm::HS256 || picks_a_key {
+        return Err(TokenError::Invalid);
+    }
+    Ok(())
 }
 
 /// A fresh random secret with a readable prefix (`sfr_`, `sfk_`).
@@ -144,6 +166,47 @@ mod tests {
             keys.verify_ignoring_expiry(&forged),
             Err(TokenError::Invalid)
         );
+    }
+
+    /// Issue 12: algorithm confusion and `kid` games.
+    #[test]
+    fn tokens_with_another_algorithm_or_a_key_selector_are_invalid() {
+        let secret = b"one-secret-one-secret-one-secret";
+        let keys = JwtKeys::new(secret, 900);
+        let now = Utc::now().timestamp();
+        let claims = Claims {
+            sub: Uuid::now_v7(),
+            sid: Uuid::now_v7(),
+            iat: now,
+            exp: now + 60,
+        };
+        for alg in [Algorithm::HS384, Algorithm::HS512] {
+            let t = encode(
+                &Header::new(alg),
+                &claims,
+                &EncodingKey::from_secret(secret),
+            )
+            .unwrap();
+            assert_eq!(keys.verify(&t), Err(TokenError::Invalid), "{alg:?}");
+            assert_eq!(keys.verify_ignoring_expiry(&t), Err(TokenError::Invalid));
+        }
+        let mut with_kid = Header::new(Algorithm::HS256);
+        with_kid.kid = Some("../../../../dev/null".into());
+        let t = encode(&with_kid, &claims, &EncodingKey::from_secret(secret)).unwrap();
+        assert_eq!(keys.verify(&t), Err(TokenError::Invalid));
+        let mut with_jku = Header::new(Algorithm::HS256);
+        with_jku.jku = Some("https://attacker.invalid/jwks.json".into());
+        let t = encode(&with_jku, &claims, &EncodingKey::from_secret(secret)).unwrap();
+        assert_eq!(keys.verify(&t), Err(TokenError::Invalid));
+        // alg `none`, no signature.
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap());
+        let none = format!(
+            "{}.{body}.",
+            URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#)
+        );
+        assert_eq!(keys.verify(&none), Err(TokenError::Invalid));
+        // The genuine header still passes.
+        assert!(keys.verify(&keys.sign(&claims)).is_ok());
     }
 
     #[test]

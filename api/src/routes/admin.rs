@@ -1,4 +1,5 @@
-//! `/admin`: user administration for the admin role.
+//! `/admin`: user administration for the admin role, and the override of
+//! target ownership proof.
 
 use chrono::{DateTime, Utc};
 use poem::web::Data;
@@ -10,9 +11,11 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::BearerAuth;
 use crate::error::{Error, Result};
+use crate::ownership::Method;
+use crate::routes::targets::Target;
 use crate::state::AppState;
 use crate::store::users::{self, AdminChange, User};
-use crate::store::{sessions, tiers};
+use crate::store::{sessions, targets, tiers};
 
 /// A user as administrators see it.
 #[derive(Debug, Object)]
@@ -58,6 +61,14 @@ pub enum UserList {
     Ok(Json<Vec<AdminUser>>, #[oai(header = "X-Total-Count")] i64),
 }
 
+/// An administrator's decision on a target's ownership.
+#[derive(Debug, Object)]
+pub struct AdminTargetUpdate {
+    /// true: mark the target verified (method `admin`, no expiry), for
+    /// customers proven by other means; false: revoke any proof.
+    pub verified: bool,
+}
+
 pub struct AdminApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Admin")]
@@ -85,6 +96,30 @@ impl AdminApi {
             Json(list.into_iter().map(Into::into).collect()),
             total,
         ))
+    }
+
+    /// Mark any user's target verified, or revoke its proof
+    #[oai(
+        path = "/admin/targets/:target_id",
+        method = "patch",
+        operation_id = "admin_update_target"
+    )]
+    async fn update_target(
+        &self,
+        state: Data<&AppState>,
+        auth: BearerAuth,
+        target_id: Path<Uuid>,
+        body: Json<AdminTargetUpdate>,
+    ) -> Result<Json<Target>> {
+        let me = state.authenticate_bearer(&auth).await?;
+        me.require_admin()?;
+        let db = state.db.get().await?;
+        let proof = body.verified.then_some((Method::Admin.as_str(), None));
+        let target = targets::set_proof(&**db, target_id.0, proof)
+            .await?
+            .ok_or(Error::NotFound("target"))?;
+        tracing::info!(admin = %me.user.id, target_id = %target.id, verified = body.verified, "target ownership set by admin");
+        Ok(Json(target.into()))
     }
 
     /// Change a user's tier, role or disabled flag

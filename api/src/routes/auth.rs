@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::sessions::{self, Rotation};
 use crate::store::users::{self, NewUser, User};
+use crate::throttle;
 use crate::validate::{normalize_email, validate_full_name};
 
 /// A user's profile.
@@ -143,7 +144,11 @@ impl AuthApi {
     /// Log in
     ///
     /// Returns an access token and a refresh token. A wrong email and a wrong
-    /// password give the same answer in the same time.
+    /// password give the same answer in the same time. After
+    /// `SCANFLEET_RATE__ACCOUNT_FAILURES` (10) wrong passwords for one email
+    /// within `SCANFLEET_RATE__ACCOUNT_WINDOW_SECS` (900), from any address,
+    /// that email is refused with 429 (`account_throttled`) until the window
+    /// ends.
     #[oai(path = "/auth/login", method = "post", operation_id = "login")]
     async fn login(
         &self,
@@ -151,6 +156,8 @@ impl AuthApi {
         body: Json<LoginRequest>,
     ) -> Result<Json<LoginResponse>> {
         let email = normalize_email(&body.email)?;
+        let account = throttle::Account::Login(&email);
+        throttle::check(&state, &account).await?;
         let db = state.db.get().await?;
         let user = users::find_by_email(&**db, &email).await?;
         // Verify against a real hash either way so timing does not reveal
@@ -162,8 +169,12 @@ impl AuthApi {
         let matches = password::verify(body.0.password, stored).await?;
         let user = match user {
             Some(u) if matches => u,
-            _ => return Err(Error::Unauthenticated("invalid email or password".into())),
+            _ => {
+                throttle::failed(&state, &account).await?;
+                return Err(Error::Unauthenticated("invalid email or password".into()));
+            }
         };
+        throttle::succeeded(&state, &account).await?;
         if user.disabled {
             return Err(Error::forbidden(
                 "account_disabled",
@@ -294,7 +305,9 @@ impl AuthApi {
 
     /// Change the caller's password
     ///
-    /// Every other session of the caller is revoked.
+    /// Every other session of the caller is revoked. Wrong current
+    /// passwords are throttled per account like logins (429
+    /// `account_throttled`).
     #[oai(
         path = "/auth/me/password",
         method = "put",
@@ -308,12 +321,16 @@ impl AuthApi {
     ) -> Result<Json<MessageResponse>> {
         let me = state.authenticate_bearer(&auth).await?;
         password::validate("new_password", &body.new_password)?;
+        let account = throttle::Account::User(me.user.id);
+        throttle::check(&state, &account).await?;
         if !password::verify(body.current_password.clone(), me.user.password_hash.clone()).await? {
+            throttle::failed(&state, &account).await?;
             return Err(Error::invalid(
                 "current_password",
                 "does not match the current password",
             ));
         }
+        throttle::succeeded(&state, &account).await?;
         let hash = password::hash(body.0.new_password).await?;
         let db = state.db.get().await?;
         users::set_password_hash(&**db, me.user.id, &hash).await?;

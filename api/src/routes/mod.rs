@@ -39,7 +39,7 @@ pub enum ApiTags {
     ApiKeys,
     /// Tiers, the current subscription, usage and payment.
     Subscriptions,
-    /// User administration (admin role).
+    /// User administration and target ownership overrides (admin role).
     Admin,
 }
 

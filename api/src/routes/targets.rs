@@ -1,5 +1,7 @@
 //! `/targets`: the caller's domains. Domains are parsed into [`Domain`]
-//! here; per-tier target limits answer 403 with an upgrade prompt.
+//! here; per-tier target limits answer 403 with an upgrade prompt. Each
+//! target shows its ownership proof, checked by `POST .../verify`
+//! (see [`crate::ownership`]).
 
 use chrono::{DateTime, Utc};
 use poem::web::Data;
@@ -12,6 +14,7 @@ use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
+use crate::ownership;
 use crate::state::AppState;
 use crate::store::scans::{self, upgrade_prompt};
 use crate::store::targets::{self, AddError, ImportLine, TargetRow};
@@ -28,15 +31,44 @@ pub struct Target {
     pub domain: String,
     pub organization: String,
     pub created_at: DateTime<Utc>,
+    /// Proof that the caller controls the domain.
+    pub verification: Verification,
+}
+
+/// Ownership proof of a target. Publish `scanfleet-verification=<token>` as
+/// a DNS TXT record on the domain or on `_scanfleet.<domain>`, or as a line
+/// of `/.well-known/scanfleet-verification.txt` on the domain, then call
+/// `POST /targets/{target_id}/verify`.
+#[derive(Debug, Object)]
+pub struct Verification {
+    /// `unverified`, `verified` or `expired` (checked again before the next
+    /// scan).
+    pub status: String,
+    /// This target's own random token.
+    pub token: String,
+    /// `dns_txt`, `http_file` or `admin` once proven.
+    pub method: Option<String>,
+    pub verified_at: Option<DateTime<Utc>>,
+    /// When the proof is checked again; null when it does not expire (set
+    /// by an administrator).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl From<TargetRow> for Target {
     fn from(t: TargetRow) -> Self {
+        let status = t.proof.status_at(Utc::now()).as_str().to_string();
         Target {
             id: t.id,
             domain: t.domain,
             organization: t.organization,
             created_at: t.created_at,
+            verification: Verification {
+                status,
+                token: t.proof.token,
+                method: t.proof.method,
+                verified_at: t.proof.verified_at,
+                expires_at: t.proof.expires_at,
+            },
         }
     }
 }
@@ -225,6 +257,65 @@ impl TargetsApi {
         tx.commit().await?;
         tracing::info!(target_id = %target_id.0, "target deleted");
         Ok(TargetDeleted::NoContent)
+    }
+
+    /// Show one target
+    #[oai(
+        path = "/targets/:target_id",
+        method = "get",
+        operation_id = "get_target"
+    )]
+    async fn get_target(
+        &self,
+        state: Data<&AppState>,
+        auth: Credentials,
+        target_id: Path<Uuid>,
+    ) -> Result<Json<Target>> {
+        let me = state.authenticate(&auth, Access::Read).await?;
+        let db = state.db.get().await?;
+        let target = targets::find(&**db, me.user.id, target_id.0)
+            .await?
+            .ok_or(Error::NotFound("target"))?;
+        Ok(Json(target.into()))
+    }
+
+    /// Prove ownership of a target
+    ///
+    /// Checks at once, and accepts the first that holds: a DNS TXT record
+    /// `scanfleet-verification=<token>` on the domain or on
+    /// `_scanfleet.<domain>`; or that value as a line of
+    /// `/.well-known/scanfleet-verification.txt` served by the domain (HTTPS,
+    /// then HTTP; redirects only within the domain). 200 with the target
+    /// when proven; 422 (`verification_failed`) naming, per method, what
+    /// was found instead. A proof lasts
+    /// `SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS` days (30).
+    #[oai(
+        path = "/targets/:target_id/verify",
+        method = "post",
+        operation_id = "verify_target"
+    )]
+    async fn verify_target(
+        &self,
+        state: Data<&AppState>,
+        auth: Credentials,
+        target_id: Path<Uuid>,
+    ) -> Result<Json<Target>> {
+        let me = state.authenticate(&auth, Access::Write).await?;
+        let db = state.db.get().await?;
+        let target = targets::find(&**db, me.user.id, target_id.0)
+            .await?
+            .ok_or(Error::NotFound("target"))?;
+        let ownership = &state.ownership;
+        match ownership::verify_target(&ownership.checker, &**db, &target, ownership.ttl_days)
+            .await?
+        {
+            Ok(row) => Ok(Json(row.into())),
+            Err(found) => Err(Error::VerificationFailed {
+                detail: format!("no proof of ownership of {} was found", target.domain),
+                errors: found,
+                help: Box::new(ownership::help_for(&target, &state.settings.api.public_url)),
+            }),
+        }
     }
 
     /// Import up to 500 domains

@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0010_payments.sql"),
     ),
     (
+        11,
+        "target_verification",
+        include_str!("../../migrations/0011_target_verification.sql"),
+    ),
+    (
         12,
         "auth_cache",
         include_str!("../../migrations/0012_auth_cache.sql"),

@@ -116,6 +116,8 @@ pub struct ScanPaths<'a> {
     pub db: &'a super::Db,
     pub queue: &'a crate::queue::ScanQueue,
     pub public_url: &'a str,
+    /// The ownership gate every scan passes.
+    pub ownership: &'a crate::ownership::Ownership,
 }
 
 impl<'a> ScanPaths<'a> {
@@ -124,11 +126,15 @@ impl<'a> ScanPaths<'a> {
             db: &state.db,
             queue: &state.scan_queue,
             public_url: &state.settings.api.public_url,
+            ownership: &state.ownership,
         }
     }
 }
 
-/// Creates a scan: checks that `target_id` is the user's, counts the scan
+/// Creates a scan: checks that `target_id` is the user's and that its
+/// ownership is proven when required ([`crate::ownership::ensure_may_scan`],
+/// which may check an expired proof again over the network, so it runs
+/// before the transaction opens), counts the scan
 /// against the tier's limit for the period and inserts the `queued` row in
 /// one transaction (the usage upsert only increments below the limit, so
 /// concurrent creates cannot overshoot it), then pushes the [`ScanJob`].
@@ -146,6 +152,11 @@ pub async fn create_scan(
     schedule_id: Option<Uuid>,
 ) -> Result<ScanRow, Error> {
     let mut db = paths.db.get().await?;
+    let target = super::targets::find(&**db, user.id, target_id)
+        .await?
+        .ok_or(Error::NotFound("target"))?;
+    crate::ownership::ensure_may_scan(paths.ownership, &**db, user.id, &target, paths.public_url)
+        .await?;
     let tx = db.transaction().await?;
     let found = tx
         .query_opt(

@@ -21,17 +21,65 @@ pub struct TargetRow {
     pub domain: String,
     pub organization: String,
     pub created_at: DateTime<Utc>,
+    pub proof: Proof,
 }
 
-const COLUMNS: &str = "id, user_id, domain, organization, created_at";
+/// The ownership proof of a target, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proof {
+    /// Published as `scanfleet-verification=<token>`.
+    pub token: String,
+    /// `dns_txt`, `http_file` or `admin`; None while never proven.
+    pub method: Option<String>,
+    pub verified_at: Option<DateTime<Utc>>,
+    /// None with a proof: it does not expire.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Where a target's proof stands at a given moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProofStatus {
+    Unverified,
+    Verified,
+    Expired,
+}
+
+impl ProofStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProofStatus::Unverified => "unverified",
+            ProofStatus::Verified => "verified",
+            ProofStatus::Expired => "expired",
+        }
+    }
+}
+
+impl Proof {
+    pub fn status_at(&self, now: DateTime<Utc>) -> ProofStatus {
+        match (self.verified_at, self.expires_at) {
+            (None, _) => ProofStatus::Unverified,
+            (Some(_), Some(expires)) if expires <= now => ProofStatus::Expired,
+            (Some(_), _) => ProofStatus::Verified,
+        }
+    }
+}
+
+const COLUMNS: &str = "id, user_id, domain, organization, created_at, verification_token, \
+                       verification_method, verified_at, verification_expires_at";
 
 fn from_row(row: &Row) -> TargetRow {
     TargetRow {
-        id: row.get(0),
-        user_id: row.get(1),
-        domain: row.get(2),
-        organization: row.get(3),
-        created_at: row.get(4),
+        id: row.get("id"),
+        user_id: row.get("user_id"),
+        domain: row.get("domain"),
+        organization: row.get("organization"),
+        created_at: row.get("created_at"),
+        proof: Proof {
+            token: row.get("verification_token"),
+            method: row.get("verification_method"),
+            verified_at: row.get("verified_at"),
+            expires_at: row.get("verification_expires_at"),
+        },
     }
 }
 
@@ -256,4 +304,70 @@ pub async fn delete(
         )
         .await?;
     Ok(n == 1)
+}
+
+/// Any user's target (administrators).
+pub async fn find_any(
+    db: &impl GenericClient,
+    target_id: Uuid,
+) -> Result<Option<TargetRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM targets WHERE id = $1"),
+            &[&target_id],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Records a proof made now by `method` and lasting until `expires_at`
+/// (None: for good), or with `None` forgets the proof (an administrator
+/// revoking it; the token stays). None when the target is gone.
+pub async fn set_proof(
+    db: &impl GenericClient,
+    target_id: Uuid,
+    proof: Option<(&str, Option<DateTime<Utc>>)>,
+) -> Result<Option<TargetRow>, Error> {
+    let (method, expires_at) = proof.unzip();
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE targets SET verification_method = $2,
+                     verified_at = CASE WHEN $2::text IS NULL THEN NULL ELSE now() END,
+                     verification_expires_at = $3
+                 WHERE id = $1 RETURNING {COLUMNS}"
+            ),
+            &[&target_id, &method, &expires_at.flatten()],
+        )
+        .await?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// The user's targets whose proof would cover `domain`: the domain itself
+/// and its parent domains (a verified domain covers its subdomains), the
+/// most specific first.
+pub async fn covering(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    domain: &str,
+) -> Result<Vec<TargetRow>, Error> {
+    let mut names = vec![domain.to_string()];
+    let mut rest = domain;
+    while let Some((_, parent)) = rest.split_once('.') {
+        // Nobody proves a top-level domain; no need to ask for one.
+        if parent.contains('.') {
+            names.push(parent.to_string());
+        }
+        rest = parent;
+    }
+    let rows = db
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM targets WHERE user_id = $1 AND domain = ANY($2)
+                 ORDER BY length(domain) DESC"
+            ),
+            &[&user_id, &names],
+        )
+        .await?;
+    Ok(rows.iter().map(from_row).collect())
 }

@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 use super::config::ClientConfig;
 use super::conn::{Conn, Pool, PoolKey};
 use super::cookies::CookieJar;
+use super::dns::WireDns;
 use super::error::HttpError;
 use super::rate::HostRateLimiter;
 use super::request::{Request, WireDefaults};
@@ -69,6 +70,9 @@ struct Inner {
     permits: Semaphore,
     rate: Option<HostRateLimiter>,
     dns: DnsCache,
+    /// Answers TXT questions: the configured DNS server, else the system
+    /// resolver, built on first use; an error when DNS is off.
+    txt: std::sync::OnceLock<Result<WireDns, String>>,
 }
 
 /// Outcome of one exchange on one connection.
@@ -97,13 +101,22 @@ impl HttpClient {
                 reason: "timeout must be greater than zero".to_string(),
             });
         }
+        let server = cfg
+            .dns_server
+            .map(|addr| WireDns::new(Some(addr), cfg.timeout))
+            .transpose()?;
+        let txt = std::sync::OnceLock::new();
+        if let Some(server) = &server {
+            let _ = txt.set(Ok(server.clone()));
+        }
         Ok(HttpClient {
             inner: Arc::new(Inner {
                 tls: tls::connector()?,
                 pool: Pool::new(POOL_PER_KEY, POOL_TOTAL, POOL_IDLE),
                 permits: Semaphore::new(cfg.max_concurrency),
                 rate: cfg.per_host_rps.map(HostRateLimiter::new),
-                dns: DnsCache::default(),
+                dns: DnsCache::with_server(server),
+                txt,
                 cfg,
             }),
         })
@@ -121,6 +134,27 @@ impl HttpClient {
         let addrs =
             super::resolve::lookup(&self.inner.cfg, &self.inner.dns, host, host, 443).await?;
         Ok(addrs.into_iter().map(|a| a.ip()).collect())
+    }
+
+    /// The TXT records of `name` (each record's strings joined), from the
+    /// configured DNS server or the system resolver; empty when there are
+    /// none. Refused in hosts-only mode without a DNS server. Callers bound
+    /// the wait.
+    pub async fn txt_records(&self, name: &str) -> Result<Vec<String>, HttpError> {
+        let cfg = &self.inner.cfg;
+        let dns = self.inner.txt.get_or_init(|| {
+            if cfg.hosts_only {
+                return Err("DNS is off (hosts-only mode)".to_string());
+            }
+            WireDns::new(None, cfg.timeout).map_err(|e| e.to_string())
+        });
+        match dns {
+            Ok(dns) => dns.txt(name).await,
+            Err(reason) => Err(HttpError::Dns {
+                host: name.to_string(),
+                reason: reason.clone(),
+            }),
+        }
     }
 
     /// Idle pooled connections (for tests and metrics).

@@ -1,7 +1,7 @@
 //! Client settings and the parsers for the name-resolution overrides.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::error::HttpError;
@@ -22,6 +22,9 @@ pub struct ClientConfig {
     pub hosts: HostsMap,
     /// Answer names from `hosts` only, never from DNS.
     pub hosts_only: bool,
+    /// The DNS server asked for names (and TXT records) instead of the
+    /// system resolver, when set.
+    pub dns_server: Option<SocketAddr>,
     /// Most requests in flight at once across all tasks.
     pub max_concurrency: usize,
     /// Ceiling on requests per second to one host, when set.
@@ -41,6 +44,7 @@ impl Default for ClientConfig {
             connect_to: Vec::new(),
             hosts: HostsMap::default(),
             hosts_only: false,
+            dns_server: None,
             max_concurrency: 50,
             per_host_rps: None,
             user_agent: format!("scanfleet-scanner/{}", env!("CARGO_PKG_VERSION")),
@@ -50,6 +54,33 @@ impl Default for ClientConfig {
 }
 
 impl ClientConfig {
+    /// The network settings every part of the fleet shares (address
+    /// safety, connect-to overrides, hosts map, DNS server), so that a scan
+    /// and an ownership check reach a name the same way.
+    pub fn from_settings(
+        scanner: &scanfleet_common::settings::ScannerSettings,
+    ) -> Result<ClientConfig, HttpError> {
+        let named = |name: &str, e: HttpError| HttpError::InvalidConfig {
+            reason: format!("{name}: {e}"),
+        };
+        let mut client = ClientConfig {
+            allow_private: scanner.allow_private,
+            hosts_only: scanner.hosts_only,
+            dns_server: scanner.dns_server,
+            ..ClientConfig::default()
+        };
+        if !scanner.connect_to.is_empty() {
+            client.connect_to = ClientConfig::parse_connect_to(&scanner.connect_to)
+                .map_err(|e| named("SCANFLEET_SCANNER__CONNECT_TO", e))?;
+        }
+        if !scanner.hosts.is_empty() {
+            client.hosts = ClientConfig::parse_hosts(&scanner.hosts)
+                .map_err(|e| named("SCANFLEET_SCANNER__HOSTS", e))?;
+        }
+        client.per_host_rps = (scanner.per_host_rps > 0).then_some(scanner.per_host_rps);
+        Ok(client)
+    }
+
     /// Parses comma-separated `HOST:PORT:ADDR:PORT` entries (curl's
     /// `--connect-to` syntax). An empty HOST or PORT on the left matches any;
     /// an empty PORT on the right keeps the original port. IPv6 addresses go

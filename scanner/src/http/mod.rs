@@ -22,7 +22,8 @@
 //! - `wire`: response parsing (chunked, length, close-delimited, gzip/deflate).
 //! - `url`: [`TargetUrl`], [`Scheme`]: URLs kept as written.
 //! - `config`: [`ClientConfig`], connect-to and hosts-map parsing.
-//! - `resolve`, `address`: name resolution and the address policy.
+//! - `resolve`, `address`, `dns`: name resolution (and TXT records for
+//!   ownership proof) and the address policy.
 //! - `conn`, `tls`, `rate`, `cookies`: connections and pool, TLS that
 //!   accepts any certificate, per-host rate ceiling, cookie jar.
 
@@ -31,6 +32,7 @@ mod client;
 mod config;
 mod conn;
 mod cookies;
+mod dns;
 mod error;
 mod rate;
 mod request;

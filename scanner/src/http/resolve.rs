@@ -1,7 +1,8 @@
 //! Turning a host and port into addresses the client may connect to.
 //!
 //! Order: `connect_to` overrides first, then IP literals, the hosts map
-//! (exact names, then wildcards), then DNS unless `hosts_only`. Every
+//! (exact names, then wildcards), then DNS unless `hosts_only` (the
+//! configured DNS server, else the system resolver). Every
 //! candidate is checked against the forbidden classes; the connected peer is
 //! checked again in the client.
 
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::address::classify;
 use super::config::ClientConfig;
+use super::dns::WireDns;
 use super::error::HttpError;
 
 /// How long a DNS answer is reused. Short, so a changed record is seen
@@ -20,15 +22,26 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// Size of the answer table above which expired answers are dropped.
 const DNS_PRUNE_ABOVE: usize = 4096;
 
-/// Recent DNS answers by name. Answers are checked against the address
-/// policy on every use, so caching cannot let a forbidden address through.
+/// Recent DNS answers by name, and the configured DNS server when there is
+/// one. Answers are checked against the address policy on every use, so
+/// caching cannot let a forbidden address through.
 #[derive(Default)]
 pub(crate) struct DnsCache {
     /// Filled after each successful lookup, read before each lookup.
     answers: Mutex<HashMap<String, (Instant, Vec<IpAddr>)>>,
+    /// Asks `ClientConfig::dns_server` when set; the system resolver
+    /// answers otherwise.
+    server: Option<WireDns>,
 }
 
 impl DnsCache {
+    pub(crate) fn with_server(server: Option<WireDns>) -> DnsCache {
+        DnsCache {
+            answers: Mutex::default(),
+            server,
+        }
+    }
+
     fn get(&self, name: &str) -> Option<Vec<IpAddr>> {
         let answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
         answers
@@ -81,16 +94,21 @@ pub(crate) async fn lookup(
     } else if let Some(ips) = cache.get(name) {
         ips
     } else {
-        let found = tokio::net::lookup_host((name, port))
-            .await
-            .map_err(|e| HttpError::Dns {
-                host: name.to_string(),
-                reason: e.to_string(),
-            })?;
+        let found: Vec<IpAddr> = match &cache.server {
+            Some(server) => server.ips(name).await?,
+            None => tokio::net::lookup_host((name, port))
+                .await
+                .map_err(|e| HttpError::Dns {
+                    host: name.to_string(),
+                    reason: e.to_string(),
+                })?
+                .map(|a| a.ip())
+                .collect(),
+        };
         let mut ips: Vec<IpAddr> = Vec::new();
-        for addr in found {
-            if !ips.contains(&addr.ip()) {
-                ips.push(addr.ip());
+        for ip in found {
+            if !ips.contains(&ip) {
+                ips.push(ip);
             }
         }
         if !ips.is_empty() {

@@ -111,20 +111,8 @@ impl Node {
             Builder::from_config(RedisConfig::from_url(settings.redis_url.expose())?).build()?;
         redis.init().await?;
         let scanner = &settings.scanner;
-        let mut client = ClientConfig {
-            allow_private: scanner.allow_private,
-            hosts_only: scanner.hosts_only,
-            ..ClientConfig::default()
-        };
-        if !scanner.connect_to.is_empty() {
-            client.connect_to = ClientConfig::parse_connect_to(&scanner.connect_to)
-                .map_err(|e| NodeError::Settings(format!("SCANFLEET_SCANNER__CONNECT_TO: {e}")))?;
-        }
-        if !scanner.hosts.is_empty() {
-            client.hosts = ClientConfig::parse_hosts(&scanner.hosts)
-                .map_err(|e| NodeError::Settings(format!("SCANFLEET_SCANNER__HOSTS: {e}")))?;
-        }
-        client.per_host_rps = (scanner.per_host_rps > 0).then_some(scanner.per_host_rps);
+        let client = ClientConfig::from_settings(&settings.scanner)
+            .map_err(|e| NodeError::Settings(e.to_string()))?;
         let engine = Engine::new(EngineConfig {
             client,
             ..EngineConfig::default()
