@@ -77,6 +77,7 @@ fn client_config(args: &RunArgs) -> Result<ClientConfig, String> {
 /// Loads and compiles templates; unrunnable ones are reported on stderr
 /// with their reason and left out.
 pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, String> {
+    let started = std::time::Instant::now();
     let mut loaded = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     if paths.is_empty() {
@@ -115,6 +116,12 @@ pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, S
     for p in &problems {
         eprintln!("warning: {p}");
     }
+    eprintln!(
+        "loaded {} template(s), {} runnable, in {:.3} s",
+        compiled.len() + problems.len(),
+        compiled.len(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(compiled)
 }
 
@@ -169,6 +176,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let mut skipped = 0usize;
     let mut stdout = std::io::stdout().lock();
     let jsonl = args.jsonl;
+    let scan_started = std::time::Instant::now();
     let verbose = args.verbose;
     engine
         .run_with(templates, targets, cancel, |ev| match ev {
@@ -219,6 +227,11 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let _ = stdout.flush();
     // Findings go to stdout; the summary to stderr, so JSON Lines stay clean.
     eprintln!("{findings} finding(s), {failed} failed request(s), {skipped} request(s) skipped");
+    eprintln!(
+        "{} request(s) sent in {:.3} s",
+        engine.client().requests_sent(),
+        scan_started.elapsed().as_secs_f64()
+    );
     if refused {
         return ExitCode::from(EXIT_REFUSED);
     }

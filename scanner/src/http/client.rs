@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,6 +70,8 @@ struct Inner {
     permits: Semaphore,
     rate: Option<HostRateLimiter>,
     dns: DnsCache,
+    /// Requests written to a connection, retries and redirect hops included.
+    sent: AtomicU64,
 }
 
 /// Outcome of one exchange on one connection.
@@ -104,6 +107,7 @@ impl HttpClient {
                 permits: Semaphore::new(cfg.max_concurrency),
                 rate: cfg.per_host_rps.map(HostRateLimiter::new),
                 dns: DnsCache::default(),
+                sent: AtomicU64::new(0),
                 cfg,
             }),
         })
@@ -121,6 +125,12 @@ impl HttpClient {
         let addrs =
             super::resolve::lookup(&self.inner.cfg, &self.inner.dns, host, host, 443).await?;
         Ok(addrs.into_iter().map(|a| a.ip()).collect())
+    }
+
+    /// Requests written so far by this client and its clones (each retry
+    /// and redirect hop counts), what the servers received.
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.sent.load(Ordering::Relaxed)
     }
 
     /// Idle pooled connections (for tests and metrics).
@@ -337,6 +347,7 @@ impl HttpClient {
         wire: &[u8],
         head: bool,
     ) -> RoundTrip {
+        self.inner.sent.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = conn.write_all(wire).await {
             return RoundTrip::Stale(HttpError::Io {
                 host: url.host.clone(),
