@@ -10,7 +10,10 @@
 # Needs nginx and wrk (`apt-get install -y nginx wrk`) and GNU time
 # (/usr/bin/time). Every request goes to 127.0.0.1 only. Environment:
 # SCANFLEET_CORPUS (template directory), BENCH_PORT (nginx port, a free
-# one by default), BENCH_ARGS (extra `run` arguments), WRK_SECONDS (5).
+# one by default), BENCH_ARGS (extra `run` arguments), WRK_SECONDS (5),
+# BENCH_KEEP (a path prefix: keep nginx's access log and the engine's stderr),
+# BENCH_PROFILE (a file: record the engine with `perf record -g` into it;
+# summarise with `perf report -i FILE --no-children --sort symbol`).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,7 +58,8 @@ pid $work/nginx.pid;
 error_log $work/logs/error.log warn;
 events { worker_connections 4096; }
 http {
-    access_log $work/logs/access.log combined buffer=256k flush=1s;
+    log_format timed '\$msec "\$request" \$status';
+    access_log $work/logs/access.log timed buffer=256k flush=1s;
     keepalive_requests 1000000;
     server {
         listen 127.0.0.1:$port;
@@ -82,13 +86,27 @@ kill -USR1 "$nginx_pid" # reopen the truncated log
 
 echo "scanfleet-scanner run -t $corpus -u http://127.0.0.1:$port --allow-private ${BENCH_ARGS:-}"
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
-/usr/bin/time -v -o "$work/time.txt" "$scanner" run -t "$corpus" -u "http://127.0.0.1:$port" \
+profile=()
+if [ -n "${BENCH_PROFILE:-}" ]; then
+    profile=(perf record -F 499 -g -o "$BENCH_PROFILE" --)
+fi
+/usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" -u "http://127.0.0.1:$port" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"
 sleep 2
 kill -USR1 "$nginx_pid"
 sleep 0.5
 
 received=$(wc -l <"$work/logs/access.log")
+# The rate the server saw: requests over the time from the first to the
+# last request that reached it. Unlike the engine's own wall time, this
+# leaves out the wait for answers that never come (a malformed request
+# the server holds until the engine's timeout).
+server_rate=$(sort -n "$work/logs/access.log" | awk 'NR == 1 {first = $1} {last = $1} END {if (last > first) printf "%.0f", NR / (last - first); else print 0}')
+span=$(sort -n "$work/logs/access.log" | awk 'NR == 1 {first = $1} {last = $1} END {printf "%.2f", last - first}')
+if [ -n "${BENCH_KEEP:-}" ]; then
+    cp "$work/logs/access.log" "$BENCH_KEEP.access.log"
+    cp "$work/stderr.txt" "$BENCH_KEEP.stderr.txt"
+fi
 load=$(sed -n 's/^loaded .* in \([0-9.]*\) s$/\1/p' "$work/stderr.txt")
 sent=$(sed -n 's/^\([0-9]*\) request(s) sent in .*/\1/p' "$work/stderr.txt")
 scan=$(sed -n 's/^[0-9]* request(s) sent in \([0-9.]*\) s$/\1/p' "$work/stderr.txt")
@@ -97,17 +115,20 @@ rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.txt")
 findings=$(wc -l <"$work/findings.txt")
 tail -n 3 "$work/stderr.txt" | sed 's/^/  engine: /'
 
-awk -v wrk="$wrk_rps" -v sent="$sent" -v received="$received" -v scan="$scan" \
-    -v wall="$wall" -v load="$load" -v rss="$rss_kb" -v findings="$findings" 'BEGIN {
+awk -v wrk="$wrk_rps" -v server_rate="$server_rate" -v span="$span" -v sent="$sent" -v received="$received" -v scan="$scan" \
+    -v wall="$wall" -v loadtime="$load" -v rss="$rss_kb" -v findings="$findings" 'BEGIN {
     rate = sent / scan
     printf "wrk request rate            %10.0f req/s\n", wrk
     printf "requests sent (engine)      %10d\n", sent
     printf "requests received (nginx)   %10d\n", received
     printf "findings                    %10d\n", findings
-    printf "load and compile            %10.2f s\n", load
+    printf "load and compile            %10.2f s\n", loadtime
     printf "scan (requests) wall time   %10.2f s\n", scan
     printf "whole run wall time         %10.2f s\n", wall
-    printf "engine request rate         %10.0f req/s\n", rate
-    printf "ratio to wrk                %10.3f\n", rate / wrk
+    printf "engine request rate (wall)  %10.0f req/s\n", rate
+    printf "ratio to wrk (wall)         %10.3f\n", rate / wrk
+    printf "first to last request       %10.2f s\n", span
+    printf "request rate at the server  %10.0f req/s\n", server_rate
+    printf "ratio to wrk (server)       %10.3f\n", server_rate / wrk
     printf "peak RSS                    %10.1f MiB\n", rss / 1024
 }'

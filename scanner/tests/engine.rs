@@ -1267,3 +1267,91 @@ http:
         vec!["/login", "/try?p=a", "/try?p=b", "/try?p=c"]
     );
 }
+
+#[tokio::test]
+async fn identical_safe_requests_of_different_templates_go_out_once_per_target() {
+    // Issue 9: requests shared beyond clustering, raw ones included.
+    let lab = Lab::start(|s| ok(&format!("page {}", s.target))).await;
+    let first = r#"
+id: shares-a
+info: {name: A, severity: info}
+http:
+  - path: ["{{BaseURL}}/only-a", "{{BaseURL}}/shared"]
+    matchers:
+      - type: word
+        words: ["page /shared"]
+"#;
+    let second = r#"
+id: shares-b
+info: {name: B, severity: info}
+http:
+  - raw:
+      - |
+        GET /shared HTTP/1.1
+        Host: {{Hostname}}
+
+      - |
+        POST /shared HTTP/1.1
+        Host: {{Hostname}}
+
+        x=1
+    matchers:
+      - type: word
+        words: ["page /shared"]
+"#;
+    let report = scan_all(&[first, second], &lab.base).await;
+    let mut seen: Vec<String> = lab
+        .requests()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.target))
+        .collect();
+    seen.sort();
+    // The GET of /shared once; the POST is never shared.
+    assert_eq!(seen, vec!["GET /only-a", "GET /shared", "POST /shared"]);
+    // Both templates still judge the shared answer: A once, B twice.
+    let ids = sorted(
+        report
+            .results
+            .iter()
+            .map(|r| r.template_id.clone())
+            .collect(),
+    );
+    assert_eq!(ids, vec!["shares-a", "shares-b", "shares-b"]);
+}
+
+#[tokio::test]
+async fn a_template_that_repeats_a_request_sends_it_again() {
+    // A cache-poisoning check asks twice on purpose: its second answer
+    // must be the server's, not the first one again.
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: twice
+info: {name: Twice, severity: info}
+http:
+  - path: ["{{BaseURL}}/page", "{{BaseURL}}/page"]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/page", "/page"]);
+}
+
+#[tokio::test]
+async fn a_flow_step_naming_a_missing_block_is_false_after_the_earlier_steps_ran() {
+    let yaml = r#"
+id: flow-missing
+info: {name: Flow missing, severity: info}
+flow: http(1) && http(2)
+http:
+  - path: ["{{BaseURL}}/probe"]
+    matchers:
+      - type: word
+        words: ["x"]
+"#;
+    let lab = flow_lab("x").await;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe"]);
+    assert_eq!(report.results.len(), 1);
+    assert!(report
+        .errors
+        .iter()
+        .any(|e| e.kind == TargetErrorKind::Skipped && e.message.contains("http(2)")));
+}

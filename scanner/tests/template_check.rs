@@ -159,9 +159,10 @@ fn a_boolean_flow_over_existing_blocks_is_runnable_but_javascript_is_not() {
         primary(&format!("flow: (http(1) || http(2)) && http(1)\n{two}")),
         "runnable"
     );
+    // A step naming a missing block is false at run time, as in Nuclei.
     assert_eq!(
         primary(&format!("flow: http(1) && http(3)\n{two}")),
-        "invalid flow: http(3) but the template has 2 http block(s)"
+        "runnable"
     );
     let js =
         "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { set('p', p); http(2) }\n";
@@ -271,6 +272,18 @@ fn a_host_annotation_may_only_change_the_targets_port_or_scheme() {
     );
     assert_eq!(primary(&raw("{{Hostname}}:9780")), "runnable");
     assert_eq!(primary(&raw("http://{{Host}}:43800")), "runnable");
+}
+
+#[test]
+fn a_path_that_is_an_absolute_url_to_another_host_is_refused() {
+    let y = with_block(&format!(
+        "path: ['https://www.rdap.net/domain/{{{{Host}}}}']\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "request to a fixed third-party host");
+    let y = with_block(&format!(
+        "path: ['http://{{{{Hostname}}}}/x', '{{{{BaseURL}}}}/y']\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
 }
 
 #[test]

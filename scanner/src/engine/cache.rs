@@ -4,7 +4,7 @@
 //! same before anything is sent. This cache goes further, at send time:
 //! any request of any template (path or raw, first step or later) that is
 //! byte for byte the same as one already sent to the target, once header
-//! order and name case are set aside, gets the earlier response instead
+//! order, name case and a written-out default Host are set aside, gets the earlier response instead
 //! of going out again. Concurrent identical requests wait for the one in
 //! flight.
 //!
@@ -35,11 +35,15 @@ const BUDGET_BYTES: usize = 64 * 1024 * 1024;
 /// `Some(Some(response))`. A dropped sender also counts as a failure.
 type Answer = Option<Option<Arc<Response>>>;
 
+/// The execution that sent a request first, and its answer.
+type Entry = (u64, watch::Receiver<Answer>);
+
 /// The responses of one target's shareable requests.
 #[derive(Default)]
 pub(crate) struct ResponseCache {
     /// Key to answer (or answer in flight). Held only to look up or insert.
-    slots: Mutex<HashMap<Vec<u8>, watch::Receiver<Answer>>>,
+    /// Each answer carries the id of the execution that sent it.
+    slots: Mutex<HashMap<Vec<u8>, Entry>>,
     /// Body and header bytes of the answers kept.
     bytes: AtomicUsize,
 }
@@ -55,21 +59,27 @@ pub(crate) enum Lookup {
 }
 
 impl ResponseCache {
+    /// `run` names the template execution asking: an execution never gets
+    /// back the answer to its own earlier request, since a template that
+    /// repeats a request (a cache-poisoning check) wants the server's
+    /// answer now.
     pub(crate) fn lookup(
         &self,
         built: &Built,
         options: &SendOptions,
         cookie: Option<&str>,
+        run: u64,
     ) -> Lookup {
         let Some(key) = key(built, options, cookie) else {
             return Lookup::Bypass;
         };
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         match slots.get(&key) {
-            Some(answer) => Lookup::Follower(answer.clone()),
+            Some((sender, _)) if *sender == run => Lookup::Bypass,
+            Some((_, answer)) => Lookup::Follower(answer.clone()),
             None => {
                 let (tx, rx) = watch::channel(None);
-                slots.insert(key.clone(), rx);
+                slots.insert(key.clone(), (run, rx));
                 Lookup::Leader(tx, key)
             }
         }
@@ -123,10 +133,13 @@ fn key(built: &Built, options: &SendOptions, cookie: Option<&str>) -> Option<Vec
     if !safe || !req.body.is_empty() {
         return None;
     }
+    let authority = req.url.authority();
     let mut headers: Vec<(String, &str)> = req
         .headers
         .iter()
         .map(|(n, v)| (n.to_ascii_lowercase(), v.as_str()))
+        // A Host header written as the one the client would send anyway.
+        .filter(|(n, v)| !(n == "host" && v.trim().eq_ignore_ascii_case(&authority)))
         .collect();
     // Header order and name case do not change what a server answers;
     // the order of repeated headers of one name might, so it is kept.

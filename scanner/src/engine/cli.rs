@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use tokio_util::sync::CancellationToken;
 
 use super::compile::CompiledTemplate;
@@ -102,15 +103,24 @@ pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, S
             }
         }
     }
-    let mut compiled = Vec::with_capacity(loaded.len());
-    for t in loaded {
-        if let Err(reason) = crate::template::check(&t) {
-            problems.push(format!("{}: not runnable: {reason}", t.id));
-            continue;
-        }
-        match CompiledTemplate::compile(t) {
-            Ok(c) => compiled.push(Arc::new(c)),
-            Err(e) => problems.push(e.to_string()),
+    // Checking and compiling (regexes, DSL) is CPU work: on rayon, as the
+    // parsing was; the order of the templates is kept.
+    let outcomes: Vec<Result<Arc<CompiledTemplate>, String>> = loaded
+        .into_par_iter()
+        .map(|t| {
+            if let Err(reason) = crate::template::check(&t) {
+                return Err(format!("{}: not runnable: {reason}", t.id));
+            }
+            CompiledTemplate::compile(t)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .collect();
+    let mut compiled = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Ok(c) => compiled.push(c),
+            Err(p) => problems.push(p),
         }
     }
     for p in &problems {

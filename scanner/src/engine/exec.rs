@@ -9,7 +9,7 @@
 //! runs the per-cluster fan-out in parallel.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -57,11 +57,14 @@ pub(crate) struct TargetRun {
     failures: AtomicUsize,
     /// Answers of identical safe requests, shared across templates.
     pub cache: ResponseCache,
+    /// The input's variables (`BaseURL`, `Hostname`, ...), made once.
+    pub input_layer: Arc<VarMap>,
 }
 
 impl TargetRun {
     pub fn new(target: TargetUrl, cancel: CancellationToken) -> TargetRun {
         let input = InputUrl::from_target(&target);
+        let input_layer = Arc::new(layer_from_strings(input.variables(false)));
         TargetRun {
             host: input.root_url(),
             input,
@@ -70,6 +73,7 @@ impl TargetRun {
             refused: AtomicBool::new(false),
             failures: AtomicUsize::new(0),
             cache: ResponseCache::default(),
+            input_layer,
         }
     }
 }
@@ -115,7 +119,7 @@ async fn report(
 async fn send(
     shared: &RunShared,
     target: &TargetRun,
-    template_id: &str,
+    (template_id, run_id): (&str, u64),
     built: &Built,
     options: &SendOptions,
 ) -> Option<Response> {
@@ -126,7 +130,10 @@ async fn send(
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
         _ => None,
     };
-    match target.cache.lookup(built, options, cookie.as_deref()) {
+    match target
+        .cache
+        .lookup(built, options, cookie.as_deref(), run_id)
+    {
         Lookup::Bypass => send_now(shared, target, template_id, built, options).await,
         Lookup::Leader(slot, key) => {
             let outcome = send_now(shared, target, template_id, built, options).await;
@@ -370,6 +377,14 @@ struct TemplateRun<'a> {
     block_history: Vec<Arc<VarMap>>,
     /// Stop-at-first-match fired or the target stopped: no block runs any more.
     stopped: bool,
+    /// Tells this execution's requests apart in the target's response cache.
+    run_id: u64,
+}
+
+/// A new id for one template execution (or cluster send).
+fn next_run_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Runs the blocks of `tpl` against `target`, emitting results as they
@@ -394,6 +409,7 @@ pub(crate) async fn run_template(
         dynamic: VarMap::new(),
         block_history: Vec::new(),
         stopped: false,
+        run_id: next_run_id(),
         tpl: tpl.clone(),
     };
     match &tpl.flow {
@@ -429,6 +445,21 @@ fn run_flow<'r, 'a: 'r>(
                 // step, so a variable built on an extracted value resolves.
                 run.refresh_variables();
                 matched
+            }
+            FlowExpr::Missing(n) => {
+                let message = format!(
+                    "flow step http({n}): the template has {} http block(s)",
+                    run.tpl.blocks.len()
+                );
+                report(
+                    run.shared,
+                    run.target,
+                    Some(&run.tid),
+                    TargetErrorKind::Skipped,
+                    message,
+                )
+                .await;
+                false
             }
             FlowExpr::And(a, b) => run_flow(a, run).await && run_flow(b, run).await,
             FlowExpr::Or(a, b) => run_flow(a, run).await || run_flow(b, run).await,
@@ -518,7 +549,8 @@ impl TemplateRun<'_> {
                         continue;
                     }
                 };
-                let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+                let Some(resp) = send(shared, target, (&tid, self.run_id), &built, &options).await
+                else {
                     if target.cancel.is_cancelled() {
                         self.stopped = true;
                         return status;
@@ -529,8 +561,7 @@ impl TemplateRun<'_> {
                 if no_operators {
                     status = true;
                 }
-                let request_scope =
-                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let request_scope = layers.with_input(target.input_layer.clone());
                 let dump = Arc::new(built.dump);
                 // Names this request's responses already set, so an earlier
                 // hop does not overwrite what the final response extracted.
@@ -618,8 +649,7 @@ impl TemplateRun<'_> {
                         .chain(self.block_history.iter().cloned())
                         .collect(),
                 };
-                let request_scope =
-                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let request_scope = layers.with_input(target.input_layer.clone());
                 let job = move || {
                     let mut scope = Scope::new().below(last);
                     for h in history.iter().rev() {
@@ -685,12 +715,11 @@ pub(crate) async fn run_cluster(
     };
     // One request, a fresh jar: cookies cannot matter, so none is kept.
     let options = send_options(block, None);
-    let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+    let Some(resp) = send(shared, target, (&tid, next_run_id()), &built, &options).await else {
         return;
     };
     let host = target.host.clone();
-    let request_scope =
-        layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+    let request_scope = layers.with_input(target.input_layer.clone());
     let dump = built.dump;
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)

@@ -22,8 +22,12 @@ use super::tls;
 use super::url::{Scheme, TargetUrl};
 use super::wire::{header_value, read_response, WireError, WireResponse};
 
-/// Idle connections kept per (scheme, host, port, address).
-const POOL_PER_KEY: usize = 8;
+/// Idle connections kept per (scheme, host, port, address). As many as
+/// requests may be in flight to one host at the default concurrency: with
+/// fewer, every request past the kept ones opened a new connection (and
+/// the server closed one), which bounded a scan of one host far below
+/// what the host could answer.
+const POOL_PER_KEY: usize = 64;
 /// Idle connections kept in total.
 const POOL_TOTAL: usize = 512;
 /// Idle connections older than this are not reused: many servers close

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::flow::{FlowError, FlowExpr};
+use super::flow::FlowExpr;
 use super::model::{HttpBlock, PayloadDef, Template};
 use crate::dsl;
 use crate::operators::{ExtractorDef, MatcherDef, OperatorError, Operators};
@@ -31,10 +31,11 @@ pub enum Reason {
     /// Execution orchestrated by JavaScript (`flow:` beyond `&&`, `||`
     /// and parentheses over `http(n)`).
     Flow,
-    /// A boolean `flow:` naming a block the template does not have.
-    InvalidFlow(String),
     /// Requests that ignore the target (`self-contained: true`).
     SelfContained,
+    /// A path that is an absolute URL to a fixed host (`https://api.example/...`):
+    /// traffic to a third party, refused like self-contained requests.
+    FixedHost,
     /// Needs an interactsh server to catch out-of-band callbacks.
     Interactsh,
     UnsupportedMatcherType(String),
@@ -65,8 +66,8 @@ impl fmt::Display for Reason {
             Reason::UnsupportedProtocol(p) => write!(f, "unsupported protocol: {p}"),
             Reason::NoHttpRequests => f.write_str("no http requests"),
             Reason::Flow => f.write_str("uses flow (javascript)"),
-            Reason::InvalidFlow(why) => write!(f, "invalid flow: {why}"),
             Reason::SelfContained => f.write_str("self-contained request"),
+            Reason::FixedHost => f.write_str("request to a fixed third-party host"),
             Reason::Interactsh => f.write_str("needs interactsh (out-of-band)"),
             Reason::UnsupportedFeature(x) => write!(f, "unsupported feature: {x}"),
             Reason::UnsupportedAttack(a) => write!(f, "unsupported attack type: {a}"),
@@ -132,14 +133,8 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
         reasons.insert(Reason::NoHttpRequests);
     }
     if let Some(flow) = template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
-        match FlowExpr::parse(flow, template.http.len()) {
-            Ok(_) => {}
-            Err(FlowError::NotBoolean) => {
-                reasons.insert(Reason::Flow);
-            }
-            Err(e @ FlowError::NoSuchBlock { .. }) => {
-                reasons.insert(Reason::InvalidFlow(e.to_string()));
-            }
+        if FlowExpr::parse(flow, template.http.len()).is_err() {
+            reasons.insert(Reason::Flow);
         }
     }
     if template.self_contained || template.http.iter().any(|b| b.self_contained) {
@@ -222,6 +217,9 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
         feature("disable-path-automerge");
     }
 
+    if block.path.iter().any(|p| names_a_fixed_host(p)) {
+        reasons.insert(Reason::FixedHost);
+    }
     if block.path.is_empty() && block.raw.is_empty() {
         reasons.insert(Reason::NoRequestInBlock);
     }
@@ -337,6 +335,21 @@ fn annotations(raw: &str) -> Vec<(&str, &str)> {
             (&name[..end], value)
         })
         .collect()
+}
+
+/// A path written as an absolute URL whose host is not the target's
+/// (`https://www.rdap.net/domain/{{Host}}`).
+fn names_a_fixed_host(path: &str) -> bool {
+    let lower = path.trim().to_ascii_lowercase();
+    let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    !["{{hostname}}", "{{host}}", "{{fqdn}}"]
+        .iter()
+        .any(|name| rest.starts_with(name))
 }
 
 /// `@Host: {{Hostname}}:9780`, `http://{{Host}}:43800`: the target's own

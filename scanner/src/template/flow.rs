@@ -16,6 +16,10 @@ use std::fmt;
 pub enum FlowExpr {
     /// `http(n)`: the block's index, 0-based.
     Block(usize),
+    /// `http(n)` naming a block the template does not have (written
+    /// 1-based): Nuclei logs an error and the step is false; the steps
+    /// before it have run and their results stand.
+    Missing(usize),
     /// `a && b`: `b` runs only when `a` was true.
     And(Box<FlowExpr>, Box<FlowExpr>),
     /// `a || b`: `b` runs only when `a` was false.
@@ -29,20 +33,12 @@ pub enum FlowExpr {
 pub enum FlowError {
     /// Not of the boolean form: JavaScript proper.
     NotBoolean,
-    /// `http(n)` where the template has fewer than `n` blocks (or `n` is 0).
-    NoSuchBlock { index: usize, blocks: usize },
 }
 
 impl fmt::Display for FlowError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FlowError::NotBoolean => f.write_str("not a boolean expression over http(n)"),
-            FlowError::NoSuchBlock { index, blocks } => {
-                write!(
-                    f,
-                    "http({index}) but the template has {blocks} http block(s)"
-                )
-            }
         }
     }
 }
@@ -182,10 +178,7 @@ impl Parser {
             Some(Token::Http(n)) => {
                 self.at += 1;
                 if n == 0 || n > self.blocks {
-                    return Err(FlowError::NoSuchBlock {
-                        index: n,
-                        blocks: self.blocks,
-                    });
+                    return Ok(FlowExpr::Missing(n));
                 }
                 Ok(FlowExpr::Block(n - 1))
             }
@@ -268,14 +261,11 @@ mod tests {
     }
 
     #[test]
-    fn a_block_that_does_not_exist_is_named() {
+    fn a_block_that_does_not_exist_is_a_missing_step() {
         assert_eq!(
             FlowExpr::parse("http(1) && http(3)", 2),
-            Err(FlowError::NoSuchBlock {
-                index: 3,
-                blocks: 2
-            })
+            Ok(FlowExpr::And(b(0), Box::new(FlowExpr::Missing(3))))
         );
-        assert!(FlowExpr::parse("http(0)", 2).is_err());
+        assert_eq!(FlowExpr::parse("http(0)", 2), Ok(FlowExpr::Missing(0)));
     }
 }
