@@ -152,12 +152,7 @@ async fn send(
                     if let (Outgoing::Normal(req), Some(jar)) =
                         (&built.outgoing, &options.cookie_jar)
                     {
-                        let values = resp
-                            .headers
-                            .iter()
-                            .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
-                            .map(|(_, v)| v.as_str());
-                        jar.store(&req.url, &req.target, values);
+                        jar.store_from_headers(&req.url, &req.target, &resp.headers);
                     }
                     Some(resp)
                 }

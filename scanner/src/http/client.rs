@@ -431,12 +431,7 @@ impl HttpClient {
 }
 
 fn store_cookies(jar: &CookieJar, req: &Request, resp: &WireResponse) {
-    let values = resp
-        .headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, v)| v.as_str());
-    jar.store(&req.url, &req.target, values);
+    jar.store_from_headers(&req.url, &req.target, &resp.headers);
 }
 
 fn into_response(
