@@ -1082,3 +1082,276 @@ http:
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[1].header("Cookie"), None);
 }
+
+/// A lab for flow tests: `/probe` answers `probe_body`, every other path
+/// echoes its own request-target.
+async fn flow_lab(probe_body: &'static str) -> Lab {
+    Lab::start(move |s| {
+        if s.target == "/probe" {
+            ok(probe_body)
+        } else {
+            ok(&format!("hit {}", s.target))
+        }
+    })
+    .await
+}
+
+const AND_FLOW: &str = r#"
+id: flow-and
+info: {name: Flow and, severity: high}
+flow: http(1) && http(2)
+http:
+  - path: ["{{BaseURL}}/probe"]
+    matchers:
+      - type: word
+        internal: true
+        words: ["product-x"]
+  - path: ["{{BaseURL}}/exploit"]
+    matchers:
+      - type: word
+        words: ["hit /exploit"]
+"#;
+
+#[tokio::test]
+async fn a_flow_and_runs_the_second_block_only_after_the_first_matched() {
+    // Issue 9: `http(1) && http(2)` short-circuits like JavaScript.
+    let lab = flow_lab("product-x 1.0").await;
+    let report = scan(AND_FLOW, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe", "/exploit"]);
+    // The first block's matchers are all internal: only the second reports.
+    assert_eq!(report.results.len(), 1);
+    assert_eq!(
+        report.results[0].matched_at,
+        format!("{}/exploit", lab.base)
+    );
+
+    let lab = flow_lab("something else").await;
+    let report = scan(AND_FLOW, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe"]);
+    assert!(report.results.is_empty());
+}
+
+#[tokio::test]
+async fn a_flow_or_runs_the_second_block_only_when_the_first_did_not_match() {
+    let yaml = r#"
+id: flow-or
+info: {name: Flow or, severity: low}
+flow: http(1) || (http(2) && http(3))
+http:
+  - path: ["{{BaseURL}}/probe"]
+    matchers:
+      - type: word
+        words: ["product-x"]
+  - path: ["{{BaseURL}}/second"]
+  - path: ["{{BaseURL}}/third"]
+    matchers:
+      - type: word
+        words: ["hit /third"]
+"#;
+    let lab = flow_lab("product-x").await;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe"]);
+    assert_eq!(report.results.len(), 1);
+
+    // Block 2 has no operators: a response is enough to make it true.
+    let lab = flow_lab("nothing").await;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe", "/second", "/third"]);
+    assert_eq!(report.results.len(), 1);
+    assert_eq!(report.results[0].matched_at, format!("{}/third", lab.base));
+}
+
+#[tokio::test]
+async fn a_flow_step_without_matchers_is_true_only_when_it_extracted_something() {
+    let yaml = r#"
+id: flow-extract
+info: {name: Flow extract, severity: info}
+flow: http(1) && http(2)
+variables:
+  marked: "v-{{token}}"
+http:
+  - path: ["{{BaseURL}}/probe"]
+    extractors:
+      - type: regex
+        name: token
+        internal: true
+        group: 1
+        regex: ["token=([a-z0-9]+)"]
+  - path: ["{{BaseURL}}/use?t={{token}}&m={{marked}}"]
+    matchers:
+      - type: word
+        words: ["hit /use"]
+"#;
+    let lab = flow_lab("token=abc123").await;
+    let report = scan(yaml, &lab.base).await;
+    // The variable built on the extracted value resolves after step 1.
+    assert_eq!(lab.targets(), vec!["/probe", "/use?t=abc123&m=v-abc123"]);
+    assert_eq!(report.results.len(), 1);
+
+    let lab = flow_lab("no token here").await;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe"]);
+    assert!(report.results.is_empty());
+}
+
+#[tokio::test]
+async fn a_single_ampersand_flow_runs_both_blocks() {
+    let yaml = r#"
+id: flow-both
+info: {name: Flow both, severity: info}
+flow: http(1) & http(2)
+http:
+  - path: ["{{BaseURL}}/probe"]
+    matchers:
+      - type: word
+        words: ["never there"]
+  - path: ["{{BaseURL}}/after"]
+"#;
+    let lab = flow_lab("x").await;
+    scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe", "/after"]);
+}
+
+#[tokio::test]
+async fn a_host_annotation_sends_the_raw_request_to_the_targets_other_port() {
+    let scanned = Lab::start(|_| ok("scanned")).await;
+    let other = Lab::start(|_| ok("other port")).await;
+    let other_port = other.base.rsplit(':').next().expect("port").to_string();
+    let yaml = format!(
+        r#"
+id: host-annotation
+info: {{name: Host annotation, severity: info}}
+variables:
+  other: "{other_port}"
+http:
+  - raw:
+      - |
+        @Host: {{{{Host}}}}:{{{{other}}}}
+        GET /status HTTP/1.1
+        Host: {{{{Hostname}}}}
+
+    matchers:
+      - type: word
+        words: ["other port"]
+"#
+    );
+    let report = scan(&yaml, &scanned.base).await;
+    assert!(scanned.targets().is_empty());
+    assert_eq!(other.targets(), vec!["/status"]);
+    assert_eq!(report.results.len(), 1);
+}
+
+#[tokio::test]
+async fn a_once_request_goes_out_with_the_first_payload_only() {
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: once
+info: {name: Once, severity: info}
+http:
+  - raw:
+      - |
+        @once
+        GET /login HTTP/1.1
+        Host: {{Hostname}}
+
+      - |
+        GET /try?p={{p}} HTTP/1.1
+        Host: {{Hostname}}
+
+    payloads:
+      p: [a, b, c]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(
+        lab.targets(),
+        vec!["/login", "/try?p=a", "/try?p=b", "/try?p=c"]
+    );
+}
+
+#[tokio::test]
+async fn identical_safe_requests_of_different_templates_go_out_once_per_target() {
+    // Issue 9: requests shared beyond clustering, raw ones included.
+    let lab = Lab::start(|s| ok(&format!("page {}", s.target))).await;
+    let first = r#"
+id: shares-a
+info: {name: A, severity: info}
+http:
+  - path: ["{{BaseURL}}/only-a", "{{BaseURL}}/shared"]
+    matchers:
+      - type: word
+        words: ["page /shared"]
+"#;
+    let second = r#"
+id: shares-b
+info: {name: B, severity: info}
+http:
+  - raw:
+      - |
+        GET /shared HTTP/1.1
+        Host: {{Hostname}}
+
+      - |
+        POST /shared HTTP/1.1
+        Host: {{Hostname}}
+
+        x=1
+    matchers:
+      - type: word
+        words: ["page /shared"]
+"#;
+    let report = scan_all(&[first, second], &lab.base).await;
+    let mut seen: Vec<String> = lab
+        .requests()
+        .iter()
+        .map(|s| format!("{} {}", s.method, s.target))
+        .collect();
+    seen.sort();
+    // The GET of /shared once; the POST is never shared.
+    assert_eq!(seen, vec!["GET /only-a", "GET /shared", "POST /shared"]);
+    // Both templates still judge the shared answer: A once, B twice.
+    let ids = sorted(
+        report
+            .results
+            .iter()
+            .map(|r| r.template_id.clone())
+            .collect(),
+    );
+    assert_eq!(ids, vec!["shares-a", "shares-b", "shares-b"]);
+}
+
+#[tokio::test]
+async fn a_template_that_repeats_a_request_sends_it_again() {
+    // A cache-poisoning check asks twice on purpose: its second answer
+    // must be the server's, not the first one again.
+    let lab = Lab::start(|_| ok("")).await;
+    let yaml = r#"
+id: twice
+info: {name: Twice, severity: info}
+http:
+  - path: ["{{BaseURL}}/page", "{{BaseURL}}/page"]
+"#;
+    scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/page", "/page"]);
+}
+
+#[tokio::test]
+async fn a_flow_step_naming_a_missing_block_is_false_after_the_earlier_steps_ran() {
+    let yaml = r#"
+id: flow-missing
+info: {name: Flow missing, severity: info}
+flow: http(1) && http(2)
+http:
+  - path: ["{{BaseURL}}/probe"]
+    matchers:
+      - type: word
+        words: ["x"]
+"#;
+    let lab = flow_lab("x").await;
+    let report = scan(yaml, &lab.base).await;
+    assert_eq!(lab.targets(), vec!["/probe"]);
+    assert_eq!(report.results.len(), 1);
+    assert!(report
+        .errors
+        .iter()
+        .any(|e| e.kind == TargetErrorKind::Skipped && e.message.contains("http(2)")));
+}

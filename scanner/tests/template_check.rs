@@ -145,12 +145,28 @@ fn a_template_without_any_request_section_has_no_http_requests() {
 }
 
 #[test]
-fn a_flow_template_is_not_runnable() {
-    let y = format!(
-        "flow: http(1) && http(2)\n{}",
+fn a_boolean_flow_over_existing_blocks_is_runnable_but_javascript_is_not() {
+    // Issue 9: `&&`, `||` and parentheses over `http(n)` run natively.
+    let two = format!(
+        "{}  - path: ['{{{{BaseURL}}}}/b']\n{MATCH_200}",
         with_block(&format!("path: ['{{{{BaseURL}}}}']\n{MATCH_200}"))
     );
-    assert_eq!(primary(&y), "uses flow (javascript)");
+    assert_eq!(
+        primary(&format!("flow: http(1) && http(2)\n{two}")),
+        "runnable"
+    );
+    assert_eq!(
+        primary(&format!("flow: (http(1) || http(2)) && http(1)\n{two}")),
+        "runnable"
+    );
+    // A step naming a missing block is false at run time, as in Nuclei.
+    assert_eq!(
+        primary(&format!("flow: http(1) && http(3)\n{two}")),
+        "runnable"
+    );
+    let js =
+        "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { set('p', p); http(2) }\n";
+    assert_eq!(primary(&format!("{js}{two}")), "uses flow (javascript)");
 }
 
 #[test]
@@ -236,11 +252,46 @@ fn an_unknown_top_level_key_is_an_unsupported_feature_but_unknown_info_keys_are_
 }
 
 #[test]
-fn raw_annotations_other_than_timeout_are_unsupported() {
+fn a_host_annotation_may_only_change_the_targets_port_or_scheme() {
+    let raw = |host: &str| {
+        with_block(&format!(
+            "raw:\n      - |\n        @Host: {host}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+        ))
+    };
+    assert_eq!(
+        primary(&raw("https://other.example:443")),
+        "unsupported feature: @Host annotation to another host"
+    );
+    assert_eq!(
+        primary(&raw("localhost")),
+        "unsupported feature: @Host annotation to another host"
+    );
+    assert_eq!(
+        primary(&raw("{{Hostname}}.evil.example")),
+        "unsupported feature: @Host annotation to another host"
+    );
+    assert_eq!(primary(&raw("{{Hostname}}:9780")), "runnable");
+    assert_eq!(primary(&raw("http://{{Host}}:43800")), "runnable");
+}
+
+#[test]
+fn a_path_that_is_an_absolute_url_to_another_host_is_refused() {
     let y = with_block(&format!(
-        "raw:\n      - |\n        @Host: https://other.example:443\n        GET / HTTP/1.1\n        Host: other.example\n\n{MATCH_200}"
+        "path: ['https://www.rdap.net/domain/{{{{Host}}}}']\n{MATCH_200}"
     ));
-    assert_eq!(primary(&y), "unsupported feature: @Host annotation");
+    assert_eq!(primary(&y), "request to a fixed third-party host");
+    let y = with_block(&format!(
+        "path: ['http://{{{{Hostname}}}}/x', '{{{{BaseURL}}}}/y']\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
+}
+
+#[test]
+fn raw_annotations_other_than_timeout_host_and_once_are_unsupported() {
+    let y = with_block(&format!(
+        "raw:\n      - |\n        @tls-sni: {{{{Hostname}}}}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "unsupported feature: @tls-sni annotation");
 }
 
 #[test]
@@ -317,7 +368,7 @@ fn a_block_without_path_or_raw_cannot_send_anything() {
 #[test]
 fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     let y = format!(
-        "flow: http(1)\nself-contained: true\n{}",
+        "flow: set('a', 1)\nself-contained: true\n{}",
         with_block(&format!(
             "path: ['{{{{BaseURL}}}}/{{{{interactsh-url}}}}']\n    race: true\n{MATCH_200}"
         ))

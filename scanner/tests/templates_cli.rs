@@ -35,10 +35,10 @@ impl Drop for Scratch {
 const RUNNABLE: &str = "id: ok\ninfo: {name: ok, author: a, severity: low}\nhttp:\n  - path: ['{{BaseURL}}/']\n    matchers:\n      - type: status\n        status: [200]\n";
 
 fn flow(id: &str) -> String {
-    format!("id: {id}\ninfo: {{name: f, author: a}}\nflow: http(1)\nhttp:\n  - path: ['{{{{BaseURL}}}}/']\n    matchers:\n      - type: status\n        status: [200]\n")
+    format!("id: {id}\ninfo: {{name: f, author: a}}\nflow: |\n  for (let p of iterate(template.paths)) {{ set('p', p); http(1) }}\nhttp:\n  - path: ['{{{{BaseURL}}}}/']\n    matchers:\n      - type: status\n        status: [200]\n")
 }
 
-/// Two runnable, three flow, one interactsh, one broken file.
+/// Two runnable, three JavaScript flows, one interactsh, one broken file.
 fn sample_tree() -> Scratch {
     let s = Scratch::new();
     s.write("a/ok1.yaml", RUNNABLE);

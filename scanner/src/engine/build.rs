@@ -155,6 +155,18 @@ fn build_raw(
 ) -> Result<Built, Skip> {
     let scope = with_input_vars(scope, input, false);
     let text = render(raw, &scope, "raw request", block)?;
+    // `@Host:` sends the request elsewhere; the runnability check admits
+    // only values built from the target's own name.
+    let annotated;
+    let input = match annotation(&text, "Host") {
+        Some(value) => {
+            annotated = input
+                .with_host_annotation(&value)
+                .ok_or_else(|| Skip(format!("bad @Host annotation {value:?}")))?;
+            &annotated
+        }
+        None => input,
+    };
     let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto
@@ -218,6 +230,21 @@ fn build_raw(
         url: full_url,
         dump: bytes,
     })
+}
+
+/// The value of the `@name:` annotation line before a raw request's
+/// request line, if any.
+pub(crate) fn annotation(text: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| l.starts_with('@'))
+        .find_map(|l| {
+            let rest = l[1..].strip_prefix(name)?;
+            let value = rest.trim_start().strip_prefix(':')?;
+            Some(value.trim().to_string())
+        })
 }
 
 /// Percent-encodes spaces, control bytes and non-ASCII characters (as
@@ -317,6 +344,29 @@ mod tests {
             "/a%20b/%2e/..;/%0D%0A"
         );
         assert_eq!(escape_controls("/é"), "/%C3%A9");
+    }
+
+    #[test]
+    fn host_annotations_are_read_before_the_request_line_only() {
+        let raw = b"@Host: https://{{x}}:8443\n@once\nGET / HTTP/1.1\n@Host: no\n";
+        assert_eq!(
+            annotation(raw, "Host").as_deref(),
+            Some("https://{{x}}:8443")
+        );
+        assert_eq!(annotation(b"GET / HTTP/1.1\n", "Host"), None);
+        assert_eq!(annotation(b"@Hostname: x\nGET /\n", "Host"), None);
+    }
+
+    #[test]
+    fn a_host_annotation_replaces_the_origin_and_keeps_path_and_query() {
+        let i = input("http://h:8080/app?q=1");
+        let a = i.with_host_annotation("h:9780").unwrap();
+        assert_eq!(a.root_url(), "http://h:9780");
+        assert_eq!((a.path.as_str(), a.query.as_deref()), ("/app", Some("q=1")));
+        let a = i.with_host_annotation("https://other").unwrap();
+        assert_eq!(a.root_url(), "https://other:8080");
+        let a = input("http://h/").with_host_annotation("other").unwrap();
+        assert_eq!(a.root_url(), "http://other");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use tokio_util::sync::CancellationToken;
 
 use super::compile::CompiledTemplate;
@@ -77,6 +78,7 @@ fn client_config(args: &RunArgs) -> Result<ClientConfig, String> {
 /// Loads and compiles templates; unrunnable ones are reported on stderr
 /// with their reason and left out.
 pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, String> {
+    let started = std::time::Instant::now();
     let mut loaded = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     if paths.is_empty() {
@@ -101,20 +103,35 @@ pub fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, S
             }
         }
     }
-    let mut compiled = Vec::with_capacity(loaded.len());
-    for t in loaded {
-        if let Err(reason) = crate::template::check(&t) {
-            problems.push(format!("{}: not runnable: {reason}", t.id));
-            continue;
-        }
-        match CompiledTemplate::compile(t) {
-            Ok(c) => compiled.push(Arc::new(c)),
-            Err(e) => problems.push(e.to_string()),
+    // Checking and compiling (regexes, DSL) is CPU work: on rayon, as the
+    // parsing was; the order of the templates is kept.
+    let outcomes: Vec<Result<Arc<CompiledTemplate>, String>> = loaded
+        .into_par_iter()
+        .map(|t| {
+            if let Err(reason) = crate::template::check(&t) {
+                return Err(format!("{}: not runnable: {reason}", t.id));
+            }
+            CompiledTemplate::compile(t)
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .collect();
+    let mut compiled = Vec::with_capacity(outcomes.len());
+    for outcome in outcomes {
+        match outcome {
+            Ok(c) => compiled.push(c),
+            Err(p) => problems.push(p),
         }
     }
     for p in &problems {
         eprintln!("warning: {p}");
     }
+    eprintln!(
+        "loaded {} template(s), {} runnable, in {:.3} s",
+        compiled.len() + problems.len(),
+        compiled.len(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(compiled)
 }
 
@@ -169,6 +186,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let mut skipped = 0usize;
     let mut stdout = std::io::stdout().lock();
     let jsonl = args.jsonl;
+    let scan_started = std::time::Instant::now();
     let verbose = args.verbose;
     engine
         .run_with(templates, targets, cancel, |ev| match ev {
@@ -219,6 +237,11 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let _ = stdout.flush();
     // Findings go to stdout; the summary to stderr, so JSON Lines stay clean.
     eprintln!("{findings} finding(s), {failed} failed request(s), {skipped} request(s) skipped");
+    eprintln!(
+        "{} request(s) sent in {:.3} s",
+        engine.client().requests_sent(),
+        scan_started.elapsed().as_secs_f64()
+    );
     if refused {
         return ExitCode::from(EXIT_REFUSED);
     }

@@ -9,7 +9,7 @@ use super::result::ResultHead;
 use super::vars::{string_value, VarMap};
 use crate::dsl::TemplateString;
 use crate::operators::Operators;
-use crate::template::{HttpBlock, Template};
+use crate::template::{FlowExpr, HttpBlock, Template};
 
 /// A template ready to run against any number of targets.
 pub struct CompiledTemplate {
@@ -18,6 +18,8 @@ pub struct CompiledTemplate {
     /// Template `variables`, in order (later ones may use earlier ones).
     pub variables: Vec<(String, TemplateString)>,
     pub blocks: Vec<CompiledBlock>,
+    /// A boolean `flow:` deciding which blocks run; `None` runs them in order.
+    pub flow: Option<FlowExpr>,
     /// Set when the template is one plain request that other templates may
     /// share (see the engine's clustering).
     pub cluster_key: Option<String>,
@@ -41,6 +43,8 @@ pub struct CompiledBlock {
     /// Block `id`: its responses are visible to later blocks as `{id}_{name}`.
     pub id: Option<String>,
     pub requests: Vec<RequestSpec>,
+    /// Per request: `@once`, sent with the first payload combination only.
+    pub once: Vec<bool>,
     pub method: TemplateString,
     pub headers: Vec<(String, TemplateString)>,
     pub body: Option<TemplateString>,
@@ -111,6 +115,12 @@ impl CompiledTemplate {
                 &err,
             )?);
         }
+        let flow = match template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
+            Some(text) => {
+                Some(FlowExpr::parse(text, blocks.len()).map_err(|e| err(format!("flow: {e}")))?)
+            }
+            None => None,
+        };
         let info = &template.info;
         let head = ResultHead {
             template_id: id.clone(),
@@ -122,13 +132,15 @@ impl CompiledTemplate {
         };
         let constants = Arc::new(random_constants(&template));
         // A template with its own random values must send them itself.
-        let cluster_key = cluster_key(&template, &blocks).filter(|_| constants.is_empty());
+        let cluster_key =
+            cluster_key(&template, &blocks).filter(|_| constants.is_empty() && flow.is_none());
         Ok(CompiledTemplate {
             constants,
             template,
             head,
             variables,
             blocks,
+            flow,
             cluster_key,
         })
     }
@@ -145,8 +157,10 @@ fn compile_block(
     for p in &block.path {
         requests.push(RequestSpec::Path(path_spec(p, parse)?));
     }
+    let mut once = vec![false; requests.len()];
     for r in &block.raw {
         requests.push(RequestSpec::Raw(parse(r)?));
+        once.push(has_once_annotation(r));
     }
     let mut headers = Vec::new();
     for (name, value) in block.headers.iter() {
@@ -171,6 +185,7 @@ fn compile_block(
     Ok(CompiledBlock {
         id: block.id.clone().filter(|s| !s.is_empty()),
         requests,
+        once,
         method: parse(block.method.as_deref().unwrap_or("GET"))?,
         headers,
         body,
@@ -187,6 +202,15 @@ fn compile_block(
         unsafe_raw: block.unsafe_,
         skip_variables_check: block.skip_variables_check,
     })
+}
+
+/// An `@once` line before the request line.
+fn has_once_annotation(raw: &str) -> bool {
+    raw.lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| l.starts_with('@'))
+        .any(|l| l == "@once")
 }
 
 fn path_spec(

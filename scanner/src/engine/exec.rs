@@ -9,7 +9,7 @@
 //! runs the per-cluster fan-out in parallel.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -17,15 +17,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::build::{build, Built, Outgoing, Skip};
+use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::error::{TargetError, TargetErrorKind};
 use super::response::{numbered, prefixed, response_vars};
-use super::result::{build_results, MatchOutcome, ScanResult};
+use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
 use super::vars::{layer_from_strings, string_value, RequestLayers, Scope, VarMap};
 use super::Event;
 use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
-use crate::operators::OperatorResult;
+use crate::operators::{OperatorResult, Operators};
+use crate::template::FlowExpr;
 
 /// After this many failed requests in a row a target is given up (Nuclei's
 /// `max-host-error` default): a dead host would otherwise cost a timeout
@@ -53,11 +55,16 @@ pub(crate) struct TargetRun {
     pub cancel: CancellationToken,
     refused: AtomicBool,
     failures: AtomicUsize,
+    /// Answers of identical safe requests, shared across templates.
+    pub cache: ResponseCache,
+    /// The input's variables (`BaseURL`, `Hostname`, ...), made once.
+    pub input_layer: Arc<VarMap>,
 }
 
 impl TargetRun {
     pub fn new(target: TargetUrl, cancel: CancellationToken) -> TargetRun {
         let input = InputUrl::from_target(&target);
+        let input_layer = Arc::new(layer_from_strings(input.variables(false)));
         TargetRun {
             host: input.root_url(),
             input,
@@ -65,6 +72,8 @@ impl TargetRun {
             cancel,
             refused: AtomicBool::new(false),
             failures: AtomicUsize::new(0),
+            cache: ResponseCache::default(),
+            input_layer,
         }
     }
 }
@@ -104,17 +113,64 @@ async fn report(
 }
 
 /// Sends one request unless the target is cancelled. `None` when the
-/// request failed (already reported) or the target stopped.
+/// request failed (already reported) or the target stopped. An identical
+/// safe request already sent to the target (by any template) is answered
+/// from the target's [`ResponseCache`] instead.
 async fn send(
     shared: &RunShared,
     target: &TargetRun,
-    template_id: &str,
+    (template_id, run_id): (&str, u64),
     built: &Built,
     options: &SendOptions,
 ) -> Option<Response> {
     if target.cancel.is_cancelled() {
         return None;
     }
+    let cookie = match (&built.outgoing, &options.cookie_jar) {
+        (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
+        _ => None,
+    };
+    match target
+        .cache
+        .lookup(built, options, cookie.as_deref(), run_id)
+    {
+        Lookup::Bypass => send_now(shared, target, template_id, built, options).await,
+        Lookup::Leader(slot, key) => {
+            let outcome = send_now(shared, target, template_id, built, options).await;
+            target.cache.publish(slot, key, outcome.as_ref());
+            outcome
+        }
+        Lookup::Follower(slot) => {
+            let shared_answer = tokio::select! {
+                _ = target.cancel.cancelled() => return None,
+                r = target.cache.follow(slot) => r,
+            };
+            match shared_answer {
+                Some(resp) => {
+                    // The template's own jar sees the cookies it would have
+                    // been given (those of the final response).
+                    if let (Outgoing::Normal(req), Some(jar)) =
+                        (&built.outgoing, &options.cookie_jar)
+                    {
+                        jar.store_from_headers(&req.url, &req.target, &resp.headers);
+                    }
+                    Some(resp)
+                }
+                // The first sender failed: try on our own.
+                None => send_now(shared, target, template_id, built, options).await,
+            }
+        }
+    }
+}
+
+/// Sends one request on the wire.
+async fn send_now(
+    shared: &RunShared,
+    target: &TargetRun,
+    template_id: &str,
+    built: &Built,
+    options: &SendOptions,
+) -> Option<Response> {
     let fut = async {
         match &built.outgoing {
             Outgoing::Normal(req) => shared.client.send(req, options).await,
@@ -185,8 +241,14 @@ fn send_options(block: &CompiledBlock, jar: Option<&CookieJar>) -> SendOptions {
 /// requests using it are then skipped as unresolved. A variable also given
 /// as a `--var` option (or a scan variable) takes the option's value, as in
 /// Nuclei, and later variables see that value.
-fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -> VarMap {
+fn template_vars(
+    tpl: &CompiledTemplate,
+    shared: &RunShared,
+    input: &InputUrl,
+    extracted: Option<&VarMap>,
+) -> VarMap {
     let input_layer = Arc::new(layer_from_strings(input.variables(false)));
+    let extracted = extracted.map(|e| Arc::new(e.clone()));
     // Constants first, so variables can use them (`{{randstr}}`).
     let mut out: VarMap = (*tpl.constants).clone();
     for (name, value) in &tpl.variables {
@@ -194,10 +256,13 @@ fn template_vars(tpl: &CompiledTemplate, shared: &RunShared, input: &InputUrl) -
             out.insert(name.clone(), given.clone());
             continue;
         }
-        let scope = Scope::new()
+        let mut scope = Scope::new()
             .below(Arc::new(out.clone()))
             .below(shared.option_vars.clone())
             .below(input_layer.clone());
+        if let Some(extracted) = &extracted {
+            scope = scope.below(extracted.clone());
+        }
         let rendered = value.render(&scope);
         if rendered.is_complete() {
             let v = match String::from_utf8(rendered.bytes) {
@@ -247,9 +312,10 @@ fn payload_values(
         .collect()
 }
 
-fn outcome_of(r: &OperatorResult) -> MatchOutcome {
+fn outcome_of(r: &OperatorResult, operators: &Operators) -> MatchOutcome {
     MatchOutcome {
         has_matchers: r.has_matchers,
+        only_internal_matchers: operators.only_internal_matchers(),
         matched: r.matched,
         matched_names: r.matched_names.clone(),
         extracts: r.extracts.clone(),
@@ -290,50 +356,183 @@ fn judged_responses(mut resp: Response) -> Vec<Response> {
     out
 }
 
-/// Runs every block of `tpl` against `target`, emitting results as they come.
+/// One template's execution against one target: the state its blocks
+/// share (cookies, variables, extracted values, `{id}_{name}` history).
+struct TemplateRun<'a> {
+    shared: &'a RunShared,
+    target: &'a TargetRun,
+    tpl: Arc<CompiledTemplate>,
+    tid: String,
+    head: ResultHead,
+    jar: Option<CookieJar>,
+    template_layer: Arc<VarMap>,
+    /// Extracted values, visible to every later request and block.
+    dynamic: VarMap,
+    /// Responses of earlier blocks that have an `id`, as `{id}_{name}`.
+    block_history: Vec<Arc<VarMap>>,
+    /// Stop-at-first-match fired or the target stopped: no block runs any more.
+    stopped: bool,
+    /// Tells this execution's requests apart in the target's response cache.
+    run_id: u64,
+}
+
+/// A new id for one template execution (or cluster send).
+fn next_run_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Runs the blocks of `tpl` against `target`, emitting results as they
+/// come: in order, or as the template's boolean `flow` decides.
 pub(crate) async fn run_template(
     shared: &RunShared,
     target: &TargetRun,
     tpl: Arc<CompiledTemplate>,
 ) {
-    let tid = tpl.head.template_id.clone();
     let head = {
         let mut h = tpl.head.clone();
         h.host = target.host.clone();
         h
     };
-    let jar = tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new);
-    let template_layer = Arc::new(template_vars(&tpl, shared, &target.input));
-    // Extracted values, visible to every later request and block.
-    let mut dynamic = VarMap::new();
-    // Responses of earlier blocks that have an `id`, as `{id}_{name}`.
-    let mut block_history: Vec<Arc<VarMap>> = Vec::new();
+    let mut run = TemplateRun {
+        shared,
+        target,
+        tid: tpl.head.template_id.clone(),
+        head,
+        jar: tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new),
+        template_layer: Arc::new(template_vars(&tpl, shared, &target.input, None)),
+        dynamic: VarMap::new(),
+        block_history: Vec::new(),
+        stopped: false,
+        run_id: next_run_id(),
+        tpl: tpl.clone(),
+    };
+    match &tpl.flow {
+        Some(flow) => {
+            run_flow(flow, &mut run).await;
+        }
+        None => {
+            for bi in 0..tpl.blocks.len() {
+                if run.stopped {
+                    break;
+                }
+                run.run_block(bi).await;
+            }
+        }
+    }
+}
 
-    'blocks: for (bi, block) in tpl.blocks.iter().enumerate() {
-        let options = send_options(block, jar.as_ref());
+/// Evaluates a boolean flow as JavaScript would: `&&` and `||` short-circuit,
+/// `&` runs both sides; `http(n)` runs block `n`. Boxed: the expression is
+/// recursive.
+fn run_flow<'r, 'a: 'r>(
+    flow: &'r FlowExpr,
+    run: &'r mut TemplateRun<'a>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'r>> {
+    Box::pin(async move {
+        match flow {
+            FlowExpr::Block(bi) => {
+                if run.stopped {
+                    return false;
+                }
+                let matched = run.run_block(*bi).await;
+                // Nuclei evaluates the template's variables again after each
+                // step, so a variable built on an extracted value resolves.
+                run.refresh_variables();
+                matched
+            }
+            FlowExpr::Missing(n) => {
+                let message = format!(
+                    "flow step http({n}): the template has {} http block(s)",
+                    run.tpl.blocks.len()
+                );
+                report(
+                    run.shared,
+                    run.target,
+                    Some(&run.tid),
+                    TargetErrorKind::Skipped,
+                    message,
+                )
+                .await;
+                false
+            }
+            FlowExpr::And(a, b) => run_flow(a, run).await && run_flow(b, run).await,
+            FlowExpr::Or(a, b) => run_flow(a, run).await || run_flow(b, run).await,
+            FlowExpr::BothAnd(a, b) => {
+                let left = run_flow(a, run).await;
+                let right = run_flow(b, run).await;
+                left && right
+            }
+        }
+    })
+}
+
+impl TemplateRun<'_> {
+    /// Variables that did not resolve before may now, with the values
+    /// extracted since; those that did keep their value (a `rand_*` stays
+    /// the same across steps).
+    fn refresh_variables(&mut self) {
+        let missing = self
+            .tpl
+            .variables
+            .iter()
+            .any(|(name, _)| !self.template_layer.contains_key(name));
+        if self.dynamic.is_empty() || !missing {
+            return;
+        }
+        let again = template_vars(
+            &self.tpl,
+            self.shared,
+            &self.target.input,
+            Some(&self.dynamic),
+        );
+        let mut merged = (*self.template_layer).clone();
+        for (name, value) in again {
+            merged.entry(name).or_insert(value);
+        }
+        self.template_layer = Arc::new(merged);
+    }
+
+    /// Runs block `bi` and tells whether it matched, as Nuclei's flow does:
+    /// true when a response matched, or the block has no matchers and
+    /// extracted something, or it has no operators and got a response.
+    async fn run_block(&mut self, bi: usize) -> bool {
+        let shared = self.shared;
+        let target = self.target;
+        let tpl = self.tpl.clone();
+        let block = &tpl.blocks[bi];
+        let tid = self.tid.clone();
+        let options = send_options(block, self.jar.as_ref());
+        let has_matchers = !block.operators.matchers().is_empty();
+        let no_operators = block.operators.is_empty();
+        let mut status = false;
         let mut numbered_history: Vec<Arc<VarMap>> = Vec::new();
         let mut last_response: Option<(Arc<VarMap>, String)> = None;
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
         let mut block_extracts = VarMap::new();
-        for combo in block.payloads.combinations() {
+        for (ci, combo) in block.payloads.combinations().enumerate() {
             let payload_layer = Arc::new(payload_values(
                 combo,
-                &template_layer,
+                &self.template_layer,
                 shared,
                 &target.input,
             ));
-            for spec in &block.requests {
-                if target.cancel.is_cancelled() {
-                    return;
+            for (ri, spec) in block.requests.iter().enumerate() {
+                if ci > 0 && block.once[ri] {
+                    continue;
                 }
-                let dynamic_layer = Arc::new(dynamic.clone());
+                if target.cancel.is_cancelled() {
+                    self.stopped = true;
+                    return status;
+                }
+                let dynamic_layer = Arc::new(self.dynamic.clone());
                 let mut lower = vec![dynamic_layer];
-                lower.extend(block_history.iter().cloned());
+                lower.extend(self.block_history.iter().cloned());
                 let layers = RequestLayers {
                     upper: vec![
                         payload_layer.clone(),
-                        template_layer.clone(),
+                        self.template_layer.clone(),
                         shared.option_vars.clone(),
                     ],
                     lower,
@@ -345,15 +544,19 @@ pub(crate) async fn run_template(
                         continue;
                     }
                 };
-                let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+                let Some(resp) = send(shared, target, (&tid, self.run_id), &built, &options).await
+                else {
                     if target.cancel.is_cancelled() {
-                        return;
+                        self.stopped = true;
+                        return status;
                     }
                     continue;
                 };
                 count += 1;
-                let request_scope =
-                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                if no_operators {
+                    status = true;
+                }
+                let request_scope = layers.with_input(target.input_layer.clone());
                 let dump = Arc::new(built.dump);
                 // Names this request's responses already set, so an earlier
                 // hop does not overwrite what the final response extracted.
@@ -404,20 +607,28 @@ pub(crate) async fn run_template(
                     if let Some(n) = numbered_layer {
                         numbered_history.push(n);
                     }
-                    carry_extracts(&result, &mut dynamic, &mut block_extracts, &mut carried);
+                    carry_extracts(
+                        &result,
+                        &mut self.dynamic,
+                        &mut block_extracts,
+                        &mut carried,
+                    );
                     if is_final {
                         last_response = Some((resp_layer, matched_at.clone()));
                     }
                     if block.req_condition {
                         continue;
                     }
-                    for r in build_results(&head, &matched_at, &outcome_of(&result)) {
+                    status |= step_matched(&result, has_matchers);
+                    let outcome = outcome_of(&result, &block.operators);
+                    for r in build_results(&self.head, &matched_at, &outcome) {
                         emit(shared, Event::Result(r)).await;
                     }
                     // Nuclei stops on a matcher match only: values found by
                     // extractors alone do not end the template.
                     if result.matched && block.stop_at_first_match {
-                        break 'blocks;
+                        self.stopped = true;
+                        return status;
                     }
                 }
             }
@@ -428,13 +639,12 @@ pub(crate) async fn run_template(
                 let history = numbered_history.clone();
                 let last = resp_layer.clone();
                 let layers = RequestLayers {
-                    upper: vec![template_layer.clone(), shared.option_vars.clone()],
-                    lower: std::iter::once(Arc::new(dynamic.clone()))
-                        .chain(block_history.iter().cloned())
+                    upper: vec![self.template_layer.clone(), shared.option_vars.clone()],
+                    lower: std::iter::once(Arc::new(self.dynamic.clone()))
+                        .chain(self.block_history.iter().cloned())
                         .collect(),
                 };
-                let request_scope =
-                    layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+                let request_scope = layers.with_input(target.input_layer.clone());
                 let job = move || {
                     let mut scope = Scope::new().below(last);
                     for h in history.iter().rev() {
@@ -446,11 +656,13 @@ pub(crate) async fn run_template(
                 if let Some(result) = on_rayon(job).await {
                     carry_extracts(
                         &result,
-                        &mut dynamic,
+                        &mut self.dynamic,
                         &mut block_extracts,
                         &mut HashSet::new(),
                     );
-                    for r in build_results(&head, matched_at, &outcome_of(&result)) {
+                    status |= step_matched(&result, has_matchers);
+                    let outcome = outcome_of(&result, &block.operators);
+                    for r in build_results(&self.head, matched_at, &outcome) {
                         emit(shared, Event::Result(r)).await;
                     }
                 }
@@ -458,10 +670,18 @@ pub(crate) async fn run_template(
             if let Some(id) = &block.id {
                 let mut published = prefixed(resp_layer, id);
                 published.extend(prefixed(&block_extracts, id));
-                block_history.insert(0, Arc::new(published));
+                self.block_history.insert(0, Arc::new(published));
             }
         }
+        status
     }
+}
+
+/// Whether one evaluation makes its flow step true: a match, or, for a
+/// block without matchers, anything extracted (Nuclei's flow callback).
+fn step_matched(result: &OperatorResult, has_matchers: bool) -> bool {
+    result.matched
+        || (!has_matchers && (!result.extracts.is_empty() || !result.internal.is_empty()))
 }
 
 /// Sends the one request shared by a cluster of templates and matches its
@@ -490,12 +710,11 @@ pub(crate) async fn run_cluster(
     };
     // One request, a fresh jar: cookies cannot matter, so none is kept.
     let options = send_options(block, None);
-    let Some(resp) = send(shared, target, &tid, &built, &options).await else {
+    let Some(resp) = send(shared, target, (&tid, next_run_id()), &built, &options).await else {
         return;
     };
     let host = target.host.clone();
-    let request_scope =
-        layers.with_input(Arc::new(layer_from_strings(target.input.variables(false))));
+    let request_scope = layers.with_input(target.input_layer.clone());
     let dump = built.dump;
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)
@@ -515,7 +734,11 @@ pub(crate) async fn run_cluster(
                 let mut out = Vec::new();
                 for (matched_at, scope) in &hops {
                     let result = block.operators.evaluate(scope);
-                    out.extend(build_results(&head, matched_at, &outcome_of(&result)));
+                    out.extend(build_results(
+                        &head,
+                        matched_at,
+                        &outcome_of(&result, &block.operators),
+                    ));
                     if result.matched && block.stop_at_first_match {
                         break;
                     }

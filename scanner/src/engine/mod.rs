@@ -7,6 +7,7 @@
 //!   operators compiled, clustering key).
 //! - [`url`]: the input URL, its variables, Nuclei's path and query rules.
 //! - [`build`]: one request of a block, rendered and ready for the wire.
+//! - `cache`: identical safe requests of a target sent once, across templates.
 //! - [`payloads`]: batteringram, pitchfork and clusterbomb combinations.
 //! - [`vars`]: layered variable scopes.
 //! - [`response`]: the variables a response offers to operators.
@@ -18,6 +19,7 @@
 //! - [`error`]: [`EngineError`] and the per-target [`TargetError`].
 
 pub mod build;
+mod cache;
 pub mod cli;
 pub mod compile;
 pub mod error;

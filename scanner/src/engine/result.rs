@@ -52,6 +52,9 @@ impl ScanResult {
 #[derive(Debug, Clone, Default)]
 pub struct MatchOutcome {
     pub has_matchers: bool,
+    /// Every matcher is `internal: true`: a match only decides (a flow
+    /// step, a later request), it is never reported.
+    pub only_internal_matchers: bool,
     pub matched: bool,
     /// Names of the named matchers that matched, in template order.
     pub matched_names: Vec<String>,
@@ -73,6 +76,8 @@ pub struct ResultHead {
 /// Turns one match event into results, with the multiplicity of Nuclei's
 /// `MakeDefaultResultEvent`:
 /// - matchers exist and none matched: nothing, whatever was extracted;
+/// - matchers matched but all of them are internal: nothing (Nuclei's
+///   template executor drops such events);
 /// - named matchers matched: one result per name (the operators list them
 ///   under `or` only, as Nuclei does);
 /// - otherwise named extractors with values: one result per extractor,
@@ -84,7 +89,7 @@ pub fn build_results(
     matched_at: &str,
     outcome: &MatchOutcome,
 ) -> Vec<ScanResult> {
-    if outcome.has_matchers && !outcome.matched {
+    if outcome.has_matchers && (!outcome.matched || outcome.only_internal_matchers) {
         return Vec::new();
     }
     let mut all_values: Vec<String> = Vec::new();
@@ -146,9 +151,24 @@ mod tests {
     }
 
     #[test]
+    fn a_match_of_internal_matchers_only_is_not_reported() {
+        let mut o = MatchOutcome {
+            has_matchers: true,
+            only_internal_matchers: true,
+            matched: true,
+            matched_names: vec![],
+            extracts: vec![(None, vec!["v".into()])],
+        };
+        assert!(build_results(&head(), "u", &o).is_empty());
+        o.only_internal_matchers = false;
+        assert_eq!(build_results(&head(), "u", &o).len(), 1);
+    }
+
+    #[test]
     fn unmatched_matchers_give_no_result_even_with_extracts() {
         let o = MatchOutcome {
             has_matchers: true,
+            only_internal_matchers: false,
             matched: false,
             matched_names: vec![],
             extracts: vec![(None, vec!["v".into()])],
@@ -160,6 +180,7 @@ mod tests {
     fn or_with_two_named_matches_gives_two_results() {
         let o = MatchOutcome {
             has_matchers: true,
+            only_internal_matchers: false,
             matched: true,
             matched_names: vec!["a".into(), "b".into()],
             extracts: vec![],
@@ -173,6 +194,7 @@ mod tests {
     fn extractor_only_templates_give_one_result_per_named_extractor() {
         let o = MatchOutcome {
             has_matchers: false,
+            only_internal_matchers: false,
             matched: false,
             matched_names: vec![],
             extracts: vec![
@@ -193,6 +215,7 @@ mod tests {
     fn an_unnamed_match_gives_one_result_per_named_extractor() {
         let o = MatchOutcome {
             has_matchers: true,
+            only_internal_matchers: false,
             matched: true,
             matched_names: vec![],
             extracts: vec![
@@ -219,6 +242,7 @@ mod tests {
     fn a_match_without_names_or_values_gives_one_result() {
         let o = MatchOutcome {
             has_matchers: true,
+            only_internal_matchers: false,
             matched: true,
             ..Default::default()
         };
@@ -231,6 +255,7 @@ mod tests {
     fn json_line_uses_the_design_field_names() {
         let o = MatchOutcome {
             has_matchers: true,
+            only_internal_matchers: false,
             matched: true,
             ..Default::default()
         };

@@ -97,6 +97,37 @@ impl InputUrl {
     }
 
     /// A copy with another port, for paths written `{{BaseURL}}:8080/...`.
+    /// The input with its origin replaced as a raw request's `@Host:`
+    /// annotation says (Nuclei's rules): an `http://` or `https://` prefix
+    /// sets the scheme, a `host:port` value replaces the authority, a bare
+    /// host keeps the input's port when the input named one. Path and
+    /// query stay the input's. `None` when the value is not a host.
+    pub fn with_host_annotation(&self, value: &str) -> Option<InputUrl> {
+        let value = value.trim();
+        let lower = value.to_ascii_lowercase();
+        let (scheme, rest) = if lower.starts_with("https://") {
+            ("https", &value["https://".len()..])
+        } else if lower.starts_with("http://") {
+            ("http", &value["http://".len()..])
+        } else {
+            (self.scheme.as_str(), value)
+        };
+        let rest = rest.trim_end_matches('/');
+        let explicit_port = matches!(split_host_port(rest), Some((_, Some(_))));
+        let input_named_port = matches!(split_host_port(&self.authority), Some((_, Some(_))));
+        let authority = if explicit_port || !input_named_port {
+            rest.to_string()
+        } else {
+            format!("{rest}:{}", self.port)
+        };
+        let query = self
+            .query
+            .as_ref()
+            .map(|q| format!("?{q}"))
+            .unwrap_or_default();
+        InputUrl::parse(&format!("{scheme}://{authority}{}{query}", self.path)).ok()
+    }
+
     pub fn with_port(&self, port: &str) -> InputUrl {
         let mut copy = self.clone();
         let host_part = if self.host.contains(':') {
@@ -151,7 +182,67 @@ impl InputUrl {
         );
         vars.insert("Input".to_string(), self.original.clone());
         vars.insert("FQDN".to_string(), self.host.clone());
+        if let Some(dns) = DnsNames::of(&self.host) {
+            vars.insert("RDN".to_string(), dns.registered);
+            vars.insert("DN".to_string(), dns.name);
+            vars.insert("TLD".to_string(), dns.suffix);
+            vars.insert("SD".to_string(), dns.subdomain);
+        }
         vars
+    }
+}
+
+/// Two-label public suffixes under which names are registered one level
+/// lower (`example.co.uk`). Not the whole public suffix list: the common
+/// country-code second levels, which is what decides `RDN` for most targets;
+/// any other name is taken to be registered under its last label.
+const TWO_LABEL_SUFFIXES: &[&str] = &[
+    "co.uk", "org.uk", "ac.uk", "gov.uk", "me.uk", "net.uk", "ltd.uk", "plc.uk", "com.au",
+    "net.au", "org.au", "edu.au", "gov.au", "co.nz", "org.nz", "co.jp", "ne.jp", "or.jp", "ac.jp",
+    "go.jp", "com.br", "net.br", "org.br", "gov.br", "com.cn", "net.cn", "org.cn", "gov.cn",
+    "edu.cn", "co.in", "net.in", "org.in", "gov.in", "ac.in", "co.za", "org.za", "com.mx",
+    "org.mx", "gob.mx", "com.tr", "org.tr", "gov.tr", "com.ar", "com.sg", "edu.sg", "gov.sg",
+    "com.my", "com.hk", "com.tw", "co.kr", "or.kr", "go.kr", "co.id", "go.id", "co.il", "org.il",
+    "ac.il", "com.pl", "com.ua", "co.th", "ac.th", "go.th", "com.vn", "com.ph", "com.pk", "com.eg",
+    "com.sa", "com.co", "com.pe", "com.ve", "com.ec",
+];
+
+/// Nuclei's DNS-derived names of a host: `www.example.co.uk` gives RDN
+/// `example.co.uk`, DN `example`, TLD `co.uk`, SD `www`.
+struct DnsNames {
+    registered: String,
+    name: String,
+    suffix: String,
+    subdomain: String,
+}
+
+impl DnsNames {
+    /// `None` for IP literals and names of fewer than two labels.
+    fn of(host: &str) -> Option<DnsNames> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return None;
+        }
+        let labels: Vec<&str> = host.split('.').collect();
+        if labels.len() < 2 || labels.iter().any(|l| l.is_empty()) {
+            return None;
+        }
+        let last_two = labels[labels.len() - 2..].join(".");
+        let suffix_labels = if labels.len() > 2 && TWO_LABEL_SUFFIXES.contains(&last_two.as_str()) {
+            2
+        } else {
+            1
+        };
+        if labels.len() <= suffix_labels {
+            return None;
+        }
+        let name_at = labels.len() - suffix_labels - 1;
+        Some(DnsNames {
+            registered: labels[name_at..].join("."),
+            name: labels[name_at].to_string(),
+            suffix: labels[name_at + 1..].join("."),
+            subdomain: labels[..name_at].join("."),
+        })
     }
 }
 
@@ -327,6 +418,27 @@ pub fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_variables_split_the_registered_name_from_its_suffix_and_subdomain() {
+        let vars = InputUrl::parse("https://a.b.example.co.uk:8443/x")
+            .unwrap()
+            .variables(false);
+        let get = |k: &str| vars.get(k).map(String::as_str);
+        assert_eq!(get("RDN"), Some("example.co.uk"));
+        assert_eq!(get("DN"), Some("example"));
+        assert_eq!(get("TLD"), Some("co.uk"));
+        assert_eq!(get("SD"), Some("a.b"));
+        let vars = InputUrl::parse("http://example.com")
+            .unwrap()
+            .variables(false);
+        assert_eq!(vars.get("RDN").map(String::as_str), Some("example.com"));
+        assert_eq!(vars.get("SD").map(String::as_str), Some(""));
+        let vars = InputUrl::parse("http://127.0.0.1:80")
+            .unwrap()
+            .variables(false);
+        assert!(!vars.contains_key("RDN"));
+    }
 
     #[test]
     fn variables_follow_nuclei_for_a_url_with_port_and_file() {

@@ -3,6 +3,7 @@
 
 use std::net::IpAddr;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,8 +23,12 @@ use super::tls;
 use super::url::{Scheme, TargetUrl};
 use super::wire::{header_value, read_response, WireError, WireResponse};
 
-/// Idle connections kept per (scheme, host, port, address).
-const POOL_PER_KEY: usize = 8;
+/// Idle connections kept per (scheme, host, port, address). As many as
+/// requests may be in flight to one host at the default concurrency: with
+/// fewer, every request past the kept ones opened a new connection (and
+/// the server closed one), which bounded a scan of one host far below
+/// what the host could answer.
+const POOL_PER_KEY: usize = 64;
 /// Idle connections kept in total.
 const POOL_TOTAL: usize = 512;
 /// Idle connections older than this are not reused: many servers close
@@ -73,6 +78,8 @@ struct Inner {
     /// Answers TXT questions: the configured DNS server, else the system
     /// resolver, built on first use; an error when DNS is off.
     txt: std::sync::OnceLock<Result<WireDns, String>>,
+    /// Requests written to a connection, retries and redirect hops included.
+    sent: AtomicU64,
 }
 
 /// Outcome of one exchange on one connection.
@@ -117,6 +124,7 @@ impl HttpClient {
                 rate: cfg.per_host_rps.map(HostRateLimiter::new),
                 dns: DnsCache::with_server(server),
                 txt,
+                sent: AtomicU64::new(0),
                 cfg,
             }),
         })
@@ -155,6 +163,12 @@ impl HttpClient {
                 reason: reason.clone(),
             }),
         }
+    }
+
+    /// Requests written so far by this client and its clones (each retry
+    /// and redirect hop counts), what the servers received.
+    pub fn requests_sent(&self) -> u64 {
+        self.inner.sent.load(Ordering::Relaxed)
     }
 
     /// Idle pooled connections (for tests and metrics).
@@ -371,6 +385,7 @@ impl HttpClient {
         wire: &[u8],
         head: bool,
     ) -> RoundTrip {
+        self.inner.sent.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = conn.write_all(wire).await {
             return RoundTrip::Stale(HttpError::Io {
                 host: url.host.clone(),
@@ -450,12 +465,7 @@ impl HttpClient {
 }
 
 fn store_cookies(jar: &CookieJar, req: &Request, resp: &WireResponse) {
-    let values = resp
-        .headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, v)| v.as_str());
-    jar.store(&req.url, &req.target, values);
+    jar.store_from_headers(&req.url, &req.target, &resp.headers);
 }
 
 fn into_response(

@@ -36,6 +36,16 @@ impl CookieJar {
         CookieJar::default()
     }
 
+    /// Stores the `Set-Cookie` headers among `headers`, the answer to a
+    /// request for `target` on `url`'s origin.
+    pub fn store_from_headers(&self, url: &TargetUrl, target: &[u8], headers: &[(String, String)]) {
+        let values = headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+            .map(|(_, v)| v.as_str());
+        self.store(url, target, values);
+    }
+
     /// Stores the `Set-Cookie` values of a response to a request for
     /// `target` on `url`'s origin.
     pub fn store<'a>(

@@ -124,6 +124,12 @@ impl Operators {
         self.matchers.is_empty() && self.extractors.is_empty()
     }
 
+    /// There are matchers and every one is `internal: true`: their match
+    /// decides but is never reported.
+    pub fn only_internal_matchers(&self) -> bool {
+        !self.matchers.is_empty() && self.matchers.iter().all(Matcher::is_internal)
+    }
+
     /// Evaluates everything against one response context.
     ///
     /// As in Nuclei, extractors run in template order before the matchers

@@ -4,13 +4,15 @@
 //! The engine runs path and raw (also unsafe) requests, every matcher and
 //! extractor type, the DSL, payloads with the three attack types, multi-step
 //! blocks with extracted values and `_N` history, variables, redirects and
-//! cookies. Anything else a template needs is named here: another protocol,
+//! cookies, and `flow:` expressions that are plain `&&`/`||` over blocks.
+//! Anything else a template needs is named here: another protocol,
 //! JavaScript `flow`, out-of-band interactions, self-contained requests, and
 //! each unsupported request feature, matcher type or DSL helper by name.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
+use super::flow::FlowExpr;
 use super::model::{HttpBlock, PayloadDef, Template};
 use crate::dsl;
 use crate::operators::{ExtractorDef, MatcherDef, OperatorError, Operators};
@@ -26,10 +28,14 @@ pub enum Reason {
     UnsupportedProtocol(String),
     /// No `http` block at all.
     NoHttpRequests,
-    /// Execution orchestrated by JavaScript (`flow:`).
+    /// Execution orchestrated by JavaScript (`flow:` beyond `&&`, `||`
+    /// and parentheses over `http(n)`).
     Flow,
     /// Requests that ignore the target (`self-contained: true`).
     SelfContained,
+    /// A path that is an absolute URL to a fixed host (`https://api.example/...`):
+    /// traffic to a third party, refused like self-contained requests.
+    FixedHost,
     /// Needs an interactsh server to catch out-of-band callbacks.
     Interactsh,
     UnsupportedMatcherType(String),
@@ -61,6 +67,7 @@ impl fmt::Display for Reason {
             Reason::NoHttpRequests => f.write_str("no http requests"),
             Reason::Flow => f.write_str("uses flow (javascript)"),
             Reason::SelfContained => f.write_str("self-contained request"),
+            Reason::FixedHost => f.write_str("request to a fixed third-party host"),
             Reason::Interactsh => f.write_str("needs interactsh (out-of-band)"),
             Reason::UnsupportedFeature(x) => write!(f, "unsupported feature: {x}"),
             Reason::UnsupportedAttack(a) => write!(f, "unsupported attack type: {a}"),
@@ -125,12 +132,10 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
     if template.http.is_empty() && template.other_protocols.is_empty() {
         reasons.insert(Reason::NoHttpRequests);
     }
-    if template
-        .flow
-        .as_deref()
-        .is_some_and(|f| !f.trim().is_empty())
-    {
-        reasons.insert(Reason::Flow);
+    if let Some(flow) = template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
+        if FlowExpr::parse(flow, template.http.len()).is_err() {
+            reasons.insert(Reason::Flow);
+        }
     }
     if template.self_contained || template.http.iter().any(|b| b.self_contained) {
         reasons.insert(Reason::SelfContained);
@@ -212,6 +217,9 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
         feature("disable-path-automerge");
     }
 
+    if block.path.iter().any(|p| names_a_fixed_host(p)) {
+        reasons.insert(Reason::FixedHost);
+    }
     if block.path.is_empty() && block.raw.is_empty() {
         reasons.insert(Reason::NoRequestInBlock);
     }
@@ -232,12 +240,22 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     }
 
     for raw in &block.raw {
-        for name in annotations(raw) {
-            // `@timeout` only lengthens the wait; the engine's own timeout
-            // applies instead. The others change where or how often the
-            // request goes, which the engine does not do.
-            if name != "timeout" {
-                reasons.insert(Reason::UnsupportedFeature(format!("@{name} annotation")));
+        for (name, value) in annotations(raw) {
+            match name {
+                // `@timeout` only lengthens the wait; the engine's own
+                // timeout applies instead. `@once` is run.
+                "timeout" | "once" => {}
+                // Only to the target itself under another port or scheme: a
+                // fixed host would be traffic to a third party.
+                "Host" if host_annotation_stays_on_target(value) => {}
+                "Host" => {
+                    reasons.insert(Reason::UnsupportedFeature(
+                        "@Host annotation to another host".to_string(),
+                    ));
+                }
+                _ => {
+                    reasons.insert(Reason::UnsupportedFeature(format!("@{name} annotation")));
+                }
             }
         }
     }
@@ -301,8 +319,9 @@ fn operator_reason(e: OperatorError) -> Option<Reason> {
     Some(Reason::InvalidOperator(what.to_string()))
 }
 
-/// Names of the `@name: value` lines in front of a raw request's request line.
-fn annotations(raw: &str) -> Vec<&str> {
+/// Names and values of the `@name: value` lines in front of a raw
+/// request's request line.
+fn annotations(raw: &str) -> Vec<(&str, &str)> {
     raw.lines()
         .map(str::trim)
         .skip_while(|l| l.is_empty())
@@ -312,9 +331,43 @@ fn annotations(raw: &str) -> Vec<&str> {
             let end = name
                 .find(|c: char| c == ':' || c.is_whitespace())
                 .unwrap_or(name.len());
-            &name[..end]
+            let value = name[end..].trim_start().trim_start_matches(':').trim();
+            (&name[..end], value)
         })
         .collect()
+}
+
+/// A path written as an absolute URL whose host is not the target's
+/// (`https://www.rdap.net/domain/{{Host}}`).
+fn names_a_fixed_host(path: &str) -> bool {
+    let lower = path.trim().to_ascii_lowercase();
+    let Some(rest) = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+    else {
+        return false;
+    };
+    !["{{hostname}}", "{{host}}", "{{fqdn}}"]
+        .iter()
+        .any(|name| rest.starts_with(name))
+}
+
+/// `@Host: {{Hostname}}:9780`, `http://{{Host}}:43800`: the target's own
+/// name, optionally with a scheme and a port.
+fn host_annotation_stays_on_target(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+        .unwrap_or(&lower);
+    ["{{hostname}}", "{{host}}", "{{fqdn}}"].iter().any(|name| {
+        rest.strip_prefix(name).is_some_and(|port| {
+            port.is_empty()
+                || port
+                    .strip_prefix(':')
+                    .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
 }
 
 fn check_matcher(m: &MatcherDef, reasons: &mut BTreeSet<Reason>) {

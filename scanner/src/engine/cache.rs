@@ -1,0 +1,170 @@
+//! Per-target sharing of identical requests across templates.
+//!
+//! Clustering ([`super::run`]) groups templates whose only request is the
+//! same before anything is sent. This cache goes further, at send time:
+//! any request of any template (path or raw, first step or later) that is
+//! byte for byte the same as one already sent to the target, once header
+//! order, name case and a written-out default Host are set aside, gets the earlier response instead
+//! of going out again. Concurrent identical requests wait for the one in
+//! flight.
+//!
+//! Only safe methods (GET, HEAD) without a body are shared: by HTTP
+//! semantics they do not change the server's state, so whether a template
+//! sends one itself or reuses another's answer cannot change what it sees.
+//! The key holds everything that can change the response: method, origin,
+//! request-target, every header value (the jar's cookies included), and the
+//! redirect policy. `unsafe: true` requests are never shared: their exact
+//! bytes and connection are the point.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+
+use super::build::{Built, Outgoing};
+use crate::http::{Response, SendOptions};
+
+/// Response bytes kept per target; past this, new responses are not kept
+/// (their requests are sent again when repeated).
+const BUDGET_BYTES: usize = 64 * 1024 * 1024;
+
+/// A shared answer as it becomes known: `None` until the first sender is
+/// done, then `Some(None)` when its request failed (the failure was
+/// reported to the template that sent it; the others send again) or
+/// `Some(Some(response))`. A dropped sender also counts as a failure.
+type Answer = Option<Option<Arc<Response>>>;
+
+/// The execution that sent a request first, and its answer.
+type Entry = (u64, watch::Receiver<Answer>);
+
+/// The responses of one target's shareable requests.
+#[derive(Default)]
+pub(crate) struct ResponseCache {
+    /// Key to answer (or answer in flight). Held only to look up or insert.
+    /// Each answer carries the id of the execution that sent it.
+    slots: Mutex<HashMap<Vec<u8>, Entry>>,
+    /// Body and header bytes of the answers kept.
+    bytes: AtomicUsize,
+}
+
+/// What [`ResponseCache::lookup`] found.
+pub(crate) enum Lookup {
+    /// Not shareable: send it.
+    Bypass,
+    /// Send it and offer the outcome through [`ResponseCache::publish`].
+    Leader(watch::Sender<Answer>, Vec<u8>),
+    /// Answered, or in flight under another template: [`ResponseCache::follow`].
+    Follower(watch::Receiver<Answer>),
+}
+
+impl ResponseCache {
+    /// `run` names the template execution asking: an execution never gets
+    /// back the answer to its own earlier request, since a template that
+    /// repeats a request (a cache-poisoning check) wants the server's
+    /// answer now.
+    pub(crate) fn lookup(
+        &self,
+        built: &Built,
+        options: &SendOptions,
+        cookie: Option<&str>,
+        run: u64,
+    ) -> Lookup {
+        let Some(key) = key(built, options, cookie) else {
+            return Lookup::Bypass;
+        };
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        match slots.get(&key) {
+            Some((sender, _)) if *sender == run => Lookup::Bypass,
+            Some((_, answer)) => Lookup::Follower(answer.clone()),
+            None => {
+                let (tx, rx) = watch::channel(None);
+                slots.insert(key.clone(), (run, rx));
+                Lookup::Leader(tx, key)
+            }
+        }
+    }
+
+    /// Publishes the leader's outcome. A failure or an answer past the
+    /// budget is not kept for later requests (those in flight still get it).
+    pub(crate) fn publish(
+        &self,
+        slot: watch::Sender<Answer>,
+        key: Vec<u8>,
+        outcome: Option<&Response>,
+    ) {
+        let size = outcome.map_or(0, response_size);
+        // Nobody waiting is fine: the receiver in the map stays.
+        let _ = slot.send(Some(outcome.map(|r| Arc::new(r.clone()))));
+        let keep = outcome.is_some()
+            && self.bytes.fetch_add(size, Ordering::Relaxed) + size <= BUDGET_BYTES;
+        if !keep {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            slots.remove(&key);
+        }
+    }
+
+    /// Waits for the leader; `None` when it failed or was cancelled.
+    pub(crate) async fn follow(&self, mut answer: watch::Receiver<Answer>) -> Option<Response> {
+        let known = answer.wait_for(Option::is_some).await.ok()?;
+        known.as_ref()?.as_ref().map(|r| Response::clone(r))
+    }
+}
+
+fn response_size(r: &Response) -> usize {
+    let own = r.body.len()
+        + r.headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum::<usize>();
+    own + r
+        .redirect_responses
+        .iter()
+        .map(response_size)
+        .sum::<usize>()
+}
+
+/// The sharing key, or `None` for a request that must go out itself.
+fn key(built: &Built, options: &SendOptions, cookie: Option<&str>) -> Option<Vec<u8>> {
+    let Outgoing::Normal(req) = &built.outgoing else {
+        return None;
+    };
+    let safe = req.method.eq_ignore_ascii_case("GET") || req.method.eq_ignore_ascii_case("HEAD");
+    if !safe || !req.body.is_empty() {
+        return None;
+    }
+    let authority = req.url.authority();
+    let mut headers: Vec<(String, &str)> = req
+        .headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.as_str()))
+        // A Host header written as the one the client would send anyway.
+        .filter(|(n, v)| !(n == "host" && v.trim().eq_ignore_ascii_case(&authority)))
+        .collect();
+    // Header order and name case do not change what a server answers;
+    // the order of repeated headers of one name might, so it is kept.
+    headers.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut key = Vec::with_capacity(256);
+    let mut field = |bytes: &[u8]| {
+        key.extend_from_slice(bytes);
+        key.push(0);
+    };
+    field(req.method.to_ascii_uppercase().as_bytes());
+    field(req.url.scheme.as_str().as_bytes());
+    field(req.url.host.to_ascii_lowercase().as_bytes());
+    field(req.url.port.to_string().as_bytes());
+    field(&req.target);
+    for (name, value) in &headers {
+        field(name.as_bytes());
+        field(value.as_bytes());
+    }
+    field(cookie.unwrap_or("").as_bytes());
+    field(
+        format!(
+            "{}/{}/{}",
+            options.follow_redirects, options.max_redirects, options.host_redirects_only
+        )
+        .as_bytes(),
+    );
+    Some(key)
+}
