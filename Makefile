@@ -5,7 +5,7 @@
 
 SERVICES = eval "$$(./docker/dev-services.sh)"
 
-.PHONY: run test lint openapi bench services
+.PHONY: run test lint openapi bench services compose-test
 
 run:
 	@$(SERVICES) && cargo build --release --bins && ./docker/run-all.sh
@@ -22,3 +22,7 @@ openapi:
 
 services:
 	@./docker/dev-services.sh
+
+# The compose stack for real (root and a running dockerd; not part of `test`).
+compose-test:
+	./docker/compose-test.sh
