@@ -175,6 +175,9 @@ async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
 /// The whole HTTP surface of one api process.
 pub fn endpoint(state: AppState) -> impl Endpoint {
     let api = routes::openapi_service();
+    let allow = Arc::new(crate::allow::AllowTable::from_spec(
+        &serde_json::from_str(&api.spec()).unwrap_or_default(),
+    ));
     let spec = api.spec_endpoint();
     let docs = api.swagger_ui();
     Route::new()
@@ -187,6 +190,7 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .at("/readyz", get(health::readyz))
         .data(state.clone())
         .around(problem_guard)
+        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req))
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)
         .with(Tracing)

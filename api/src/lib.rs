@@ -14,6 +14,9 @@
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`validate`]: parsing of request values at the edge.
+//! - [`contract`]: request value types that make the contract say what the
+//!   handlers check (enums, lengths, ranges).
+//! - [`allow`]: the `Allow` header of a 405, from the contract's paths.
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`ratelimit`]: per-user and per-IP request limits counted in Redis.
 //! - [`domain`]: the target hostname newtype ([`domain::Domain::parse`]).
@@ -29,8 +32,10 @@
 //!   layout decision.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
 
+pub mod allow;
 pub mod app;
 pub mod auth;
+pub mod contract;
 pub mod cron;
 pub mod domain;
 pub mod error;

@@ -8,6 +8,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
+use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::auth::BearerAuth;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -44,9 +45,9 @@ impl From<User> for AdminUser {
 #[derive(Debug, Object)]
 pub struct AdminUserUpdate {
     /// `demo`, `monthly`, `yearly` or `admin`.
-    pub tier_slug: Option<String>,
+    pub tier_slug: Option<TierSlug>,
     /// `user` or `admin`.
-    pub role: Option<String>,
+    pub role: Option<RoleName>,
     /// A disabled user cannot log in; their sessions are revoked.
     pub disabled: Option<bool>,
 }
@@ -73,12 +74,12 @@ impl AdminApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<UserList> {
         state.authenticate_bearer(&auth).await?.require_admin()?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = users::list(&**db, page).await?;
         Ok(UserList::Ok(
@@ -112,7 +113,7 @@ impl AdminApi {
             }
         }
         if let Some(role) = &body.role {
-            if role != "user" && role != "admin" {
+            if &**role != "user" && &**role != "admin" {
                 return Err(Error::invalid("role", "must be `user` or `admin`"));
             }
         }

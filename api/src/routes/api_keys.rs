@@ -14,6 +14,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
+use crate::contract::{self, KeyName, PageLimit, PageOffset};
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::BearerAuth;
 use crate::error::{Error, Result};
@@ -32,7 +33,7 @@ pub const MAX_EXPIRES_IN_DAYS: i64 = 365;
 #[derive(Debug, Object)]
 pub struct ApiKeyCreate {
     /// 1 to 100 characters.
-    pub name: String,
+    pub name: KeyName,
     /// A non-empty subset of `read` (GET endpoints), `scan` (start and stop
     /// scans, run schedules now) and `write` (create, change and delete
     /// targets and schedules).
@@ -228,12 +229,12 @@ impl ApiKeysApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
         let me = state.authenticate_bearer(&auth).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (keys, total) = api_keys::list(&**db, me.user.id, page).await?;
         Ok(ListResponse::Ok(

@@ -9,6 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::ApiTags;
+use crate::contract::{NewPassword};
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::{password, BearerAuth};
 use crate::error::{Error, Result};
@@ -47,7 +48,7 @@ impl From<User> for UserOut {
 pub struct RegisterRequest {
     pub email: String,
     /// 8 to 128 characters.
-    pub password: String,
+    pub password: NewPassword,
     #[oai(default)]
     pub full_name: String,
 }
@@ -92,7 +93,7 @@ pub struct LogoutRequest {
 pub struct ChangePasswordRequest {
     pub current_password: String,
     /// 8 to 128 characters.
-    pub new_password: String,
+    pub new_password: NewPassword,
 }
 
 #[derive(Debug, Object)]
@@ -123,7 +124,7 @@ impl AuthApi {
         let email = normalize_email(&body.email)?;
         password::validate("password", &body.password)?;
         let full_name = validate_full_name(&body.full_name)?;
-        let hash = password::hash(body.0.password).await?;
+        let hash = password::hash(body.0.password.0).await?;
         let db = state.db.get().await?;
         let user = users::create(
             &**db,
@@ -314,7 +315,7 @@ impl AuthApi {
                 "does not match the current password",
             ));
         }
-        let hash = password::hash(body.0.new_password).await?;
+        let hash = password::hash(body.0.new_password.0).await?;
         let db = state.db.get().await?;
         users::set_password_hash(&**db, me.user.id, &hash).await?;
         let revoked =

@@ -21,6 +21,7 @@ use poem_openapi::{Object, OpenApi};
 use uuid::Uuid;
 
 use super::ApiTags;
+use crate::contract::{PaidTierSlug};
 use crate::auth::{Access, BearerAuth, Credentials, Identity};
 use crate::error::{Error, Result};
 use crate::payments::webhook::{self, Receipt};
@@ -117,7 +118,7 @@ impl CurrentSubscription {
 #[derive(Debug, Object)]
 pub struct TierChoice {
     /// A purchasable tier: `monthly` or `yearly`.
-    pub tier_slug: String,
+    pub tier_slug: PaidTierSlug,
 }
 
 /// A checkout session at the payment provider.

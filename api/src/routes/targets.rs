@@ -9,6 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
+use crate::contract::{self, PageLimit, PageOffset};
 use crate::auth::{Access, Credentials};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
@@ -145,12 +146,12 @@ impl TargetsApi {
         state: Data<&AppState>,
         auth: Credentials,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<TargetList> {
         let me = state.authenticate(&auth, Access::Read).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = targets::list(&**db, me.user.id, page).await?;
         Ok(TargetList::Ok(
