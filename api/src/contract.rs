@@ -4,9 +4,10 @@
 //! `validate` and the parsers in `routes`); the types here only make the
 //! OpenAPI document say the same thing (an `enum`, a length, a range), so a
 //! client or a fuzzer generating "valid" requests from the contract sends
-//! values the service accepts. Parsing stays as lenient as the plain type's
-//! (any JSON scalar as text, any integer), so a bad value still reaches the
-//! handler and gets its 422 with the field at fault rather than poem's 400.
+//! values the service accepts. Parsing checks only the JSON type (a string
+//! must be a JSON string, not a number or `true`), so a value of the right
+//! type but out of bounds still reaches the handler and gets its 422 with
+//! the field at fault.
 
 use std::borrow::Cow;
 use std::ops::Deref;
@@ -19,7 +20,7 @@ use serde_json::Value;
 macro_rules! contract_string {
     ($(#[$doc:meta])* $name:ident, $schema:expr) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
         pub struct $name(pub String);
 
         impl Deref for $name {
@@ -54,8 +55,8 @@ macro_rules! contract_string {
 
         impl ParseFromJSON for $name {
             fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-                String::parse_from_json(value)
-                    .map($name)
+                Text::parse_from_json(value)
+                    .map(|text| $name(text.0))
                     .map_err(|e| e.propagate())
             }
         }
@@ -133,6 +134,23 @@ contract_string!(
     )
 );
 contract_string!(
+    /// An email address (checked and lower-cased by `validate::normalize_email`).
+    EmailAddress,
+    || MetaSchema {
+        max_length: Some(254),
+        ..MetaSchema::new_with_format("string", "email")
+    }
+);
+contract_string!(
+    /// A display name: at most 200 characters, no control characters.
+    FullName,
+    || MetaSchema {
+        pattern: Some(r"^[^\x00-\x1f\x7f-\x9f]*$".to_string()),
+        max_length: Some(crate::validate::FULL_NAME_MAX),
+        ..MetaSchema::new("string")
+    }
+);
+contract_string!(
     /// An API key name: 1 to 100 characters, no control characters, not
     /// starting or ending with white space (the name is trimmed).
     KeyName,
@@ -188,7 +206,121 @@ impl<const MIN: i64, const MAX: i64> ParseFromParameter for Bounded<MIN, MAX> {
     }
 }
 
+impl<const MIN: i64, const MAX: i64> ParseFromJSON for Bounded<MIN, MAX> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        i64::parse_from_json(value)
+            .map(Bounded)
+            .map_err(|e| e.propagate())
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> ToJSON for Bounded<MIN, MAX> {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::from(self.0))
+    }
+}
+
+/// An API key's lifetime in days: 1 to 365.
+pub type KeyLifetimeDays = Bounded<1, { crate::routes::api_keys::MAX_EXPIRES_IN_DAYS }>;
+
 /// The raw value of an optional bounded query value, for `routes::page`.
 pub fn raw<const MIN: i64, const MAX: i64>(value: Option<Bounded<MIN, MAX>>) -> Option<i64> {
     value.map(|v| v.0)
+}
+
+/// API key permissions: a non-empty list of `read`, `scan` and `write`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionList(pub Vec<String>);
+
+impl Deref for PermissionList {
+    type Target = Vec<String>;
+    fn deref(&self) -> &Vec<String> {
+        &self.0
+    }
+}
+
+impl Type for PermissionList {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Vec<String>;
+    type RawElementValueType = String;
+
+    fn name() -> Cow<'static, str> {
+        "[string]".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
+                &crate::routes::api_keys::PERMISSIONS,
+            ))))),
+            min_items: Some(1),
+            ..MetaSchema::new("array")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Vec<String>> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        Box::new(self.0.iter())
+    }
+}
+
+impl ParseFromJSON for PermissionList {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        Vec::<String>::parse_from_json(value)
+            .map(PermissionList)
+            .map_err(|e| e.propagate())
+    }
+}
+
+impl ToJSON for PermissionList {
+    fn to_json(&self) -> Option<Value> {
+        self.0.to_json()
+    }
+}
+
+/// A JSON string and nothing else: where a value is reported back per item
+/// (a target import), a number or `true` is refused rather than read as
+/// text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text(pub String);
+
+impl Type for Text {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = String;
+    type RawElementValueType = String;
+
+    fn name() -> Cow<'static, str> {
+        "string".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        String::schema_ref()
+    }
+
+    fn as_raw_value(&self) -> Option<&String> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        Box::new(std::iter::once(&self.0))
+    }
+}
+
+impl ParseFromJSON for Text {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            Some(Value::String(text)) => Ok(Text(text)),
+            Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
+            None => Err(poem_openapi::types::ParseError::expected_input()),
+        }
+    }
+}
+
+impl ToJSON for Text {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(self.0.clone()))
+    }
 }

@@ -8,8 +8,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::auth::BearerAuth;
+use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::users::{self, AdminChange, User};

@@ -14,9 +14,9 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, KeyName, PageLimit, PageOffset};
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::BearerAuth;
+use crate::contract::{self, KeyLifetimeDays, KeyName, PageLimit, PageOffset, PermissionList};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::api_keys::{self, ApiKey, NewApiKey};
@@ -37,9 +37,9 @@ pub struct ApiKeyCreate {
     /// A non-empty subset of `read` (GET endpoints), `scan` (start and stop
     /// scans, run schedules now) and `write` (create, change and delete
     /// targets and schedules).
-    pub permissions: Vec<String>,
+    pub permissions: PermissionList,
     /// Lifetime in days, 1 to 365 (default 90).
-    pub expires_in_days: Option<i64>,
+    pub expires_in_days: Option<KeyLifetimeDays>,
 }
 
 /// A new key, with the raw value: shown this once, never again.
@@ -139,7 +139,7 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
         ));
     }
     let mut permissions = BTreeSet::new();
-    for p in &body.permissions {
+    for p in body.permissions.iter() {
         if !PERMISSIONS.contains(&p.as_str()) {
             return Err(Error::invalid(
                 "permissions",
@@ -148,7 +148,7 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
         }
         permissions.insert(p.clone());
     }
-    let expires_in_days = body.expires_in_days.unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
+    let expires_in_days = contract::raw(body.expires_in_days).unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
     if !(1..=MAX_EXPIRES_IN_DAYS).contains(&expires_in_days) {
         return Err(Error::invalid(
             "expires_in_days",

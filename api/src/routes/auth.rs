@@ -9,9 +9,9 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::ApiTags;
-use crate::contract::{NewPassword};
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::{password, BearerAuth};
+use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::sessions::{self, Rotation};
@@ -46,16 +46,16 @@ impl From<User> for UserOut {
 
 #[derive(Debug, Object)]
 pub struct RegisterRequest {
-    pub email: String,
+    pub email: EmailAddress,
     /// 8 to 128 characters.
     pub password: NewPassword,
     #[oai(default)]
-    pub full_name: String,
+    pub full_name: FullName,
 }
 
 #[derive(Debug, Object)]
 pub struct LoginRequest {
-    pub email: String,
+    pub email: EmailAddress,
     pub password: String,
 }
 
@@ -281,7 +281,7 @@ impl AuthApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        full_name: Query<String>,
+        full_name: Query<FullName>,
     ) -> Result<Json<UserOut>> {
         let me = state.authenticate_bearer(&auth).await?;
         let full_name = validate_full_name(&full_name)?;

@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use super::scans::Vulnerability;
 use super::ApiTags;
-use crate::contract::{FindingStatusName};
 use crate::auth::{Access, Credentials};
+use crate::contract::FindingStatusName;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::findings::{self, STATUSES};

@@ -9,8 +9,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, PageLimit, PageOffset};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::notifications::{self, Notification};

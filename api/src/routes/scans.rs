@@ -19,8 +19,8 @@ use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::error::{Error, Result};
 use crate::report::json::JsonReport;
 use crate::report::{self, Format, Rendered, TOOL_NAME};

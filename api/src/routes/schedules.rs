@@ -14,8 +14,8 @@ use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, EngineName, PageLimit, PageOffset};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, EngineName, PageLimit, PageOffset};
 use crate::cron::CronSpec;
 use crate::error::{Error, Result};
 use crate::state::AppState;

@@ -21,8 +21,8 @@ use poem_openapi::{Object, OpenApi};
 use uuid::Uuid;
 
 use super::ApiTags;
-use crate::contract::{PaidTierSlug};
 use crate::auth::{Access, BearerAuth, Credentials, Identity};
+use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
 use crate::payments::webhook::{self, Receipt};
 use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};

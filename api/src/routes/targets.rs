@@ -9,8 +9,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::contract::{self, PageLimit, PageOffset};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, PageLimit, PageOffset, Text};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -54,7 +54,7 @@ pub struct TargetCreate {
 #[derive(Debug, Object)]
 pub struct TargetImport {
     /// Up to 500 domains.
-    pub domains: Vec<String>,
+    pub domains: Vec<Text>,
 }
 
 /// A target created by an import.
@@ -251,9 +251,10 @@ impl TargetsApi {
                 format!("an import takes at most {IMPORT_MAX} domains"),
             ));
         }
+        let domains: Vec<String> = body.0.domains.into_iter().map(|d| d.0).collect();
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
-        let lines = targets::import(&*tx, me.user.id, &body.domains).await?;
+        let lines = targets::import(&*tx, me.user.id, &domains).await?;
         tx.commit().await?;
         let mut result = ImportResult {
             imported: 0,
@@ -283,7 +284,7 @@ impl TargetsApi {
             result.failed += 1;
             result.failures.push(ImportFailure {
                 field: format!("domains[{i}]"),
-                domain: body.domains[i].clone(),
+                domain: domains[i].clone(),
                 reason: reason.to_string(),
                 message,
             });
