@@ -269,9 +269,9 @@ mod tests {
 
     fn body(name: &str, perms: &[&str], days: Option<i64>) -> ApiKeyCreate {
         ApiKeyCreate {
-            name: name.into(),
-            permissions: perms.iter().map(|p| p.to_string()).collect(),
-            expires_in_days: days,
+            name: KeyName(name.into()),
+            permissions: PermissionList(perms.iter().map(|p| p.to_string()).collect()),
+            expires_in_days: days.map(contract::Bounded),
         }
     }
 
