@@ -13,7 +13,9 @@ use std::borrow::Cow;
 use std::ops::Deref;
 
 use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
-use poem_openapi::types::{ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type};
+use poem_openapi::types::{
+    ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
+};
 use serde_json::Value;
 
 /// A string request value described by `schema` in the contract.
@@ -55,9 +57,11 @@ macro_rules! contract_string {
 
         impl ParseFromJSON for $name {
             fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-                Text::parse_from_json(value)
-                    .map(|text| $name(text.0))
-                    .map_err(|e| e.propagate())
+                match value {
+                    Some(Value::String(text)) => Ok($name(text)),
+                    Some(other) => Err(ParseError::expected_type(other)),
+                    None => Err(ParseError::expected_input()),
+                }
             }
         }
 
@@ -90,6 +94,13 @@ fn length(min: usize, max: usize) -> MetaSchema {
     }
 }
 
+contract_string!(
+    /// A JSON string and nothing else: where a value is reported back per
+    /// item (a target import), a number or `true` is refused rather than
+    /// read as text.
+    Text,
+    || MetaSchema::new("string")
+);
 contract_string!(
     /// `full`, `quick` or `recon`.
     EngineName,
@@ -278,49 +289,5 @@ impl ParseFromJSON for PermissionList {
 impl ToJSON for PermissionList {
     fn to_json(&self) -> Option<Value> {
         self.0.to_json()
-    }
-}
-
-/// A JSON string and nothing else: where a value is reported back per item
-/// (a target import), a number or `true` is refused rather than read as
-/// text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Text(pub String);
-
-impl Type for Text {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = String;
-    type RawElementValueType = String;
-
-    fn name() -> Cow<'static, str> {
-        "string".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        String::schema_ref()
-    }
-
-    fn as_raw_value(&self) -> Option<&String> {
-        Some(&self.0)
-    }
-
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
-        Box::new(std::iter::once(&self.0))
-    }
-}
-
-impl ParseFromJSON for Text {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        match value {
-            Some(Value::String(text)) => Ok(Text(text)),
-            Some(other) => Err(poem_openapi::types::ParseError::expected_type(other)),
-            None => Err(poem_openapi::types::ParseError::expected_input()),
-        }
-    }
-}
-
-impl ToJSON for Text {
-    fn to_json(&self) -> Option<Value> {
-        Some(Value::String(self.0.clone()))
     }
 }
