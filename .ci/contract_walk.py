@@ -15,7 +15,7 @@ from scanfleet_client.api.dashboard import get_dashboard_charts, get_dashboard_s
 from scanfleet_client.api.scans import create_scan, get_scan, list_scans
 from scanfleet_client.api.subscriptions import create_checkout, get_current_subscription
 from scanfleet_client.api.targets import create_target, list_targets
-from scanfleet_client.models import LoginRequest, RegisterRequest, ScanCreate, TargetCreate, TierChoice
+from scanfleet_client.models import LoginRequest, RegisterRequest, ScanCreate, TargetCreate, TierChoice, TierChoiceTierSlug
 
 
 def expect(response, status, what):
@@ -53,7 +53,7 @@ def main(base):
     charts = expect(get_dashboard_charts.sync_detailed(client=client), 200, "dashboard charts")
     assert sum(day.scans for day in charts) == 1
 
-    session = expect(create_checkout.sync_detailed(client=client, body=TierChoice(tier_slug="monthly")), 200, "checkout")
+    session = expect(create_checkout.sync_detailed(client=client, body=TierChoice(tier_slug=TierChoiceTierSlug.MONTHLY)), 200, "checkout")
     page = urllib.parse.urlsplit(session.checkout_url).path
     assert page.startswith("/api/v1/subscriptions/dev-checkout/"), session.checkout_url
     with urllib.request.urlopen(urllib.request.Request(base + page + "/complete", data=b"", method="POST")) as resp:

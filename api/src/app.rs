@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use fred::prelude::{Builder, Config as RedisConfig};
+use poem::endpoint::make_sync;
 use poem::listener::{Acceptor, TcpAcceptor};
 use poem::middleware::Tracing;
-use poem::{get, Endpoint, EndpointExt, Route, Server};
+use poem::{get, Endpoint, EndpointExt, Response, Route, Server};
 use scanfleet_common::keys::Keys;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
@@ -186,11 +187,21 @@ async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
 /// The whole HTTP surface of one api process.
 pub fn endpoint(state: AppState) -> impl Endpoint {
     let api = routes::openapi_service();
-    let spec = api.spec_endpoint();
+    let allow = Arc::new(crate::allow::AllowTable::from_spec(
+        &serde_json::from_str(&api.spec()).unwrap_or_default(),
+    ));
+    let spec = routes::openapi_json();
     let docs = api.swagger_ui();
     Route::new()
         .nest("/", api)
-        .at("/api/v1/openapi.json", spec)
+        .at(
+            "/api/v1/openapi.json",
+            get(make_sync(move |_| {
+                Response::builder()
+                    .content_type("application/json; charset=utf-8")
+                    .body(spec.clone())
+            })),
+        )
         .nest("/api/v1/docs", docs)
         .at("/api/v1/ws/scans/:scan_id", get(crate::ws::scan_websocket))
         .at("/metrics", get(crate::metrics::metrics_endpoint))
@@ -201,6 +212,7 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
             state.settings.api.max_body_bytes,
         ))
         .around(problem_guard)
+        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req))
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)
         .with(Tracing)

@@ -15,6 +15,9 @@
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`body_limit`]: the request body cap (413 beyond it).
 //! - [`validate`]: parsing of request values at the edge.
+//! - [`contract`]: request value types that make the contract say what the
+//!   handlers check (enums, lengths, ranges).
+//! - [`allow`]: the `Allow` header of a 405, from the contract's paths.
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`ratelimit`]: per-user and per-IP request limits counted in Redis.
 //! - [`throttle`]: per-account limits on wrong passwords (login, password
@@ -34,9 +37,11 @@
 //!   layout decision.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
 
+pub mod allow;
 pub mod app;
 pub mod auth;
 pub mod body_limit;
+pub mod contract;
 pub mod cron;
 pub mod domain;
 pub mod error;

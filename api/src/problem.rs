@@ -146,6 +146,9 @@ pub enum ProblemResponse {
     /// The request conflicts with the current state.
     #[oai(status = 409)]
     Conflict(ProblemJson),
+    /// The request body has no or an unsupported `Content-Type`.
+    #[oai(status = 415)]
+    UnsupportedMediaType(ProblemJson),
     /// Well-formed but invalid values; `errors` names each field.
     #[oai(status = 422)]
     UnprocessableEntity(ProblemJson),
@@ -180,6 +183,7 @@ impl ProblemResponse {
             403 => ProblemResponse::Forbidden(problem.into()),
             404 => ProblemResponse::NotFound(problem.into()),
             409 => ProblemResponse::Conflict(problem.into()),
+            415 => ProblemResponse::UnsupportedMediaType(problem.into()),
             422 => ProblemResponse::UnprocessableEntity(problem.into()),
             429 => ProblemResponse::TooManyRequests(problem.into(), 60),
             501 => ProblemResponse::NotImplemented(problem.into()),

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::BearerAuth;
+use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::error::{Error, Result};
 use crate::ownership::Method;
 use crate::routes::targets::Target;
@@ -47,9 +48,9 @@ impl From<User> for AdminUser {
 #[derive(Debug, Object)]
 pub struct AdminUserUpdate {
     /// `demo`, `monthly`, `yearly` or `admin`.
-    pub tier_slug: Option<String>,
+    pub tier_slug: Option<TierSlug>,
     /// `user` or `admin`.
-    pub role: Option<String>,
+    pub role: Option<RoleName>,
     /// A disabled user cannot log in; their sessions are revoked.
     pub disabled: Option<bool>,
 }
@@ -84,12 +85,12 @@ impl AdminApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<UserList> {
         state.authenticate_bearer(&auth).await?.require_admin()?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = users::list(&**db, page).await?;
         Ok(UserList::Ok(
@@ -147,7 +148,7 @@ impl AdminApi {
             }
         }
         if let Some(role) = &body.role {
-            if role != "user" && role != "admin" {
+            if &**role != "user" && &**role != "admin" {
                 return Err(Error::invalid("role", "must be `user` or `admin`"));
             }
         }

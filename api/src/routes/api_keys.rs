@@ -16,6 +16,7 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::BearerAuth;
+use crate::contract::{self, KeyLifetimeDays, KeyName, PageLimit, PageOffset, PermissionList};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::api_keys::{self, ApiKey, NewApiKey};
@@ -32,13 +33,13 @@ pub const MAX_EXPIRES_IN_DAYS: i64 = 365;
 #[derive(Debug, Object)]
 pub struct ApiKeyCreate {
     /// 1 to 100 characters.
-    pub name: String,
+    pub name: KeyName,
     /// A non-empty subset of `read` (GET endpoints), `scan` (start and stop
     /// scans, run schedules now) and `write` (create, change and delete
     /// targets and schedules).
-    pub permissions: Vec<String>,
+    pub permissions: PermissionList,
     /// Lifetime in days, 1 to 365 (default 90).
-    pub expires_in_days: Option<i64>,
+    pub expires_in_days: Option<KeyLifetimeDays>,
 }
 
 /// A new key, with the raw value: shown this once, never again.
@@ -138,7 +139,7 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
         ));
     }
     let mut permissions = BTreeSet::new();
-    for p in &body.permissions {
+    for p in body.permissions.iter() {
         if !PERMISSIONS.contains(&p.as_str()) {
             return Err(Error::invalid(
                 "permissions",
@@ -147,7 +148,7 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
         }
         permissions.insert(p.clone());
     }
-    let expires_in_days = body.expires_in_days.unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
+    let expires_in_days = contract::raw(body.expires_in_days).unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
     if !(1..=MAX_EXPIRES_IN_DAYS).contains(&expires_in_days) {
         return Err(Error::invalid(
             "expires_in_days",
@@ -228,12 +229,12 @@ impl ApiKeysApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
         let me = state.authenticate_bearer(&auth).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (keys, total) = api_keys::list(&**db, me.user.id, page).await?;
         Ok(ListResponse::Ok(
@@ -268,9 +269,9 @@ mod tests {
 
     fn body(name: &str, perms: &[&str], days: Option<i64>) -> ApiKeyCreate {
         ApiKeyCreate {
-            name: name.into(),
-            permissions: perms.iter().map(|p| p.to_string()).collect(),
-            expires_in_days: days,
+            name: KeyName(name.into()),
+            permissions: PermissionList(perms.iter().map(|p| p.to_string()).collect()),
+            expires_in_days: days.map(contract::Bounded),
         }
     }
 

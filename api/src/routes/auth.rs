@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::ApiTags;
 use crate::auth::tokens::{random_token, sha256};
 use crate::auth::{password, BearerAuth};
+use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::sessions::{self, Rotation};
@@ -46,16 +47,16 @@ impl From<User> for UserOut {
 
 #[derive(Debug, Object)]
 pub struct RegisterRequest {
-    pub email: String,
+    pub email: EmailAddress,
     /// 8 to 128 characters.
-    pub password: String,
+    pub password: NewPassword,
     #[oai(default)]
-    pub full_name: String,
+    pub full_name: FullName,
 }
 
 #[derive(Debug, Object)]
 pub struct LoginRequest {
-    pub email: String,
+    pub email: EmailAddress,
     pub password: String,
 }
 
@@ -93,7 +94,7 @@ pub struct LogoutRequest {
 pub struct ChangePasswordRequest {
     pub current_password: String,
     /// 8 to 128 characters.
-    pub new_password: String,
+    pub new_password: NewPassword,
 }
 
 #[derive(Debug, Object)]
@@ -124,7 +125,7 @@ impl AuthApi {
         let email = normalize_email(&body.email)?;
         password::validate("password", &body.password)?;
         let full_name = validate_full_name(&body.full_name)?;
-        let hash = password::hash(body.0.password).await?;
+        let hash = password::hash(body.0.password.0).await?;
         let db = state.db.get().await?;
         let user = users::create(
             &**db,
@@ -291,7 +292,7 @@ impl AuthApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        full_name: Query<String>,
+        full_name: Query<FullName>,
     ) -> Result<Json<UserOut>> {
         let me = state.authenticate_bearer(&auth).await?;
         let full_name = validate_full_name(&full_name)?;
@@ -331,7 +332,7 @@ impl AuthApi {
             ));
         }
         throttle::succeeded(&state, &account).await?;
-        let hash = password::hash(body.0.new_password).await?;
+        let hash = password::hash(body.0.new_password.0).await?;
         let db = state.db.get().await?;
         users::set_password_hash(&**db, me.user.id, &hash).await?;
         let revoked =

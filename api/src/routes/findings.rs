@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::scans::Vulnerability;
 use super::ApiTags;
 use crate::auth::{Access, Credentials};
+use crate::contract::FindingStatusName;
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::findings::{self, STATUSES};
@@ -16,7 +17,7 @@ use crate::store::findings::{self, STATUSES};
 #[derive(Debug, Object)]
 pub struct FindingUpdate {
     /// `open`, `confirmed`, `false_positive`, `accepted_risk` or `fixed`.
-    pub status: String,
+    pub status: FindingStatusName,
 }
 
 pub struct FindingsApi;
@@ -37,7 +38,7 @@ impl FindingsApi {
         body: Json<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
         let me = state.authenticate(&auth, Access::Write).await?;
-        if !STATUSES.contains(&body.status.as_str()) {
+        if !STATUSES.contains(&&*body.status) {
             return Err(Error::invalid(
                 "status",
                 format!("must be one of {}", STATUSES.join(", ")),

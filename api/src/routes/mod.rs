@@ -83,11 +83,51 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
     )
 }
 
-/// The generated contract, as committed at `openapi/openapi.json`.
+/// The generated contract, as committed at `openapi/openapi.json` and
+/// served at `/api/v1/openapi.json`.
 pub fn openapi_json() -> String {
-    let mut text = openapi_service().spec();
+    let text = openapi_service().spec();
+    let mut text = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(mut spec) => {
+            optional_properties_are_nullable(&mut spec);
+            serde_json::to_string_pretty(&spec).unwrap_or(text)
+        }
+        Err(_) => text,
+    };
     text.push('\n');
     text
+}
+
+/// poem-openapi reads `null` for an optional (`Option`) property as absent,
+/// and writes an absent one as `null`; the document says so by marking every
+/// optional property `nullable` (a `$ref` cannot carry it in OpenAPI 3.0).
+fn optional_properties_are_nullable(spec: &mut serde_json::Value) {
+    let Some(schemas) = spec["components"]["schemas"].as_object_mut() else {
+        return;
+    };
+    for schema in schemas.values_mut() {
+        let required: Vec<String> = schema["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        let Some(properties) = schema["properties"].as_object_mut() else {
+            continue;
+        };
+        for (name, property) in properties.iter_mut() {
+            if required.contains(name) || property.get("$ref").is_some() {
+                continue;
+            }
+            if let Some(property) = property.as_object_mut() {
+                property.insert("nullable".to_string(), serde_json::Value::Bool(true));
+                // An `enum` lists every allowed value, `null` included.
+                if let Some(values) = property.get_mut("enum").and_then(|e| e.as_array_mut()) {
+                    values.push(serde_json::Value::Null);
+                }
+            }
+        }
+    }
 }
 
 /// Default and maximum page sizes of list endpoints.

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use crate::store::notifications::{self, Notification};
@@ -121,12 +122,12 @@ impl NotificationsApi {
         /// Only unread notifications when true.
         unread: Query<Option<bool>>,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<NotificationList> {
         let me = state.authenticate(&auth, Access::Read).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (items, total) =
             notifications::list(&**db, me.user.id, unread.0.unwrap_or(false), page).await?;

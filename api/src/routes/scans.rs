@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::error::{Error, Result};
 use crate::report::json::JsonReport;
 use crate::report::{self, Format, Rendered, TOOL_NAME};
@@ -93,7 +94,7 @@ pub struct ScanCreate {
     /// One of the caller's targets.
     pub target_id: Uuid,
     /// `full` (default), `quick` or `recon`.
-    pub engine: Option<String>,
+    pub engine: Option<EngineName>,
 }
 
 /// A finding in the vulnerability shape.
@@ -381,18 +382,18 @@ impl ScansApi {
         target_id: Query<Option<Uuid>>,
         /// Only scans with this status: `queued`, `pending`, `running`,
         /// `completed`, `failed` or `stopped`.
-        status: Query<Option<String>>,
+        status: Query<Option<ScanStatusName>>,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<ScanList> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let filter = ScanFilter {
             target_id: target_id.0,
             status: parse_status(status.0.as_deref())?,
         };
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = scans::list(&db, me.user.id, filter, page).await?;
         Ok(ScanList::Ok(
@@ -520,7 +521,7 @@ impl ScansApi {
         auth: Credentials,
         scan_id: Path<Uuid>,
         /// `html` (default), `json`, `sarif`, `csv` or `pdf`.
-        format: Query<Option<String>>,
+        format: Query<Option<ReportFormatName>>,
     ) -> Result<ReportResponse> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let format = match format.0.as_deref() {

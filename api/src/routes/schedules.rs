@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, EngineName, PageLimit, PageOffset};
 use crate::cron::CronSpec;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -26,7 +27,7 @@ pub struct ScheduleCreate {
     /// One of the caller's targets.
     pub target_id: Uuid,
     /// `full` (default), `quick` or `recon`.
-    pub engine: Option<String>,
+    pub engine: Option<EngineName>,
     /// Five fields (minute hour day-of-month month day-of-week), UTC, firing
     /// at most every 5 minutes; e.g. `0 9 * * 1` (Mondays at 09:00).
     pub cron_expression: String,
@@ -36,7 +37,7 @@ pub struct ScheduleCreate {
 #[derive(Debug, Object)]
 pub struct ScheduleUpdateRequest {
     /// `full`, `quick` or `recon`.
-    pub engine: Option<String>,
+    pub engine: Option<EngineName>,
     /// Five-field cron expression, UTC, at most every 5 minutes.
     pub cron_expression: Option<String>,
     /// A disabled schedule does not run until enabled again.
@@ -135,12 +136,12 @@ impl SchedulesApi {
         state: Data<&AppState>,
         auth: Credentials,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
         let me = state.authenticate(&auth, Access::Read).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = schedules::list(&**db, me.user.id, page).await?;
         Ok(ListResponse::Ok(

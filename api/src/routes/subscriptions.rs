@@ -22,6 +22,7 @@ use uuid::Uuid;
 
 use super::ApiTags;
 use crate::auth::{Access, BearerAuth, Credentials, Identity};
+use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
 use crate::payments::webhook::{self, Receipt};
 use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};
@@ -117,7 +118,7 @@ impl CurrentSubscription {
 #[derive(Debug, Object)]
 pub struct TierChoice {
     /// A purchasable tier: `monthly` or `yearly`.
-    pub tier_slug: String,
+    pub tier_slug: PaidTierSlug,
 }
 
 /// A checkout session at the payment provider.

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
+use crate::contract::{self, PageLimit, PageOffset, Text};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::ownership;
@@ -85,7 +86,7 @@ pub struct TargetCreate {
 #[derive(Debug, Object)]
 pub struct TargetImport {
     /// Up to 500 domains.
-    pub domains: Vec<String>,
+    pub domains: Vec<Text>,
 }
 
 /// A target created by an import.
@@ -177,12 +178,12 @@ impl TargetsApi {
         state: Data<&AppState>,
         auth: Credentials,
         /// Page size, 1 to 500 (default 50).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<PageLimit>>,
         /// Items to skip.
-        offset: Query<Option<i64>>,
+        offset: Query<Option<PageOffset>>,
     ) -> Result<TargetList> {
         let me = state.authenticate(&auth, Access::Read).await?;
-        let page = page(limit.0, offset.0)?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = targets::list(&**db, me.user.id, page).await?;
         Ok(TargetList::Ok(
@@ -341,9 +342,10 @@ impl TargetsApi {
                 format!("an import takes at most {IMPORT_MAX} domains"),
             ));
         }
+        let domains: Vec<String> = body.0.domains.into_iter().map(|d| d.0).collect();
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
-        let lines = targets::import(&*tx, me.user.id, &body.domains).await?;
+        let lines = targets::import(&*tx, me.user.id, &domains).await?;
         tx.commit().await?;
         let mut result = ImportResult {
             imported: 0,
@@ -373,7 +375,7 @@ impl TargetsApi {
             result.failed += 1;
             result.failures.push(ImportFailure {
                 field: format!("domains[{i}]"),
-                domain: body.domains[i].clone(),
+                domain: domains[i].clone(),
                 reason: reason.to_string(),
                 message,
             });

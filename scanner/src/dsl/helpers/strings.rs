@@ -257,12 +257,15 @@ fn atoi(function: &'static str, v: &Value) -> Result<i64, DslError> {
         .map_err(|_| DslError::arg(function, format!("'{text}' is not an integer")))
 }
 
+/// The largest string `repeat` and `padding` build: a guard against
+/// templates (or typos) asking for gigabytes.
+const MAX_BUILT: usize = 64 * 1024 * 1024;
+
 pub(super) fn repeat(a: &[Value], _: &CallCtx) -> R {
     let n = atoi("repeat", &a[1])?;
     let n = usize::try_from(n).map_err(|_| DslError::arg("repeat", "negative count"))?;
     let s = a[0].as_bytes();
-    // A guard against templates (or typos) asking for gigabytes.
-    if s.len().saturating_mul(n) > 64 * 1024 * 1024 {
+    if s.len().saturating_mul(n) > MAX_BUILT {
         return Err(DslError::arg("repeat", "result larger than 64 MiB"));
     }
     Ok(Value::from(s.repeat(n)))
@@ -538,6 +541,9 @@ pub(super) fn padding(a: &[Value], _: &CallCtx) -> R {
     let len = usize::try_from(len).unwrap_or(0);
     if data.len() >= len {
         return Ok(Value::from(data.to_vec()));
+    }
+    if len > MAX_BUILT {
+        return Err(DslError::arg("padding", "result larger than 64 MiB"));
     }
     let mode = a.get(3).map(Value::to_string_lossy);
     let prefix = match mode.as_deref() {

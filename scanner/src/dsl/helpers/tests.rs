@@ -496,6 +496,16 @@ fn number_base_helpers_convert() {
     assert!(matches!(err("hex_to_dec('zz')"), DslError::Argument { .. }));
 }
 
+/// Issue 12 (fuzzing): a huge padding length was allocated as asked.
+#[test]
+fn padding_refuses_a_result_larger_than_64_mib() {
+    assert!(matches!(
+        err("padding('a', 'b', 100000000000)"),
+        DslError::Argument { .. }
+    ));
+    assert_eq!(s("padding('a', 'b', 3)"), "bba");
+}
+
 #[test]
 fn misc_helpers_behave_like_nuclei() {
     assert_eq!(s("padding('abc', 'x', 6, 'prefix')"), "xxxabc");
