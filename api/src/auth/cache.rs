@@ -78,6 +78,16 @@ impl Cached {
             Cached::ApiKey(k) => k.user.id,
         }
     }
+
+    /// The end of the session or key, or of a paid period due to lapse,
+    /// whichever comes first: the entry is not used after it.
+    fn valid_until(&self) -> DateTime<Utc> {
+        let (expires, lapses) = match self {
+            Cached::Session(s) => (s.expires_at, s.lapses_at),
+            Cached::ApiKey(k) => (k.key.expires_at, k.lapses_at),
+        };
+        lapses.map_or(expires, |l| l.min(expires))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -91,8 +101,6 @@ struct Entry {
     value: Cached,
     /// Taken before the database was read.
     filled_at: Instant,
-    /// The end of the session or key, or of a paid period due to lapse.
-    valid_until: DateTime<Utc>,
 }
 
 #[derive(Default)]
@@ -117,7 +125,7 @@ impl AuthCache {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let entry = entries.get(key)?;
         let usable = entry.filled_at.elapsed() < ENTRY_TTL
-            && entry.valid_until > Utc::now()
+            && entry.value.valid_until() > Utc::now()
             && !changed_since(entry.value.user_id(), entry.filled_at);
         if usable {
             Some(entry.value.clone())
@@ -128,33 +136,20 @@ impl AuthCache {
     }
 
     /// Stores what the database said at `filled_at` (from
-    /// [`AuthCache::fill_start`]); `valid_until` bounds its use.
-    pub fn put(
-        &self,
-        key: CacheKey,
-        value: Cached,
-        filled_at: Instant,
-        valid_until: DateTime<Utc>,
-    ) {
+    /// [`AuthCache::fill_start`]).
+    pub fn put(&self, key: CacheKey, value: Cached, filled_at: Instant) {
         if !self.live.load(Ordering::Acquire) || changed_since(value.user_id(), filled_at) {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= SWEEP_AT {
             let now = Utc::now();
-            entries.retain(|_, e| e.filled_at.elapsed() < ENTRY_TTL && e.valid_until > now);
+            entries.retain(|_, e| e.filled_at.elapsed() < ENTRY_TTL && e.value.valid_until() > now);
             if entries.len() >= SWEEP_AT {
                 entries.clear();
             }
         }
-        entries.insert(
-            key,
-            Entry {
-                value,
-                filled_at,
-                valid_until,
-            },
-        );
+        entries.insert(key, Entry { value, filled_at });
     }
 
     /// Updates an API key's last use in its entry, if cached.
@@ -169,15 +164,20 @@ impl AuthCache {
         }
     }
 
+    /// Drops every entry.
+    fn forget_all(&self) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     fn set_live(&self, live: bool) {
         if !live {
             self.live.store(false, Ordering::Release);
         }
         // Whatever was cached may have missed notifications.
-        self.entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.forget_all();
         if live {
             self.live.store(true, Ordering::Release);
         }
@@ -225,7 +225,7 @@ pub async fn listen(
                     match n.payload().parse::<Uuid>() {
                         Ok(user) => note_change(user),
                         // Not one user: forget everyone.
-                        Err(_) => cache.set_live(true),
+                        Err(_) => cache.forget_all(),
                     }
                 }
             }

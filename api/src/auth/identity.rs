@@ -100,11 +100,8 @@ impl AppState {
                 if settle_lapsed_subscription(&**db, &mut found.user, found.lapses_at).await? {
                     found.lapses_at = None;
                 }
-                let until = found
-                    .lapses_at
-                    .map_or(found.expires_at, |l| l.min(found.expires_at));
                 self.auth_cache
-                    .put(key, Cached::Session(found.clone()), filled, until);
+                    .put(key, Cached::Session(found.clone()), filled);
                 found
             }
         };
@@ -142,30 +139,25 @@ impl AppState {
     /// owner, so deleting a key, disabling the owner or moving them to the
     /// demo tier takes effect on the next request.
     async fn authenticate_api_key(&self, raw: &str, access: Access) -> Result<Identity, Error> {
-        let key = CacheKey::ApiKey(sha256(raw.trim()));
-        let mut found = match self.auth_cache.get(&key) {
+        let hash = sha256(raw.trim());
+        let key = CacheKey::ApiKey(hash.clone());
+        let found = match self.auth_cache.get(&key) {
             Some(Cached::ApiKey(found)) => found,
             _ => {
                 let filled = self.auth_cache.fill_start();
                 let db = self.db.get().await?;
-                let CacheKey::ApiKey(hash) = &key else {
-                    unreachable!("an API-key cache key")
-                };
-                let mut found = api_keys::find_by_hash(&**db, hash).await?.ok_or_else(|| {
+                let mut found = api_keys::find_by_hash(&**db, &hash).await?.ok_or_else(|| {
                     Error::Unauthenticated("the API key is invalid or was deleted".into())
                 })?;
                 if settle_lapsed_subscription(&**db, &mut found.user, found.lapses_at).await? {
                     found.lapses_at = None;
                 }
-                let until = found
-                    .lapses_at
-                    .map_or(found.key.expires_at, |l| l.min(found.key.expires_at));
                 self.auth_cache
-                    .put(key.clone(), Cached::ApiKey(found.clone()), filled, until);
+                    .put(key.clone(), Cached::ApiKey(found.clone()), filled);
                 found
             }
         };
-        if found.expired || found.key.expires_at <= Utc::now() {
+        if found.key.expires_at <= Utc::now() {
             return Err(Error::Unauthenticated("the API key has expired".into()));
         }
         if found.user.disabled {
@@ -197,15 +189,15 @@ impl AppState {
             ));
         }
         // At most one write per key and minute, however busy the key is.
+        let now = Utc::now();
         let recent = found
             .key
             .last_used_at
-            .is_some_and(|t| Utc::now() - t < Duration::seconds(60));
+            .is_some_and(|t| now - t < Duration::seconds(60));
         if !recent {
             let db = self.db.get().await?;
             api_keys::touch(&**db, found.key.id).await?;
-            found.key.last_used_at = Some(Utc::now());
-            self.auth_cache.touch_key(&key, Utc::now());
+            self.auth_cache.touch_key(&key, now);
         }
         Ok(Identity {
             user: found.user,

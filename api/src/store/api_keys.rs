@@ -118,7 +118,6 @@ pub async fn delete(db: &impl GenericClient, user_id: Uuid, id: Uuid) -> Result<
 pub struct KeyOwner {
     pub key: ApiKey,
     pub user: User,
-    pub expired: bool,
     /// The end of the owner's paid period when it is due to lapse.
     pub lapses_at: Option<DateTime<Utc>>,
 }
@@ -131,7 +130,7 @@ pub async fn find_by_hash(
     let row = db
         .query_opt(
             &format!(
-                "SELECT {}, {COLUMNS}, k.expires_at <= now() AS expired, (SELECT sub.current_period_end FROM subscriptions sub
+                "SELECT {}, {COLUMNS}, (SELECT sub.current_period_end FROM subscriptions sub
                          WHERE sub.user_id = u.id AND sub.cancel_at_period_end
                                AND sub.status <> 'canceled') AS lapses_at
                  FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_hash = $1",
@@ -145,7 +144,6 @@ pub async fn find_by_hash(
     Ok(row.map(|r| KeyOwner {
         key: from_row_at(&r, user_columns),
         user: users::from_row(&r),
-        expired: r.get("expired"),
         lapses_at: r.get("lapses_at"),
     }))
 }
