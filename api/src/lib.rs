@@ -13,6 +13,7 @@
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
+//! - [`payload`]: JSON bodies serialised directly (the read hot path).
 //! - [`body_limit`]: the request body cap (413 beyond it).
 //! - [`validate`]: parsing of request values at the edge.
 //! - [`contract`]: request value types that make the contract say what the
@@ -48,6 +49,7 @@ pub mod error;
 pub mod ingest;
 pub mod metrics;
 pub mod ownership;
+pub mod payload;
 pub mod payments;
 pub mod problem;
 pub mod queue;

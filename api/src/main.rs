@@ -6,6 +6,13 @@ use anyhow::Context;
 use scanfleet_api::Application;
 use scanfleet_common::{telemetry, Settings};
 
+/// The api allocates many small, short-lived objects per request (rows,
+/// strings, response bytes) from every worker thread; mimalloc's per-thread
+/// heaps serve that pattern at a fraction of glibc malloc's cost (about a
+/// third of the scan detail's CPU went to malloc and free before).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     match run().await {

@@ -2,9 +2,17 @@
 //! HTTP surface (outside the problem guard, so it sees every final response,
 //! errors included, and adds the `X-RateLimit-*` headers to each).
 //!
-//! Counting is a fixed one-minute window in Redis (`INCR` + `EXPIRE` in one
-//! pipeline on `rate_window(subject, minute)`), so every api process shares
-//! one budget per subject. Subjects:
+//! Counting is a fixed one-minute window in Redis (`INCRBY` + `EXPIRE` in
+//! one pipeline on `rate_window(subject, minute)`), so every api process
+//! shares one budget per subject. A process reserves slots of a window in
+//! blocks (a [`Lease`]) and hands them out without asking Redis again: one
+//! slot at a time while the limit is small or nearly spent (so counting is
+//! exact there), up to [`MAX_BLOCK`] at a time when much of a large limit is
+//! left. Every request served holds a slot counted in Redis, so the processes
+//! together never serve more than the limit; what a process reserved and did
+//! not use before the window ended is counted as used. A window found spent
+//! stays spent (counts only grow), so its further requests are refused
+//! without Redis. Subjects:
 //! - `user:<id>` when the request carries a valid Bearer token (signature and
 //!   expiry checked, no database) or a known API key; the limit is the
 //!   tier's `rate_limit_rpm`;
@@ -45,6 +53,10 @@ pub const WINDOW_SECS: u64 = 60;
 const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 /// Cache size above which expired entries are swept.
 const CACHE_SWEEP_AT: usize = 10_000;
+/// The most slots one reservation takes.
+const MAX_BLOCK: u64 = 64;
+/// A reservation takes at most this share of what is left of the limit.
+const BLOCK_SHARE: u64 = 64;
 
 pub const LIMIT_HEADER: &str = "x-ratelimit-limit";
 pub const REMAINING_HEADER: &str = "x-ratelimit-remaining";
@@ -63,6 +75,7 @@ impl RateLimit {
                 state,
                 user_rpm: Mutex::new(HashMap::new()),
                 key_owner: Mutex::new(HashMap::new()),
+                leases: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -98,6 +111,84 @@ struct Limiter {
     /// SHA-256 of an API key -> (owner, requests per minute), None for an
     /// unknown key. Same locking rule.
     key_owner: Mutex<HashMap<Vec<u8>, Cached<KeyOwner>>>,
+    /// Subject key -> this process's reservation in the current window.
+    leases: Mutex<HashMap<String, Arc<Reservation>>>,
+}
+
+/// Slots of one subject's window that this process reserved in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lease {
+    window: u64,
+    /// The limit the slots were reserved under; a tier change starts over.
+    limit: u32,
+    /// The window's count in Redis after this process's last reservation,
+    /// not counting slots asked for beyond the limit.
+    counted: u64,
+    /// Reserved slots not yet handed out.
+    left: u64,
+}
+
+impl Lease {
+    /// Hands out one slot of `window` under `limit`: `Some(count)` when the
+    /// lease decides (a slot, or the window known spent), `None` when Redis
+    /// must be asked.
+    fn take(&mut self, window: u64, limit: u32) -> Option<u64> {
+        if self.window != window || self.limit != limit {
+            return None;
+        }
+        if self.left > 0 {
+            self.left -= 1;
+            return Some(self.counted - self.left);
+        }
+        (self.counted >= u64::from(limit)).then_some(self.counted + 1)
+    }
+
+    /// How many slots the next reservation asks for.
+    fn block(&self, window: u64, limit: u32) -> u64 {
+        let counted = if self.window == window && self.limit == limit {
+            self.counted
+        } else {
+            0
+        };
+        (u64::from(limit).saturating_sub(counted) / BLOCK_SHARE).clamp(1, MAX_BLOCK)
+    }
+
+    /// The lease after Redis counted `asked` more slots, reaching `total`:
+    /// the request that asked takes the first slot granted, the rest are
+    /// left; returns the request's count.
+    fn reserved(&mut self, window: u64, limit: u32, asked: u64, total: u64) -> u64 {
+        let before = total.saturating_sub(asked);
+        let granted = u64::from(limit).saturating_sub(before).min(asked);
+        *self = Lease {
+            window,
+            limit,
+            counted: before + granted,
+            left: granted.saturating_sub(1),
+        };
+        if granted == 0 {
+            total
+        } else {
+            before + 1
+        }
+    }
+}
+
+/// A subject's lease and the lock that lets one request at a time refill it.
+#[derive(Default)]
+struct Reservation {
+    lease: Mutex<Lease>,
+    refill: tokio::sync::Mutex<()>,
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease {
+            window: u64::MAX,
+            limit: 0,
+            counted: 0,
+            left: 0,
+        }
+    }
 }
 
 /// Who a request is counted against, and at what limit.
@@ -302,22 +393,55 @@ impl Limiter {
         Ok(owner)
     }
 
+    /// This process's reservation for `subject`.
+    fn reservation(&self, subject: &Subject) -> Arc<Reservation> {
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = leases.get(&subject.key) {
+            return r.clone();
+        }
+        if leases.len() >= CACHE_SWEEP_AT {
+            let window = now_secs() / WINDOW_SECS;
+            leases
+                .retain(|_, r| r.lease.lock().unwrap_or_else(|p| p.into_inner()).window >= window);
+        }
+        let r = Arc::new(Reservation::default());
+        leases.insert(subject.key.clone(), r.clone());
+        r
+    }
+
     /// Counts one request of `subject` in the current window.
     async fn count(&self, subject: &Subject) -> Result<Count, Error> {
         let now = now_secs();
         let window = now / WINDOW_SECS;
-        let key = self.state.keys.rate_window(&subject.key, window as i64);
-        let pipeline = self.state.redis.pipeline();
-        let _: () = pipeline.incr(&key).await?;
-        // Outlives the window a little, so a clock skew between api
-        // processes cannot drop a live counter.
-        let _: () = pipeline.expire(&key, 2 * WINDOW_SECS as i64, None).await?;
-        let (used, _): (u64, i64) = pipeline.all().await?;
-        Ok(Count {
+        let count = |used| Count {
             limit: subject.limit,
             used,
             reset_secs: WINDOW_SECS - now % WINDOW_SECS,
-        })
+        };
+        let reservation = self.reservation(subject);
+        let lease = || reservation.lease.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(used) = lease().take(window, subject.limit) {
+            return Ok(count(used));
+        }
+        // One request refills; the others wait for it and take from what it
+        // reserved.
+        let _refill = reservation.refill.lock().await;
+        let asked = {
+            let mut l = lease();
+            if let Some(used) = l.take(window, subject.limit) {
+                return Ok(count(used));
+            }
+            l.block(window, subject.limit)
+        };
+        let key = self.state.keys.rate_window(&subject.key, window as i64);
+        let pipeline = self.state.redis.pipeline();
+        let _: () = pipeline.incr_by(&key, asked as i64).await?;
+        // Outlives the window a little, so a clock skew between api
+        // processes cannot drop a live counter.
+        let _: () = pipeline.expire(&key, 2 * WINDOW_SECS as i64, None).await?;
+        let (total, _): (u64, i64) = pipeline.all().await?;
+        let used = lease().reserved(window, subject.limit, asked, total);
+        Ok(count(used))
     }
 
     /// The subject's count, or `None` when it cannot be had.
@@ -414,6 +538,65 @@ mod tests {
         assert!(outdated(user, before));
         assert!(!outdated(user, Instant::now()));
         assert!(!outdated(Uuid::new_v4(), before));
+    }
+
+    #[test]
+    fn a_small_limit_is_reserved_one_slot_at_a_time() {
+        let mut l = Lease::default();
+        assert_eq!(l.take(7, 10), None);
+        assert_eq!(l.block(7, 10), 1);
+        // Redis counted 1: the request is the window's first.
+        assert_eq!(l.reserved(7, 10, 1, 1), 1);
+        assert_eq!(l.take(7, 10), None);
+        // Another process used 5 meanwhile.
+        assert_eq!(l.reserved(7, 10, 1, 7), 7);
+        assert_eq!(l.reserved(7, 10, 1, 11), 11);
+        // Spent: refused without Redis for the rest of the window...
+        assert_eq!(l.take(7, 10), Some(11));
+        // ...but not under another limit (a tier change) or window.
+        assert_eq!(l.take(7, 60), None);
+        assert_eq!(l.take(8, 10), None);
+    }
+
+    #[test]
+    fn a_large_limit_is_reserved_in_blocks_that_shrink_near_the_end() {
+        let limit = 1_000_000;
+        let mut l = Lease::default();
+        assert_eq!(l.block(1, limit), MAX_BLOCK);
+        assert_eq!(l.reserved(1, limit, MAX_BLOCK, MAX_BLOCK), 1);
+        for used in 2..=MAX_BLOCK {
+            assert_eq!(l.take(1, limit), Some(used));
+        }
+        assert_eq!(l.take(1, limit), None);
+        // Near the end of the budget, blocks shrink to one slot.
+        let mut near = Lease {
+            window: 1,
+            limit: 1000,
+            counted: 990,
+            left: 0,
+        };
+        assert_eq!(near.block(1, 1000), 1);
+        near.counted = 0;
+        assert_eq!(near.block(1, 1000), 15);
+    }
+
+    #[test]
+    fn a_block_crossing_the_limit_grants_only_what_is_left() {
+        let mut l = Lease::default();
+        // 5 slots asked at 98 counted before: 2 granted (99, 100), the
+        // request takes 99 and one is left.
+        assert_eq!(l.reserved(1, 100, 5, 103), 99);
+        assert_eq!(l.take(1, 100), Some(100));
+        assert_eq!(l.take(1, 100), Some(101));
+        // Nothing granted: the request is over the limit.
+        let mut over = Lease::default();
+        assert_eq!(over.reserved(1, 100, 3, 110), 110);
+        assert!(Count {
+            limit: 100,
+            used: 110,
+            reset_secs: 1
+        }
+        .exceeded());
     }
 
     #[test]

@@ -8,6 +8,10 @@
 #   3. pgbench -S again; the reference is the mean of both pgbench runs.
 # Prints requests/s, p50 and p99 for each endpoint and the ratio to pgbench.
 #   bash tests/benches/hotpath.sh            # DURATION=15 seconds per run
+# API_BIN=PATH runs that api binary instead of building this checkout's (to
+# compare two versions in one sitting).
+# PROFILE=FILE records the api with `perf record -g` during the scan-detail
+# run (summarise with `perf report -i FILE --no-children --sort symbol`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 eval "$(./docker/dev-services.sh)"
@@ -15,8 +19,12 @@ command -v wrk >/dev/null || apt-get install -y wrk >/dev/null
 command -v pgbench >/dev/null || apt-get install -y postgresql-contrib >/dev/null
 duration="${DURATION:-15}"
 
-cargo build -q --release -p scanfleet-api
-bin="${CARGO_TARGET_DIR:-target}/release/scanfleet-api"
+if [ -n "${API_BIN:-}" ]; then
+  bin=$API_BIN
+else
+  cargo build -q --release -p scanfleet-api
+  bin="${CARGO_TARGET_DIR:-target}/release/scanfleet-api"
+fi
 admin_url="${DATABASE_URL%/*}/postgres"
 db="scanfleet_hotpath_$$" pgb="scanfleet_pgbench_$$" prefix="hotpath-$$"
 work=$(mktemp -d)
@@ -84,7 +92,13 @@ pg1=$(pgbench_tps)
 declare -A result
 for path in "/api/v1/scans/$scan" "/api/v1/scans?limit=20" "/api/v1/dashboard/summary"; do
   echo "wrk -t2 -c64 -d${duration}s $path ..."
+  perf_pid=""
+  if [ -n "${PROFILE:-}" ] && [ "$path" = "/api/v1/scans/$scan" ]; then
+    perf record -q -g -o "$PROFILE" -p "$api_pid" -- sleep "$duration" >/dev/null 2>&1 &
+    perf_pid=$!
+  fi
   result[$path]=$(run_wrk "$path")
+  [ -z "$perf_pid" ] || wait "$perf_pid"
 done
 echo "pgbench -S -c 32 -j 2 -T $duration (run 2) ..."
 pg2=$(pgbench_tps)

@@ -144,6 +144,65 @@ async fn two_app_instances_sharing_one_redis_prefix_share_one_budget() {
     }
 }
 
+/// A large budget is reserved in blocks; two processes serving many
+/// concurrent requests of one user together serve exactly the limit.
+#[tokio::test]
+async fn a_large_budget_shared_by_two_processes_serves_exactly_the_limit() {
+    const LIMIT: u64 = 1500;
+    let first = spawn_app_with(&[ON]).await;
+    let second = spawn_app_with(&[
+        ON,
+        ("SCANFLEET_REDIS_PREFIX", &first.redis_prefix),
+        ("DATABASE_URL", first.state.settings.database_url.expose()),
+    ])
+    .await;
+    let user = first.new_user().await;
+    first
+        .state
+        .db
+        .get()
+        .await
+        .unwrap()
+        .execute(
+            "UPDATE tiers SET rate_limit_rpm = $1 WHERE slug = 'demo'",
+            &[&(LIMIT as i32)],
+        )
+        .await
+        .unwrap();
+    with_enough_of_the_window_left().await;
+    // Each client alternates between the processes and stops once both
+    // refused it in a row, so no process keeps unused slots.
+    let client = |n: usize| {
+        let (first, second, token) = (&first, &second, &user.access_token);
+        async move {
+            let (mut served, mut refused_in_a_row) = (0u64, 0);
+            let mut i = n;
+            while refused_in_a_row < 2 {
+                let app = if i % 2 == 0 { first } else { second };
+                i += 1;
+                let r = app.get("/api/v1/schedules", token).await;
+                match r.status.as_u16() {
+                    200 => {
+                        served += 1;
+                        refused_in_a_row = 0;
+                        let (limit, remaining, _) = rate_headers(&r);
+                        assert_eq!(limit, LIMIT);
+                        assert!(remaining < LIMIT, "{remaining}");
+                    }
+                    429 => refused_in_a_row += 1,
+                    other => panic!("{other}: {}", r.text),
+                }
+            }
+            served
+        }
+    };
+    let served: u64 = futures::future::join_all((0..16).map(client))
+        .await
+        .into_iter()
+        .sum();
+    assert_eq!(served, LIMIT);
+}
+
 #[tokio::test]
 async fn login_and_register_are_limited_per_client_ip() {
     let app = spawn_app_with(&[ON, ("SCANFLEET_RATE__ANON_RPM", "4")]).await;

@@ -16,12 +16,14 @@ use poem_openapi::types::Type;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::Engine;
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::error::{Error, Result};
+use crate::payload::{self, Direct};
 use crate::report::json::JsonReport;
 use crate::report::{self, Format, Rendered, TOOL_NAME};
 use crate::state::AppState;
@@ -30,7 +32,7 @@ use crate::store::scans::{self, upgrade_prompt, ScanFilter, ScanRow};
 use crate::store::tiers;
 
 /// A scan as lists, creation and stop return it.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct Scan {
     pub id: Uuid,
     pub target_id: Uuid,
@@ -44,17 +46,29 @@ pub struct Scan {
     pub progress: i32,
     /// `RESOLVE`, `DISCOVER`, `PROBE`, `VALIDATE` or `REPORT`, once running.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
     /// The schedule that started it, if any.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<Uuid>,
+    #[serde(serialize_with = "payload::rfc3339")]
     pub created_at: DateTime<Utc>,
     #[oai(skip_serializing_if_is_none)]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "payload::rfc3339_opt"
+    )]
     pub started_at: Option<DateTime<Utc>>,
     #[oai(skip_serializing_if_is_none)]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "payload::rfc3339_opt"
+    )]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it failed.
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub findings_count: i32,
     pub critical_count: i32,
@@ -98,7 +112,7 @@ pub struct ScanCreate {
 }
 
 /// A finding in the vulnerability shape.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 pub struct Vulnerability {
     pub id: Uuid,
     pub scan_id: Uuid,
@@ -135,7 +149,7 @@ impl From<&FindingRow> for Vulnerability {
 }
 
 /// A finding in the detail shape.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct FindingDetail {
     pub id: Uuid,
     pub severity: String,
@@ -161,7 +175,7 @@ impl From<&FindingRow> for FindingDetail {
     }
 }
 
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct ScanSummary {
     pub total_findings: i64,
     pub critical: i64,
@@ -201,9 +215,10 @@ fn summary_of(findings: &[FindingRow]) -> ScanSummary {
 }
 
 /// Scan detail: the scan with its findings in both shapes.
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct ScanDetail {
     #[oai(flatten)]
+    #[serde(flatten)]
     pub scan: Scan,
     /// Detail shape, in the order found.
     pub findings: Vec<FindingDetail>,
@@ -229,7 +244,7 @@ pub struct ScanIntel {
 pub enum ScanList {
     /// The caller's scans, newest first.
     #[oai(status = 200)]
-    Ok(Json<Vec<Scan>>, #[oai(header = "X-Total-Count")] i64),
+    Ok(Direct<Vec<Scan>>, #[oai(header = "X-Total-Count")] i64),
 }
 
 #[derive(ApiResponse)]
@@ -397,7 +412,7 @@ impl ScansApi {
         let db = state.db.get().await?;
         let (list, total) = scans::list(&db, me.user.id, filter, page).await?;
         Ok(ScanList::Ok(
-            Json(list.into_iter().map(Into::into).collect()),
+            Direct(list.into_iter().map(Into::into).collect()),
             total,
         ))
     }
@@ -434,10 +449,10 @@ impl ScansApi {
         state: Data<&AppState>,
         auth: Credentials,
         scan_id: Path<Uuid>,
-    ) -> Result<Json<ScanDetail>> {
+    ) -> Result<Direct<ScanDetail>> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
-        Ok(Json(ScanDetail {
+        Ok(Direct(ScanDetail {
             scan: s.into(),
             findings: list.iter().map(FindingDetail::from).collect(),
             vulnerabilities: list.iter().map(Vulnerability::from).collect(),
@@ -547,5 +562,69 @@ impl ScansApi {
         }
         let rendered = report::build(&mut db, me.user.id, scan_id.0, format, Utc::now()).await?;
         Ok(ReportResponse { format, rendered })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scanfleet_common::severity::Severity;
+
+    fn finding(i: usize, severity: Severity) -> FindingRow {
+        FindingRow {
+            id: Uuid::new_v4(),
+            scan_id: Uuid::new_v4(),
+            user_id: Uuid::new_v4(),
+            template_id: format!("t-{i}"),
+            name: format!("Finding \"{i}\" <é>\n"),
+            severity,
+            status: "open".into(),
+            host: "shop.example.test".into(),
+            matched_at: format!("https://shop.example.test/p{i}?a=1&b=\u{1}"),
+            description: String::new(),
+            remediation: "Upgrade.".into(),
+            matcher_name: None,
+            extracted_results: vec![],
+            created_at: Utc::now(),
+        }
+    }
+
+    fn scan(all_set: bool) -> Scan {
+        let now = Utc::now();
+        Scan {
+            id: Uuid::new_v4(),
+            target_id: Uuid::new_v4(),
+            domain: "shop.example.test".into(),
+            engine: "full".into(),
+            status: "running".into(),
+            progress: 40,
+            stage: all_set.then(|| "PROBE".into()),
+            schedule_id: all_set.then(Uuid::new_v4),
+            created_at: now,
+            started_at: all_set.then_some(now),
+            completed_at: all_set.then_some(now),
+            error: all_set.then(|| "node lost".into()),
+            findings_count: 2,
+            critical_count: 1,
+            high_count: 0,
+            medium_count: 0,
+            low_count: 0,
+            info_count: 1,
+        }
+    }
+
+    #[test]
+    fn directly_serialised_answers_are_the_contracts_documents() {
+        let list = [finding(1, Severity::Critical), finding(2, Severity::Info)];
+        for all_set in [false, true] {
+            let detail = ScanDetail {
+                scan: scan(all_set),
+                findings: list.iter().map(FindingDetail::from).collect(),
+                vulnerabilities: list.iter().map(Vulnerability::from).collect(),
+                summary: summary_of(&list),
+            };
+            payload::same_json(&detail).unwrap();
+            payload::same_json(&vec![scan(all_set), scan(!all_set)]).unwrap();
+        }
     }
 }
