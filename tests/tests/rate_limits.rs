@@ -178,7 +178,7 @@ async fn a_large_budget_shared_by_two_processes_serves_exactly_the_limit() {
             let (mut served, mut refused_in_a_row) = (0u64, 0);
             let mut i = n;
             while refused_in_a_row < 2 {
-                let app = if i % 2 == 0 { first } else { second };
+                let app = if i.is_multiple_of(2) { first } else { second };
                 i += 1;
                 let r = app.get("/api/v1/schedules", token).await;
                 match r.status.as_u16() {
