@@ -783,3 +783,50 @@ async fn demo_scans_count_in_the_calendar_month_even_when_the_push_fails() {
         "the period is the calendar month"
     );
 }
+
+#[tokio::test]
+async fn the_scan_list_pages_filters_and_counts_in_one_answer() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let a = app.new_target(&user, "a.example.com").await;
+    let b = app.new_target(&user, "b.example.com").await;
+    let first = scan(&app, &user, a).await;
+    let second = scan(&app, &user, b).await;
+    let third = scan(&app, &user, a).await;
+    let list = |query: &str| {
+        let (app, token, query) = (&app, &user.access_token, query.to_string());
+        async move {
+            let r = app.get(&format!("/api/v1/scans{query}"), token).await;
+            assert_eq!(r.status, 200, "{query}: {}", r.text);
+            let ids: Vec<String> = r
+                .body
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["id"].as_str().unwrap().to_string())
+                .collect();
+            (ids, r.header("x-total-count").unwrap().to_string())
+        }
+    };
+    let ids = |list: &[Uuid]| list.iter().map(Uuid::to_string).collect::<Vec<_>>();
+    assert_eq!(list("").await, (ids(&[third, second, first]), "3".into()));
+    assert_eq!(list("?limit=2").await, (ids(&[third, second]), "3".into()));
+    assert_eq!(list("?limit=2&offset=2").await, (ids(&[first]), "3".into()));
+    // Past the end: no items, the total still told.
+    assert_eq!(list("?offset=5").await, (vec![], "3".into()));
+    assert_eq!(
+        list(&format!("?target_id={a}")).await,
+        (ids(&[third, first]), "2".into())
+    );
+    assert_eq!(
+        list("?status=queued&limit=1").await,
+        (ids(&[third]), "3".into())
+    );
+    assert_eq!(list("?status=completed").await, (vec![], "0".into()));
+    let other = app.new_user().await;
+    let r = app.get("/api/v1/scans", &other.access_token).await;
+    assert_eq!(
+        (r.body.as_array().unwrap().len(), r.header("x-total-count")),
+        (0, Some("0"))
+    );
+}

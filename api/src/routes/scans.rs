@@ -367,13 +367,9 @@ async fn owned_scan_with_findings(
     scan_id: Uuid,
 ) -> Result<(ScanRow, Vec<FindingRow>)> {
     let db = state.db.get().await?;
-    // Sent together: one round trip. The findings are dropped unread when
-    // the scan is not the user's.
-    let (scan, list) = futures::try_join!(
-        scans::find(&db, user_id, scan_id),
-        findings::list_for_scan(&db, scan_id)
-    )?;
-    Ok((scan.ok_or(Error::NotFound("scan"))?, list))
+    findings::scan_with_findings(&db, user_id, scan_id)
+        .await?
+        .ok_or(Error::NotFound("scan"))
 }
 
 fn by_severity(list: &[FindingRow]) -> Vec<Vulnerability> {

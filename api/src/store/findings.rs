@@ -14,6 +14,7 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
+use crate::store::scans::ScanRow;
 
 /// Triage statuses of a finding; new findings are `open`.
 pub const STATUSES: [&str; 5] = [
@@ -45,12 +46,48 @@ pub struct FindingRow {
 const COLUMNS: &str = "id, scan_id, user_id, template_id, name, severity, status, host, \
      matched_at, description, remediation, matcher_name, extracted_results, created_at";
 
+/// The names of a finding's columns that a row joined with its scan
+/// renames (the scan's `id`, `status` and `created_at` come first).
+struct Names {
+    id: &'static str,
+    scan_id: &'static str,
+    status: &'static str,
+    created_at: &'static str,
+}
+
+/// A row of [`COLUMNS`].
+const PLAIN: Names = Names {
+    id: "id",
+    scan_id: "scan_id",
+    status: "status",
+    created_at: "created_at",
+};
+
+/// A row of `scans::COLUMNS` followed by [`JOINED_COLUMNS`].
+const JOINED: Names = Names {
+    id: "finding_id",
+    scan_id: "id",
+    status: "finding_status",
+    created_at: "finding_created_at",
+};
+
+/// A finding's columns after its scan's (the shared `user_id` is the scan's).
+const JOINED_COLUMNS: &str = "f.id AS finding_id, f.template_id, f.name, f.severity, \
+     f.status AS finding_status, f.host, f.matched_at, f.description, f.remediation, \
+     f.matcher_name, f.extracted_results, f.created_at AS finding_created_at";
+
 /// Read by column name, so a reordered SELECT cannot swap fields; an
 /// unknown severity is an error rather than a silent `info`.
 impl TryFrom<&Row> for FindingRow {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
+        FindingRow::read(row, &PLAIN)
+    }
+}
+
+impl FindingRow {
+    fn read(row: &Row, names: &Names) -> Result<Self, Error> {
         let severity: &str = row.try_get("severity")?;
         let severity = match severity {
             "critical" => Severity::Critical,
@@ -66,13 +103,13 @@ impl TryFrom<&Row> for FindingRow {
         };
         let extracted: serde_json::Value = row.try_get("extracted_results")?;
         Ok(FindingRow {
-            id: row.try_get("id")?,
-            scan_id: row.try_get("scan_id")?,
+            id: row.try_get(names.id)?,
+            scan_id: row.try_get(names.scan_id)?,
             user_id: row.try_get("user_id")?,
             template_id: row.try_get("template_id")?,
             name: row.try_get("name")?,
             severity,
-            status: row.try_get("status")?,
+            status: row.try_get(names.status)?,
             host: row.try_get("host")?,
             matched_at: row.try_get("matched_at")?,
             description: row.try_get("description")?,
@@ -81,7 +118,7 @@ impl TryFrom<&Row> for FindingRow {
             extracted_results: serde_json::from_value(extracted).map_err(|e| {
                 Error::Unexpected(anyhow::Error::new(e).context("extracted_results of a finding"))
             })?,
-            created_at: row.try_get("created_at")?,
+            created_at: row.try_get(names.created_at)?,
         })
     }
 }
@@ -179,17 +216,37 @@ pub async fn insert_findings(
     Ok(rows.len() as u64)
 }
 
-/// A scan's findings in the order they were found.
-pub async fn list_for_scan(
+/// One of the user's scans with its findings in the order found, in one
+/// statement; `None` when the user has no such scan.
+pub async fn scan_with_findings(
     db: &impl deadpool_postgres::GenericClient,
+    user_id: Uuid,
     scan_id: Uuid,
-) -> Result<Vec<FindingRow>, Error> {
+) -> Result<Option<(ScanRow, Vec<FindingRow>)>, Error> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
-        format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY created_at, id")
+        format!(
+            "SELECT {}, {JOINED_COLUMNS}
+             FROM scans s JOIN targets t ON t.id = s.target_id
+             LEFT JOIN findings f ON f.scan_id = s.id
+             WHERE s.id = $1 AND s.user_id = $2
+             ORDER BY f.created_at, f.id",
+            crate::store::scans::COLUMNS
+        )
     });
     let stmt = db.prepare_cached(&SQL).await?;
-    let rows = db.query(&stmt, &[&scan_id]).await?;
-    rows.iter().map(FindingRow::try_from).collect()
+    let rows = db.query(&stmt, &[&scan_id, &user_id]).await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let scan = ScanRow::try_from(first)?;
+    let mut list = Vec::with_capacity(rows.len());
+    for row in &rows {
+        // A scan without findings is one row with NULL finding columns.
+        if row.try_get::<_, Option<Uuid>>("finding_id")?.is_some() {
+            list.push(FindingRow::read(row, &JOINED)?);
+        }
+    }
+    Ok(Some((scan, list)))
 }
 
 /// The order findings stream in for a report.

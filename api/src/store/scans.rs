@@ -297,37 +297,46 @@ pub async fn list(
     filter: ScanFilter,
     page: Page,
 ) -> Result<(Vec<ScanRow>, i64), Error> {
-    static PAGE: LazyLock<String> = LazyLock::new(|| {
+    // One statement: the page and the total, each with its own plan (the
+    // count reads only the index). A page past the end is one row of NULLs
+    // carrying the total.
+    static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
-            "SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
-             WHERE s.user_id = $1 AND ($2::uuid IS NULL OR s.target_id = $2)
-               AND ($3::text IS NULL OR s.status = $3)
-             ORDER BY s.created_at DESC, s.id DESC LIMIT $4 OFFSET $5"
+            "WITH page AS (
+                 SELECT {COLUMNS} FROM scans s JOIN targets t ON t.id = s.target_id
+                 WHERE s.user_id = $1 AND ($2::uuid IS NULL OR s.target_id = $2)
+                   AND ($3::text IS NULL OR s.status = $3)
+                 ORDER BY s.created_at DESC, s.id DESC LIMIT $4 OFFSET $5),
+             total AS (
+                 SELECT count(*) AS total FROM scans s WHERE s.user_id = $1
+                   AND ($2::uuid IS NULL OR s.target_id = $2)
+                   AND ($3::text IS NULL OR s.status = $3))
+             SELECT page.*, total.total FROM total LEFT JOIN page ON true
+             ORDER BY page.created_at DESC, page.id DESC"
         )
     });
-    const TOTAL: &str = "SELECT count(*) FROM scans s WHERE s.user_id = $1
-               AND ($2::uuid IS NULL OR s.target_id = $2) AND ($3::text IS NULL OR s.status = $3)";
     let status = filter.status.map(ScanStatus::as_str);
-    let (page_stmt, total_stmt) =
-        futures::try_join!(db.prepare_cached(&PAGE), db.prepare_cached(TOTAL))?;
-    let page_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
-        &user_id,
-        &filter.target_id,
-        &status,
-        &page.limit,
-        &page.offset,
-    ];
-    let (rows, total) = futures::try_join!(
-        db.query(&page_stmt, &page_params),
-        db.query_one(&total_stmt, &page_params[..3]),
-    )?;
-    let total: i64 = total.get(0);
-    Ok((
-        rows.iter()
-            .map(ScanRow::try_from)
-            .collect::<Result<_, _>>()?,
-        total,
-    ))
+    let stmt = db.prepare_cached(&SQL).await?;
+    let rows = db
+        .query(
+            &stmt,
+            &[
+                &user_id,
+                &filter.target_id,
+                &status,
+                &page.limit,
+                &page.offset,
+            ],
+        )
+        .await?;
+    let total: i64 = rows.first().map_or(Ok(0), |r| r.try_get("total"))?;
+    let mut list = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if row.try_get::<_, Option<Uuid>>("id")?.is_some() {
+            list.push(ScanRow::try_from(row)?);
+        }
+    }
+    Ok((list, total))
 }
 
 /// One of the user's scans.
