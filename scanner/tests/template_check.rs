@@ -166,7 +166,14 @@ fn a_boolean_flow_over_existing_blocks_is_runnable_but_javascript_is_not() {
     );
     let js =
         "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { set('p', p); http(2) }\n";
-    assert_eq!(primary(&format!("{js}{two}")), "uses flow (javascript)");
+    // JavaScript runs in the embedded engine; only a script that does not
+    // parse is refused.
+    assert_eq!(primary(&format!("{js}{two}")), "runnable");
+    let broken = "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { http(2)\n";
+    assert_eq!(
+        primary(&format!("{broken}{two}")),
+        "flow script does not parse"
+    );
 }
 
 #[test]
@@ -368,7 +375,7 @@ fn a_block_without_path_or_raw_cannot_send_anything() {
 #[test]
 fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     let y = format!(
-        "flow: set('a', 1)\nself-contained: true\n{}",
+        "flow: set('a', 1) &&& {{\nself-contained: true\n{}",
         with_block(&format!(
             "path: ['{{{{BaseURL}}}}/{{{{interactsh-url}}}}']\n    race: true\n{MATCH_200}"
         ))
@@ -379,7 +386,7 @@ fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     assert_eq!(
         all,
         vec![
-            "uses flow (javascript)",
+            "flow script does not parse",
             "self-contained request",
             "needs interactsh (out-of-band)",
             "unsupported feature: race",
@@ -387,7 +394,7 @@ fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     );
     assert_eq!(
         u.to_string(),
-        "uses flow (javascript); self-contained request; needs interactsh (out-of-band); unsupported feature: race"
+        "flow script does not parse; self-contained request; needs interactsh (out-of-band); unsupported feature: race"
     );
 }
 

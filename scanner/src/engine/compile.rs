@@ -20,6 +20,9 @@ pub struct CompiledTemplate {
     pub blocks: Vec<CompiledBlock>,
     /// A boolean `flow:` deciding which blocks run; `None` runs them in order.
     pub flow: Option<FlowExpr>,
+    /// A `flow:` that is JavaScript proper (not a boolean over blocks), run
+    /// by [`crate::flowjs`] instead; `flow` is then `None`.
+    pub script_flow: Option<Arc<str>>,
     /// Set when the template is one plain request that other templates may
     /// share (see the engine's clustering).
     pub cluster_key: Option<String>,
@@ -115,11 +118,17 @@ impl CompiledTemplate {
                 &err,
             )?);
         }
-        let flow = match template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
-            Some(text) => {
-                Some(FlowExpr::parse(text, blocks.len()).map_err(|e| err(format!("flow: {e}")))?)
-            }
-            None => None,
+        let (flow, script_flow) = match template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
+            Some(text) => match FlowExpr::parse(text, blocks.len()) {
+                Ok(expr) => (Some(expr), None),
+                // Not a boolean flow: JavaScript, checked for syntax here so
+                // a broken script is refused at load, not on every target.
+                Err(_) => {
+                    crate::flowjs::check_syntax(text).map_err(|e| err(e.to_string()))?;
+                    (None, Some(Arc::from(text)))
+                }
+            },
+            None => (None, None),
         };
         let info = &template.info;
         let head = ResultHead {
@@ -132,8 +141,8 @@ impl CompiledTemplate {
         };
         let constants = Arc::new(random_constants(&template));
         // A template with its own random values must send them itself.
-        let cluster_key =
-            cluster_key(&template, &blocks).filter(|_| constants.is_empty() && flow.is_none());
+        let cluster_key = cluster_key(&template, &blocks)
+            .filter(|_| constants.is_empty() && flow.is_none() && script_flow.is_none());
         Ok(CompiledTemplate {
             constants,
             template,
@@ -141,6 +150,7 @@ impl CompiledTemplate {
             variables,
             blocks,
             flow,
+            script_flow,
             cluster_key,
         })
     }

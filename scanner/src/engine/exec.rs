@@ -29,6 +29,8 @@ use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, Targe
 use crate::operators::{OperatorResult, Operators};
 use crate::template::FlowExpr;
 
+mod script_flow;
+
 /// After this many failed requests in a row a target is given up (Nuclei's
 /// `max-host-error` default): a dead host would otherwise cost a timeout
 /// per remaining request.
@@ -374,6 +376,9 @@ struct TemplateRun<'a> {
     stopped: bool,
     /// Tells this execution's requests apart in the target's response cache.
     run_id: u64,
+    /// Every extracted value list since the last look, for a JavaScript
+    /// flow's template context; `None` (not collected) otherwise.
+    flow_extracts: Option<Vec<(String, Vec<String>)>>,
 }
 
 /// A new id for one template execution (or cluster send).
@@ -406,12 +411,14 @@ pub(crate) async fn run_template(
         stopped: false,
         run_id: next_run_id(),
         tpl: tpl.clone(),
+        flow_extracts: None,
     };
-    match &tpl.flow {
-        Some(flow) => {
+    match (&tpl.flow, &tpl.script_flow) {
+        (Some(flow), _) => {
             run_flow(flow, &mut run).await;
         }
-        None => {
+        (None, Some(script)) => script_flow::run(&mut run, script.clone()).await,
+        (None, None) => {
             for bi in 0..tpl.blocks.len() {
                 if run.stopped {
                     break;
@@ -613,6 +620,7 @@ impl TemplateRun<'_> {
                         &mut block_extracts,
                         &mut carried,
                     );
+                    self.note_flow_extracts(&result);
                     if is_final {
                         last_response = Some((resp_layer, matched_at.clone()));
                     }
@@ -660,6 +668,7 @@ impl TemplateRun<'_> {
                         &mut block_extracts,
                         &mut HashSet::new(),
                     );
+                    self.note_flow_extracts(&result);
                     status |= step_matched(&result, has_matchers);
                     let outcome = outcome_of(&result, &block.operators);
                     for r in build_results(&self.head, matched_at, &outcome) {

@@ -4,9 +4,10 @@
 //! The engine runs path and raw (also unsafe) requests, every matcher and
 //! extractor type, the DSL, payloads with the three attack types, multi-step
 //! blocks with extracted values and `_N` history, variables, redirects and
-//! cookies, and `flow:` expressions that are plain `&&`/`||` over blocks.
-//! Anything else a template needs is named here: another protocol,
-//! JavaScript `flow`, out-of-band interactions, self-contained requests, and
+//! cookies, and `flow:` (boolean expressions natively, JavaScript in the
+//! embedded engine of [`crate::flowjs`]). Anything else a template needs is
+//! named here: another protocol, a flow script that does not parse,
+//! out-of-band interactions, self-contained requests, and
 //! each unsupported request feature, matcher type or DSL helper by name.
 
 use std::collections::BTreeSet;
@@ -28,8 +29,8 @@ pub enum Reason {
     UnsupportedProtocol(String),
     /// No `http` block at all.
     NoHttpRequests,
-    /// Execution orchestrated by JavaScript (`flow:` beyond `&&`, `||`
-    /// and parentheses over `http(n)`).
+    /// A `flow:` that is neither a boolean over blocks nor JavaScript that
+    /// parses.
     Flow,
     /// Requests that ignore the target (`self-contained: true`).
     SelfContained,
@@ -65,7 +66,7 @@ impl fmt::Display for Reason {
             Reason::ParseError => f.write_str("parse error"),
             Reason::UnsupportedProtocol(p) => write!(f, "unsupported protocol: {p}"),
             Reason::NoHttpRequests => f.write_str("no http requests"),
-            Reason::Flow => f.write_str("uses flow (javascript)"),
+            Reason::Flow => f.write_str("flow script does not parse"),
             Reason::SelfContained => f.write_str("self-contained request"),
             Reason::FixedHost => f.write_str("request to a fixed third-party host"),
             Reason::Interactsh => f.write_str("needs interactsh (out-of-band)"),
@@ -133,7 +134,9 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
         reasons.insert(Reason::NoHttpRequests);
     }
     if let Some(flow) = template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
-        if FlowExpr::parse(flow, template.http.len()).is_err() {
+        if FlowExpr::parse(flow, template.http.len()).is_err()
+            && crate::flowjs::check_syntax(flow).is_err()
+        {
             reasons.insert(Reason::Flow);
         }
     }
