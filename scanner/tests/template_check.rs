@@ -326,7 +326,13 @@ fn a_dsl_helper_the_engine_cannot_run_is_named() {
     let y = with_block(
         "path: ['{{BaseURL}}']\n    matchers:\n      - type: dsl\n        dsl:\n          - 'wait_for(5) && status_code == 200'\n",
     );
-    assert_eq!(primary(&y), "unsupported DSL helper: wait_for");
+    // `wait_for` waits before a request is sent; in a matcher it would
+    // wait for nothing.
+    assert_eq!(primary(&y), "unsupported DSL helper: wait_for in a matcher");
+    let y = with_block(&format!(
+        "raw:\n      - |\n        GET /?{{{{wait_for(9)}}}} HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
     // In request text too, when the marker is a real helper call.
     let y = with_block(&format!(
         "path: ['{{{{BaseURL}}}}/?ip={{{{public_ip()}}}}']\n{MATCH_200}"

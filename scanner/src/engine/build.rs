@@ -8,11 +8,12 @@
 //! Anything still holding `{{...}}` after rendering is not sent.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::compile::{CompiledBlock, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
 use super::vars::{layer_from_strings, RequestLayers, Scope, VarMap};
-use crate::dsl::{TemplateString, Vars};
+use crate::dsl::{RequestedWait, TemplateString, Vars};
 use crate::http::{Request, TargetUrl};
 
 /// How a built request goes out.
@@ -32,6 +33,9 @@ pub struct Built {
     pub url: String,
     /// The request as sent, for the `request` variable.
     pub dump: Vec<u8>,
+    /// What `wait_for(...)` in the request asked to wait before sending
+    /// (uncapped; the sender bounds it).
+    pub wait: Duration,
 }
 
 /// Why a request was not sent.
@@ -74,10 +78,15 @@ pub fn build(
     input: &InputUrl,
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
-    match spec {
+    // Rendering is synchronous on this thread: every `wait_for` of this
+    // request is noted between `begin` and `end`.
+    let waits = RequestedWait::begin();
+    let mut built = match spec {
         RequestSpec::Path(path) => build_path(block, path, input, scope),
         RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
-    }
+    }?;
+    built.wait = waits.end();
+    Ok(built)
 }
 
 fn with_input_vars(layers: &RequestLayers, input: &InputUrl, trim: bool) -> Scope {
@@ -144,6 +153,7 @@ fn build_path(
         outgoing: Outgoing::Normal(request),
         url: full_url,
         dump,
+        wait: Duration::ZERO,
     })
 }
 
@@ -179,6 +189,7 @@ fn build_raw(
             url: request.full_url(),
             outgoing: Outgoing::Normal(request),
             dump,
+            wait: Duration::ZERO,
         });
     }
     // Unsafe: only the request-target is rewritten (merged onto the input
@@ -229,6 +240,7 @@ fn build_raw(
         },
         url: full_url,
         dump: bytes,
+        wait: Duration::ZERO,
     })
 }
 

@@ -128,6 +128,16 @@ async fn send(
     if target.cancel.is_cancelled() {
         return None;
     }
+    if !built.wait.is_zero() {
+        // `wait_for(n)` in the request: Nuclei sleeps while building it.
+        // Bounded by the request timeout so a template cannot park a slot
+        // for long; asleep here, the request holds no connection.
+        let wait = built.wait.min(shared.client.config().timeout);
+        tokio::select! {
+            _ = target.cancel.cancelled() => return None,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
     let cookie = match (&built.outgoing, &options.cookie_jar) {
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
         _ => None,

@@ -463,6 +463,10 @@ fn check_dsl(expr: &str, reasons: &mut BTreeSet<Reason>) {
             for name in parsed.functions() {
                 if !dsl::is_supported_helper(&name) {
                     reasons.insert(Reason::UnsupportedDslHelper(name));
+                } else if matches!(name.as_str(), "wait_for" | "waitfor") {
+                    // It waits before a request is sent; judging a response
+                    // there is nothing to wait for.
+                    reasons.insert(Reason::UnsupportedDslHelper(format!("{name} in a matcher")));
                 }
             }
         }
