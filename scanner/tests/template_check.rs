@@ -223,7 +223,6 @@ fn request_features_the_engine_lacks_are_named() {
             "digest-username: admin\n    digest-password: admin\n",
             "unsupported feature: digest auth",
         ),
-        ("iterate-all: true\n", "unsupported feature: iterate-all"),
         (
             "global-matchers: true\n",
             "unsupported feature: global-matchers",
@@ -244,6 +243,10 @@ fn request_features_the_engine_lacks_are_named() {
         ));
         assert_eq!(primary(&y), want, "for {extra:?}");
     }
+    let y = with_block(&format!(
+        "path: ['{{{{BaseURL}}}}']\n    iterate-all: true\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
 }
 
 #[test]

@@ -70,6 +70,8 @@ pub struct CompiledBlock {
     pub unsafe_raw: bool,
     /// `skip-variables-check: true`: send requests with unresolved markers.
     pub skip_variables_check: bool,
+    /// `iterate-all: true`: later requests go once per extracted value.
+    pub iterate_all: bool,
 }
 
 /// One entry of `path:` or `raw:`.
@@ -211,6 +213,7 @@ fn compile_block(
         cookie_jar: !block.disable_cookie,
         unsafe_raw: block.unsafe_,
         skip_variables_check: block.skip_variables_check,
+        iterate_all: block.iterate_all,
     })
 }
 

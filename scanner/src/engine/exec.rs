@@ -8,7 +8,7 @@
 //! sized for blocking I/O, while rayon's is sized to the cores and also
 //! runs the per-cluster fan-out in parallel.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, Targe
 use crate::operators::{OperatorResult, Operators};
 use crate::template::FlowExpr;
 
+mod iterate_all;
 mod script_flow;
 
 /// After this many failed requests in a row a target is given up (Nuclei's
@@ -528,6 +529,8 @@ impl TemplateRun<'_> {
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
         let mut block_extracts = VarMap::new();
+        // Every list extracted in this block, for `iterate-all`.
+        let mut gathered = iterate_all::Gathered::default();
         for (ci, combo) in block.payloads.combinations().enumerate() {
             let payload_layer = Arc::new(payload_values(
                 combo,
@@ -535,7 +538,18 @@ impl TemplateRun<'_> {
                 shared,
                 &target.input,
             ));
-            for (ri, spec) in block.requests.iter().enumerate() {
+            // Requests in order; with `iterate-all` a request meets values
+            // extracted before it and is queued again once per round.
+            let mut pending: VecDeque<(usize, Option<Arc<VarMap>>)> =
+                (0..block.requests.len()).map(|ri| (ri, None)).collect();
+            while let Some((ri, round)) = pending.pop_front() {
+                let spec = &block.requests[ri];
+                if round.is_none() && block.iterate_all && !gathered.is_empty() {
+                    for layer in gathered.rounds().into_iter().rev() {
+                        pending.push_front((ri, Some(Arc::new(layer))));
+                    }
+                    continue;
+                }
                 if ci > 0 && block.once[ri] {
                     continue;
                 }
@@ -544,7 +558,8 @@ impl TemplateRun<'_> {
                     return status;
                 }
                 let dynamic_layer = Arc::new(self.dynamic.clone());
-                let mut lower = vec![dynamic_layer];
+                let mut lower: Vec<Arc<VarMap>> = round.into_iter().collect();
+                lower.push(dynamic_layer);
                 lower.extend(self.block_history.iter().cloned());
                 let layers = RequestLayers {
                     upper: vec![
@@ -631,6 +646,9 @@ impl TemplateRun<'_> {
                         &mut carried,
                     );
                     self.note_flow_extracts(&result);
+                    if block.iterate_all {
+                        gathered.add(&result);
+                    }
                     if is_final {
                         last_response = Some((resp_layer, matched_at.clone()));
                     }

@@ -213,9 +213,6 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     if block.global_matchers {
         feature("global-matchers");
     }
-    if block.iterate_all {
-        feature("iterate-all");
-    }
     if block.disable_path_automerge {
         feature("disable-path-automerge");
     }
