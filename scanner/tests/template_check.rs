@@ -220,10 +220,6 @@ fn request_features_the_engine_lacks_are_named() {
         ),
         ("pipeline: true\n", "unsupported feature: pipeline"),
         (
-            "digest-username: admin\n    digest-password: admin\n",
-            "unsupported feature: digest auth",
-        ),
-        (
             "global-matchers: true\n",
             "unsupported feature: global-matchers",
         ),
@@ -245,6 +241,10 @@ fn request_features_the_engine_lacks_are_named() {
     }
     let y = with_block(&format!(
         "path: ['{{{{BaseURL}}}}']\n    iterate-all: true\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
+    let y = with_block(&format!(
+        "path: ['{{{{BaseURL}}}}']\n    digest-username: admin\n    digest-password: admin\n{MATCH_200}"
     ));
     assert_eq!(primary(&y), "runnable");
 }

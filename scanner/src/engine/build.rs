@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::compile::{CompiledBlock, PathSpec, RequestSpec};
+use super::compile::{CompiledBlock, DigestCredentials, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
 use super::vars::{layer_from_strings, RequestLayers, Scope, VarMap};
 use crate::dsl::{RequestedWait, TemplateString, Vars};
@@ -36,6 +36,8 @@ pub struct Built {
     /// What `wait_for(...)` in the request asked to wait before sending
     /// (uncapped; the sender bounds it).
     pub wait: Duration,
+    /// The block's Digest credentials, answered by the sender.
+    pub digest: Option<Arc<DigestCredentials>>,
 }
 
 /// Why a request was not sent.
@@ -86,6 +88,7 @@ pub fn build(
         RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
     }?;
     built.wait = waits.end();
+    built.digest = block.digest.clone();
     Ok(built)
 }
 
@@ -154,6 +157,7 @@ fn build_path(
         url: full_url,
         dump,
         wait: Duration::ZERO,
+        digest: None,
     })
 }
 
@@ -190,6 +194,7 @@ fn build_raw(
             outgoing: Outgoing::Normal(request),
             dump,
             wait: Duration::ZERO,
+            digest: None,
         });
     }
     // Unsafe: only the request-target is rewritten (merged onto the input
@@ -241,6 +246,7 @@ fn build_raw(
         url: full_url,
         dump: bytes,
         wait: Duration::ZERO,
+        digest: None,
     })
 }
 

@@ -72,6 +72,15 @@ pub struct CompiledBlock {
     pub skip_variables_check: bool,
     /// `iterate-all: true`: later requests go once per extracted value.
     pub iterate_all: bool,
+    /// `digest-username` / `digest-password`: answer a Digest challenge.
+    pub digest: Option<Arc<DigestCredentials>>,
+}
+
+/// HTTP Digest credentials of a block, used as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestCredentials {
+    pub username: String,
+    pub password: String,
 }
 
 /// One entry of `path:` or `raw:`.
@@ -214,6 +223,12 @@ fn compile_block(
         unsafe_raw: block.unsafe_,
         skip_variables_check: block.skip_variables_check,
         iterate_all: block.iterate_all,
+        digest: (block.digest_username.is_some() || block.digest_password.is_some()).then(|| {
+            Arc::new(DigestCredentials {
+                username: block.digest_username.clone().unwrap_or_default(),
+                password: block.digest_password.clone().unwrap_or_default(),
+            })
+        }),
     })
 }
 
@@ -361,7 +376,11 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     }
     let block = &template.http[0];
     let compiled = &blocks[0];
-    if compiled.requests.len() != 1 || !compiled.payloads.is_empty() || compiled.needs_history {
+    if compiled.requests.len() != 1
+        || !compiled.payloads.is_empty()
+        || compiled.needs_history
+        || compiled.digest.is_some()
+    {
         return None;
     }
     let RequestSpec::Path(path) = &compiled.requests[0] else {

@@ -29,6 +29,7 @@ use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, Targe
 use crate::operators::{OperatorResult, Operators};
 use crate::template::FlowExpr;
 
+mod digest;
 mod iterate_all;
 mod script_flow;
 
@@ -138,6 +139,9 @@ async fn send(
             _ = target.cancel.cancelled() => return None,
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+    if let Some(credentials) = &built.digest {
+        return digest::send(shared, target, template_id, built, options, credentials).await;
     }
     let cookie = match (&built.outgoing, &options.cookie_jar) {
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),

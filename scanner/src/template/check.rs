@@ -200,9 +200,6 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     if block.pipeline {
         feature("pipeline");
     }
-    if block.digest_username.is_some() || block.digest_password.is_some() {
-        feature("digest auth");
-    }
     if block
         .signature
         .as_deref()
