@@ -297,11 +297,48 @@ fn a_path_that_is_an_absolute_url_to_another_host_is_refused() {
 }
 
 #[test]
-fn raw_annotations_other_than_timeout_host_and_once_are_unsupported() {
+fn raw_annotations_other_than_timeout_host_once_and_tls_sni_are_unsupported() {
     let y = with_block(&format!(
-        "raw:\n      - |\n        @tls-sni: {{{{Hostname}}}}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+        "raw:\n      - |\n        @proxy: http://x\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
     ));
-    assert_eq!(primary(&y), "unsupported feature: @tls-sni annotation");
+    assert_eq!(primary(&y), "unsupported feature: @proxy annotation");
+}
+
+#[test]
+fn a_tls_sni_annotation_may_only_name_the_target_directly_or_through_variables() {
+    let raw = |sni: &str, variables: &str| {
+        format!(
+            "{variables}{}",
+            with_block(&format!(
+                "raw:\n      - |\n        @tls-sni: {sni}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+            ))
+        )
+    };
+    assert_eq!(primary(&raw("{{Hostname}}", "")), "runnable");
+    assert_eq!(primary(&raw("{{Host}}", "")), "runnable");
+    assert_eq!(
+        primary(&raw("{{sni}}", "variables:\n  sni: '{{Host}}'\n")),
+        "runnable"
+    );
+    assert_eq!(
+        primary(&raw(
+            "{{sni}}",
+            "variables:\n  sni: '{{name}}'\n  name: '{{FQDN}}'\n"
+        )),
+        "runnable"
+    );
+    for (sni, variables) in [
+        ("evil.example", ""),
+        ("{{sni}}", "variables:\n  sni: evil.example\n"),
+        ("{{sni}}.evil.example", "variables:\n  sni: '{{Host}}'\n"),
+        ("{{undefined}}", ""),
+    ] {
+        assert_eq!(
+            primary(&raw(sni, variables)),
+            "unsupported feature: @tls-sni annotation naming another host",
+            "{sni} with {variables:?}"
+        );
+    }
 }
 
 #[test]

@@ -173,6 +173,11 @@ fn build_raw(
     // only values built from the target's own name.
     let annotated;
     let input = match annotation(&text, "Host") {
+        Some(value) if !names_host(&value, &input.host) => {
+            return Err(Skip(format!(
+                "@Host annotation {value:?} names another host than the target"
+            )));
+        }
         Some(value) => {
             annotated = input
                 .with_host_annotation(&value)
@@ -181,6 +186,16 @@ fn build_raw(
         }
         None => input,
     };
+    // `@tls-sni:` names the TLS server name. The client already sends the
+    // target's own name (none for an address, as Go does), and nothing else
+    // is admitted: a handshake must never name a third party.
+    if let Some(value) = annotation(&text, "tls-sni") {
+        if !names_host(&value, &input.host) {
+            return Err(Skip(format!(
+                "@tls-sni annotation {value:?} names another host than the target"
+            )));
+        }
+    }
     let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto
@@ -248,6 +263,38 @@ fn build_raw(
         wait: Duration::ZERO,
         digest: None,
     })
+}
+
+/// Whether an annotation value (`host`, `host:port`, `https://host:port/x`,
+/// `[::1]:8443`) names `host`.
+fn names_host(value: &str, host: &str) -> bool {
+    let value = value.trim();
+    let lower = value.to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") || lower.starts_with("http://") {
+        &value[value.find("://").map_or(0, |i| i + 3)..]
+    } else {
+        value
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let name = match authority.strip_prefix('[') {
+        Some(inner) => inner.split(']').next().unwrap_or_default(),
+        None => {
+            // `{{Hostname}}:9780` renders as `host:port:9780`.
+            let mut name = authority;
+            while let Some((rest, port)) = name.rsplit_once(':') {
+                if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+                    break;
+                }
+                name = rest;
+            }
+            name
+        }
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    !name.is_empty()
+        && name
+            .trim_end_matches('.')
+            .eq_ignore_ascii_case(host.trim_end_matches('.'))
 }
 
 /// The value of the `@name:` annotation line before a raw request's

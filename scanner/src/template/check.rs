@@ -159,7 +159,7 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
         check_request_text(value, &mut reasons);
     }
     for block in &template.http {
-        check_block(block, &mut reasons);
+        check_block(block, &template.variables, &mut reasons);
     }
     if reasons.is_empty() {
         Ok(())
@@ -186,7 +186,7 @@ fn unknown_field_feature(path: &str) -> Option<String> {
     Some(name.to_string())
 }
 
-fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
+fn check_block(block: &HttpBlock, variables: &[(String, String)], reasons: &mut BTreeSet<Reason>) {
     let mut feature = |name: &str| {
         reasons.insert(Reason::UnsupportedFeature(name.to_string()));
     };
@@ -244,10 +244,18 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
                 "timeout" | "once" => {}
                 // Only to the target itself under another port or scheme: a
                 // fixed host would be traffic to a third party.
-                "Host" if host_annotation_stays_on_target(value) => {}
+                "Host" if names_the_target(value, variables) => {}
                 "Host" => {
                     reasons.insert(Reason::UnsupportedFeature(
                         "@Host annotation to another host".to_string(),
+                    ));
+                }
+                // The TLS name of the handshake: the target's own name only
+                // (which the client sends anyway), never a third party's.
+                "tls-sni" if names_the_target(value, variables) => {}
+                "tls-sni" => {
+                    reasons.insert(Reason::UnsupportedFeature(
+                        "@tls-sni annotation naming another host".to_string(),
                     ));
                 }
                 _ => {
@@ -347,6 +355,43 @@ fn names_a_fixed_host(path: &str) -> bool {
     !["{{hostname}}", "{{host}}", "{{fqdn}}"]
         .iter()
         .any(|name| rest.starts_with(name))
+}
+
+/// Whether an annotation value names the target: directly (see
+/// [`host_annotation_stays_on_target`]) or through template variables whose
+/// values do (`@tls-sni: {{sni}}` with `sni: "{{Host}}"`), optionally with
+/// a port after the variable. The engine checks the rendered value again,
+/// since a `--var` may replace a variable.
+fn names_the_target(value: &str, variables: &[(String, String)]) -> bool {
+    fn resolve(value: &str, variables: &[(String, String)], depth: usize) -> bool {
+        if host_annotation_stays_on_target(value) {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        let lower = value.trim();
+        let rest = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"))
+            .unwrap_or(lower);
+        let Some(inner) = rest.strip_prefix("{{") else {
+            return false;
+        };
+        let Some((name, after)) = inner.split_once("}}") else {
+            return false;
+        };
+        let port_ok = after.is_empty()
+            || after
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        port_ok
+            && variables
+                .iter()
+                .find(|(n, _)| n == name.trim())
+                .is_some_and(|(_, v)| resolve(v, variables, depth - 1))
+    }
+    resolve(value, variables, 4)
 }
 
 /// `@Host: {{Hostname}}:9780`, `http://{{Host}}:43800`: the target's own
