@@ -12,11 +12,13 @@
 //! - [`template`]: YAML model, loader, and runnability classification.
 //! - [`operators`]: matchers and extractors.
 //! - [`engine`]: request building, payloads, multi-step execution, results.
+//! - [`flowjs`]: the sandboxed JavaScript engine of `flow:` scripts.
 //! - [`pack`]: the default template pack shipped in the binary.
 //! - [`node`]: the scanner node (queue worker, scan stages, event streams).
 
 pub mod dsl;
 pub mod engine;
+pub mod flowjs;
 pub mod http;
 pub mod node;
 pub mod operators;

@@ -166,7 +166,14 @@ fn a_boolean_flow_over_existing_blocks_is_runnable_but_javascript_is_not() {
     );
     let js =
         "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { set('p', p); http(2) }\n";
-    assert_eq!(primary(&format!("{js}{two}")), "uses flow (javascript)");
+    // JavaScript runs in the embedded engine; only a script that does not
+    // parse is refused.
+    assert_eq!(primary(&format!("{js}{two}")), "runnable");
+    let broken = "flow: |\n  http(1)\n  for (let p of iterate(template.paths)) { http(2)\n";
+    assert_eq!(
+        primary(&format!("{broken}{two}")),
+        "flow script does not parse"
+    );
 }
 
 #[test]
@@ -213,11 +220,6 @@ fn request_features_the_engine_lacks_are_named() {
         ),
         ("pipeline: true\n", "unsupported feature: pipeline"),
         (
-            "digest-username: admin\n    digest-password: admin\n",
-            "unsupported feature: digest auth",
-        ),
-        ("iterate-all: true\n", "unsupported feature: iterate-all"),
-        (
             "global-matchers: true\n",
             "unsupported feature: global-matchers",
         ),
@@ -237,6 +239,14 @@ fn request_features_the_engine_lacks_are_named() {
         ));
         assert_eq!(primary(&y), want, "for {extra:?}");
     }
+    let y = with_block(&format!(
+        "path: ['{{{{BaseURL}}}}']\n    iterate-all: true\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
+    let y = with_block(&format!(
+        "path: ['{{{{BaseURL}}}}']\n    digest-username: admin\n    digest-password: admin\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
 }
 
 #[test]
@@ -287,11 +297,48 @@ fn a_path_that_is_an_absolute_url_to_another_host_is_refused() {
 }
 
 #[test]
-fn raw_annotations_other_than_timeout_host_and_once_are_unsupported() {
+fn raw_annotations_other_than_timeout_host_once_and_tls_sni_are_unsupported() {
     let y = with_block(&format!(
-        "raw:\n      - |\n        @tls-sni: {{{{Hostname}}}}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+        "raw:\n      - |\n        @proxy: http://x\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
     ));
-    assert_eq!(primary(&y), "unsupported feature: @tls-sni annotation");
+    assert_eq!(primary(&y), "unsupported feature: @proxy annotation");
+}
+
+#[test]
+fn a_tls_sni_annotation_may_only_name_the_target_directly_or_through_variables() {
+    let raw = |sni: &str, variables: &str| {
+        format!(
+            "{variables}{}",
+            with_block(&format!(
+                "raw:\n      - |\n        @tls-sni: {sni}\n        GET / HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+            ))
+        )
+    };
+    assert_eq!(primary(&raw("{{Hostname}}", "")), "runnable");
+    assert_eq!(primary(&raw("{{Host}}", "")), "runnable");
+    assert_eq!(
+        primary(&raw("{{sni}}", "variables:\n  sni: '{{Host}}'\n")),
+        "runnable"
+    );
+    assert_eq!(
+        primary(&raw(
+            "{{sni}}",
+            "variables:\n  sni: '{{name}}'\n  name: '{{FQDN}}'\n"
+        )),
+        "runnable"
+    );
+    for (sni, variables) in [
+        ("evil.example", ""),
+        ("{{sni}}", "variables:\n  sni: evil.example\n"),
+        ("{{sni}}.evil.example", "variables:\n  sni: '{{Host}}'\n"),
+        ("{{undefined}}", ""),
+    ] {
+        assert_eq!(
+            primary(&raw(sni, variables)),
+            "unsupported feature: @tls-sni annotation naming another host",
+            "{sni} with {variables:?}"
+        );
+    }
 }
 
 #[test]
@@ -319,7 +366,13 @@ fn a_dsl_helper_the_engine_cannot_run_is_named() {
     let y = with_block(
         "path: ['{{BaseURL}}']\n    matchers:\n      - type: dsl\n        dsl:\n          - 'wait_for(5) && status_code == 200'\n",
     );
-    assert_eq!(primary(&y), "unsupported DSL helper: wait_for");
+    // `wait_for` waits before a request is sent; in a matcher it would
+    // wait for nothing.
+    assert_eq!(primary(&y), "unsupported DSL helper: wait_for in a matcher");
+    let y = with_block(&format!(
+        "raw:\n      - |\n        GET /?{{{{wait_for(9)}}}} HTTP/1.1\n        Host: {{{{Hostname}}}}\n\n{MATCH_200}"
+    ));
+    assert_eq!(primary(&y), "runnable");
     // In request text too, when the marker is a real helper call.
     let y = with_block(&format!(
         "path: ['{{{{BaseURL}}}}/?ip={{{{public_ip()}}}}']\n{MATCH_200}"
@@ -368,7 +421,7 @@ fn a_block_without_path_or_raw_cannot_send_anything() {
 #[test]
 fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     let y = format!(
-        "flow: set('a', 1)\nself-contained: true\n{}",
+        "flow: set('a', 1) &&& {{\nself-contained: true\n{}",
         with_block(&format!(
             "path: ['{{{{BaseURL}}}}/{{{{interactsh-url}}}}']\n    race: true\n{MATCH_200}"
         ))
@@ -379,7 +432,7 @@ fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     assert_eq!(
         all,
         vec![
-            "uses flow (javascript)",
+            "flow script does not parse",
             "self-contained request",
             "needs interactsh (out-of-band)",
             "unsupported feature: race",
@@ -387,7 +440,7 @@ fn the_most_fundamental_reason_comes_first_and_all_are_kept() {
     );
     assert_eq!(
         u.to_string(),
-        "uses flow (javascript); self-contained request; needs interactsh (out-of-band); unsupported feature: race"
+        "flow script does not parse; self-contained request; needs interactsh (out-of-band); unsupported feature: race"
     );
 }
 

@@ -34,11 +34,12 @@ impl Drop for Scratch {
 
 const RUNNABLE: &str = "id: ok\ninfo: {name: ok, author: a, severity: low}\nhttp:\n  - path: ['{{BaseURL}}/']\n    matchers:\n      - type: status\n        status: [200]\n";
 
+/// A flow script missing its closing brace.
 fn flow(id: &str) -> String {
-    format!("id: {id}\ninfo: {{name: f, author: a}}\nflow: |\n  for (let p of iterate(template.paths)) {{ set('p', p); http(1) }}\nhttp:\n  - path: ['{{{{BaseURL}}}}/']\n    matchers:\n      - type: status\n        status: [200]\n")
+    format!("id: {id}\ninfo: {{name: f, author: a}}\nflow: |\n  for (let p of iterate(template.paths)) {{ set('p', p); http(1)\nhttp:\n  - path: ['{{{{BaseURL}}}}/']\n    matchers:\n      - type: status\n        status: [200]\n")
 }
 
-/// Two runnable, three JavaScript flows, one interactsh, one broken file.
+/// Two runnable, three broken flow scripts, one interactsh, one broken file.
 fn sample_tree() -> Scratch {
     let s = Scratch::new();
     s.write("a/ok1.yaml", RUNNABLE);
@@ -89,7 +90,7 @@ fn check_with_json_prints_exactly_one_object_of_integer_totals() {
     assert_eq!(
         v["unrunnable"],
         serde_json::json!({
-            "uses flow (javascript)": 3,
+            "flow script does not parse": 3,
             "needs interactsh (out-of-band)": 1,
             "parse error": 1,
         })
@@ -107,7 +108,7 @@ fn check_without_json_prints_a_table_sorted_by_count() {
         flat.starts_with("found 7 parsed 6 runnable 2 (28.6%)"),
         "{stdout}"
     );
-    let flow_at = stdout.find("uses flow (javascript)").expect("flow row");
+    let flow_at = stdout.find("flow script does not parse").expect("flow row");
     let oob_at = stdout.find("needs interactsh").expect("interactsh row");
     assert!(flow_at < oob_at, "rows not sorted by count:\n{stdout}");
 }

@@ -19,8 +19,11 @@
 //! - Helper calls with an impossible argument count parse and fail when run
 //!   (Nuclei's behaviour); [`Expr::parse_strict`] rejects them up front and
 //!   [`Expr::problems`] lists them.
-//! - Helpers that need the network or would block a worker (`resolve`,
-//!   `wait_for`, ...) are recognised and fail with [`DslError::Unsupported`].
+//! - Helpers that need the network (`resolve`, `jarm`, ...) are recognised
+//!   and fail with [`DslError::Unsupported`].
+//! - `wait_for(n)` does not sleep where it is evaluated: it notes the time
+//!   for the request being built ([`RequestedWait`]), which the engine waits
+//!   for, bounded, before sending.
 //!
 //! # Layout
 //! - [`value`] holds [`Value`], its conversions and Nuclei's equality rules.
@@ -45,7 +48,9 @@ mod tests;
 
 pub use error::DslError;
 pub use expr::Expr;
-pub use helpers::{compare_versions, helper_names, is_helper, is_supported_helper, mmh3_hash};
+pub use helpers::{
+    compare_versions, helper_names, is_helper, is_supported_helper, mmh3_hash, RequestedWait,
+};
 pub use template::{Rendered, TemplateString};
 pub use value::{Bytes, Value};
 pub use vars::{Chain, FnVars, Layers, NoVars, Vars};

@@ -491,7 +491,7 @@ fn failing_helpers_are_reported_as_errors() {
     );
     assert_eq!(r.bytes, b"a{{base64_decode(v)}}b");
     assert_eq!(r.errors.len(), 1);
-    let r = render("{{wait_for(1)}}", &NoVars);
+    let r = render("{{resolve('example.com')}}", &NoVars);
     assert!(matches!(
         r.errors.first(),
         Some((_, DslError::Unsupported { .. }))

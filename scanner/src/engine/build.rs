@@ -8,11 +8,12 @@
 //! Anything still holding `{{...}}` after rendering is not sent.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::compile::{CompiledBlock, PathSpec, RequestSpec};
+use super::compile::{CompiledBlock, DigestCredentials, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
 use super::vars::{layer_from_strings, RequestLayers, Scope, VarMap};
-use crate::dsl::{TemplateString, Vars};
+use crate::dsl::{RequestedWait, TemplateString, Vars};
 use crate::http::{Request, TargetUrl};
 
 /// How a built request goes out.
@@ -32,6 +33,11 @@ pub struct Built {
     pub url: String,
     /// The request as sent, for the `request` variable.
     pub dump: Vec<u8>,
+    /// What `wait_for(...)` in the request asked to wait before sending
+    /// (uncapped; the sender bounds it).
+    pub wait: Duration,
+    /// The block's Digest credentials, answered by the sender.
+    pub digest: Option<Arc<DigestCredentials>>,
 }
 
 /// Why a request was not sent.
@@ -74,10 +80,16 @@ pub fn build(
     input: &InputUrl,
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
-    match spec {
+    // Rendering is synchronous on this thread: every `wait_for` of this
+    // request is noted between `begin` and `end`.
+    let waits = RequestedWait::begin();
+    let mut built = match spec {
         RequestSpec::Path(path) => build_path(block, path, input, scope),
         RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
-    }
+    }?;
+    built.wait = waits.end();
+    built.digest = block.digest.clone();
+    Ok(built)
 }
 
 fn with_input_vars(layers: &RequestLayers, input: &InputUrl, trim: bool) -> Scope {
@@ -144,6 +156,8 @@ fn build_path(
         outgoing: Outgoing::Normal(request),
         url: full_url,
         dump,
+        wait: Duration::ZERO,
+        digest: None,
     })
 }
 
@@ -159,6 +173,11 @@ fn build_raw(
     // only values built from the target's own name.
     let annotated;
     let input = match annotation(&text, "Host") {
+        Some(value) if !names_host(&value, &input.host) => {
+            return Err(Skip(format!(
+                "@Host annotation {value:?} names another host than the target"
+            )));
+        }
         Some(value) => {
             annotated = input
                 .with_host_annotation(&value)
@@ -167,6 +186,16 @@ fn build_raw(
         }
         None => input,
     };
+    // `@tls-sni:` names the TLS server name. The client already sends the
+    // target's own name (none for an address, as Go does), and nothing else
+    // is admitted: a handshake must never name a third party.
+    if let Some(value) = annotation(&text, "tls-sni") {
+        if !names_host(&value, &input.host) {
+            return Err(Skip(format!(
+                "@tls-sni annotation {value:?} names another host than the target"
+            )));
+        }
+    }
     let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto
@@ -179,6 +208,8 @@ fn build_raw(
             url: request.full_url(),
             outgoing: Outgoing::Normal(request),
             dump,
+            wait: Duration::ZERO,
+            digest: None,
         });
     }
     // Unsafe: only the request-target is rewritten (merged onto the input
@@ -229,7 +260,41 @@ fn build_raw(
         },
         url: full_url,
         dump: bytes,
+        wait: Duration::ZERO,
+        digest: None,
     })
+}
+
+/// Whether an annotation value (`host`, `host:port`, `https://host:port/x`,
+/// `[::1]:8443`) names `host`.
+fn names_host(value: &str, host: &str) -> bool {
+    let value = value.trim();
+    let lower = value.to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") || lower.starts_with("http://") {
+        &value[value.find("://").map_or(0, |i| i + 3)..]
+    } else {
+        value
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let name = match authority.strip_prefix('[') {
+        Some(inner) => inner.split(']').next().unwrap_or_default(),
+        None => {
+            // `{{Hostname}}:9780` renders as `host:port:9780`.
+            let mut name = authority;
+            while let Some((rest, port)) = name.rsplit_once(':') {
+                if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+                    break;
+                }
+                name = rest;
+            }
+            name
+        }
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    !name.is_empty()
+        && name
+            .trim_end_matches('.')
+            .eq_ignore_ascii_case(host.trim_end_matches('.'))
 }
 
 /// The value of the `@name:` annotation line before a raw request's

@@ -230,6 +230,11 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
                         eprintln!("skipped: {e}");
                     }
                 }
+                TargetErrorKind::Flow => {
+                    if verbose {
+                        eprintln!("flow: {e}");
+                    }
+                }
             },
             Event::Progress { .. } => {}
         })

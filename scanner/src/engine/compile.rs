@@ -20,6 +20,9 @@ pub struct CompiledTemplate {
     pub blocks: Vec<CompiledBlock>,
     /// A boolean `flow:` deciding which blocks run; `None` runs them in order.
     pub flow: Option<FlowExpr>,
+    /// A `flow:` that is JavaScript proper (not a boolean over blocks), run
+    /// by [`crate::flowjs`] instead; `flow` is then `None`.
+    pub script_flow: Option<Arc<str>>,
     /// Set when the template is one plain request that other templates may
     /// share (see the engine's clustering).
     pub cluster_key: Option<String>,
@@ -67,6 +70,17 @@ pub struct CompiledBlock {
     pub unsafe_raw: bool,
     /// `skip-variables-check: true`: send requests with unresolved markers.
     pub skip_variables_check: bool,
+    /// `iterate-all: true`: later requests go once per extracted value.
+    pub iterate_all: bool,
+    /// `digest-username` / `digest-password`: answer a Digest challenge.
+    pub digest: Option<Arc<DigestCredentials>>,
+}
+
+/// HTTP Digest credentials of a block, used as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestCredentials {
+    pub username: String,
+    pub password: String,
 }
 
 /// One entry of `path:` or `raw:`.
@@ -115,11 +129,17 @@ impl CompiledTemplate {
                 &err,
             )?);
         }
-        let flow = match template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
-            Some(text) => {
-                Some(FlowExpr::parse(text, blocks.len()).map_err(|e| err(format!("flow: {e}")))?)
-            }
-            None => None,
+        let (flow, script_flow) = match template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
+            Some(text) => match FlowExpr::parse(text, blocks.len()) {
+                Ok(expr) => (Some(expr), None),
+                // Not a boolean flow: JavaScript, checked for syntax here so
+                // a broken script is refused at load, not on every target.
+                Err(_) => {
+                    crate::flowjs::check_syntax(text).map_err(|e| err(e.to_string()))?;
+                    (None, Some(Arc::from(text)))
+                }
+            },
+            None => (None, None),
         };
         let info = &template.info;
         let head = ResultHead {
@@ -132,8 +152,8 @@ impl CompiledTemplate {
         };
         let constants = Arc::new(random_constants(&template));
         // A template with its own random values must send them itself.
-        let cluster_key =
-            cluster_key(&template, &blocks).filter(|_| constants.is_empty() && flow.is_none());
+        let cluster_key = cluster_key(&template, &blocks)
+            .filter(|_| constants.is_empty() && flow.is_none() && script_flow.is_none());
         Ok(CompiledTemplate {
             constants,
             template,
@@ -141,6 +161,7 @@ impl CompiledTemplate {
             variables,
             blocks,
             flow,
+            script_flow,
             cluster_key,
         })
     }
@@ -201,6 +222,13 @@ fn compile_block(
         cookie_jar: !block.disable_cookie,
         unsafe_raw: block.unsafe_,
         skip_variables_check: block.skip_variables_check,
+        iterate_all: block.iterate_all,
+        digest: (block.digest_username.is_some() || block.digest_password.is_some()).then(|| {
+            Arc::new(DigestCredentials {
+                username: block.digest_username.clone().unwrap_or_default(),
+                password: block.digest_password.clone().unwrap_or_default(),
+            })
+        }),
     })
 }
 
@@ -348,7 +376,11 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     }
     let block = &template.http[0];
     let compiled = &blocks[0];
-    if compiled.requests.len() != 1 || !compiled.payloads.is_empty() || compiled.needs_history {
+    if compiled.requests.len() != 1
+        || !compiled.payloads.is_empty()
+        || compiled.needs_history
+        || compiled.digest.is_some()
+    {
         return None;
     }
     let RequestSpec::Path(path) = &compiled.requests[0] else {

@@ -40,6 +40,9 @@ pub enum TargetErrorKind {
     /// A request was not sent because it could not be built, e.g. it still
     /// held unresolved `{{variables}}` (Nuclei skips such requests too).
     Skipped,
+    /// A JavaScript `flow:` stopped early: it threw, or went past its step
+    /// or time budget. Results of the steps that ran stand.
+    Flow,
 }
 
 /// One failure reported by a run; the run itself goes on.

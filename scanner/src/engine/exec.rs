@@ -8,7 +8,7 @@
 //! sized for blocking I/O, while rayon's is sized to the cores and also
 //! runs the per-cluster fan-out in parallel.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +28,10 @@ use super::Event;
 use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
 use crate::operators::{OperatorResult, Operators};
 use crate::template::FlowExpr;
+
+mod digest;
+mod iterate_all;
+mod script_flow;
 
 /// After this many failed requests in a row a target is given up (Nuclei's
 /// `max-host-error` default): a dead host would otherwise cost a timeout
@@ -125,6 +129,19 @@ async fn send(
 ) -> Option<Response> {
     if target.cancel.is_cancelled() {
         return None;
+    }
+    if !built.wait.is_zero() {
+        // `wait_for(n)` in the request: Nuclei sleeps while building it.
+        // Bounded by the request timeout so a template cannot park a slot
+        // for long; asleep here, the request holds no connection.
+        let wait = built.wait.min(shared.client.config().timeout);
+        tokio::select! {
+            _ = target.cancel.cancelled() => return None,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    if let Some(credentials) = &built.digest {
+        return digest::send(shared, target, template_id, built, options, credentials).await;
     }
     let cookie = match (&built.outgoing, &options.cookie_jar) {
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
@@ -374,6 +391,9 @@ struct TemplateRun<'a> {
     stopped: bool,
     /// Tells this execution's requests apart in the target's response cache.
     run_id: u64,
+    /// Every extracted value list since the last look, for a JavaScript
+    /// flow's template context; `None` (not collected) otherwise.
+    flow_extracts: Option<Vec<(String, Vec<String>)>>,
 }
 
 /// A new id for one template execution (or cluster send).
@@ -406,12 +426,14 @@ pub(crate) async fn run_template(
         stopped: false,
         run_id: next_run_id(),
         tpl: tpl.clone(),
+        flow_extracts: None,
     };
-    match &tpl.flow {
-        Some(flow) => {
+    match (&tpl.flow, &tpl.script_flow) {
+        (Some(flow), _) => {
             run_flow(flow, &mut run).await;
         }
-        None => {
+        (None, Some(script)) => script_flow::run(&mut run, script.clone()).await,
+        (None, None) => {
             for bi in 0..tpl.blocks.len() {
                 if run.stopped {
                     break;
@@ -511,6 +533,8 @@ impl TemplateRun<'_> {
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
         let mut block_extracts = VarMap::new();
+        // Every list extracted in this block, for `iterate-all`.
+        let mut gathered = iterate_all::Gathered::default();
         for (ci, combo) in block.payloads.combinations().enumerate() {
             let payload_layer = Arc::new(payload_values(
                 combo,
@@ -518,7 +542,18 @@ impl TemplateRun<'_> {
                 shared,
                 &target.input,
             ));
-            for (ri, spec) in block.requests.iter().enumerate() {
+            // Requests in order; with `iterate-all` a request meets values
+            // extracted before it and is queued again once per round.
+            let mut pending: VecDeque<(usize, Option<Arc<VarMap>>)> =
+                (0..block.requests.len()).map(|ri| (ri, None)).collect();
+            while let Some((ri, round)) = pending.pop_front() {
+                let spec = &block.requests[ri];
+                if round.is_none() && block.iterate_all && !gathered.is_empty() {
+                    for layer in gathered.rounds().into_iter().rev() {
+                        pending.push_front((ri, Some(Arc::new(layer))));
+                    }
+                    continue;
+                }
                 if ci > 0 && block.once[ri] {
                     continue;
                 }
@@ -527,7 +562,8 @@ impl TemplateRun<'_> {
                     return status;
                 }
                 let dynamic_layer = Arc::new(self.dynamic.clone());
-                let mut lower = vec![dynamic_layer];
+                let mut lower: Vec<Arc<VarMap>> = round.into_iter().collect();
+                lower.push(dynamic_layer);
                 lower.extend(self.block_history.iter().cloned());
                 let layers = RequestLayers {
                     upper: vec![
@@ -613,6 +649,10 @@ impl TemplateRun<'_> {
                         &mut block_extracts,
                         &mut carried,
                     );
+                    self.note_flow_extracts(&result);
+                    if block.iterate_all {
+                        gathered.add(&result);
+                    }
                     if is_final {
                         last_response = Some((resp_layer, matched_at.clone()));
                     }
@@ -660,6 +700,7 @@ impl TemplateRun<'_> {
                         &mut block_extracts,
                         &mut HashSet::new(),
                     );
+                    self.note_flow_extracts(&result);
                     status |= step_matched(&result, has_matchers);
                     let outcome = outcome_of(&result, &block.operators);
                     for r in build_results(&self.head, matched_at, &outcome) {

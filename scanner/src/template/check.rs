@@ -4,9 +4,10 @@
 //! The engine runs path and raw (also unsafe) requests, every matcher and
 //! extractor type, the DSL, payloads with the three attack types, multi-step
 //! blocks with extracted values and `_N` history, variables, redirects and
-//! cookies, and `flow:` expressions that are plain `&&`/`||` over blocks.
-//! Anything else a template needs is named here: another protocol,
-//! JavaScript `flow`, out-of-band interactions, self-contained requests, and
+//! cookies, and `flow:` (boolean expressions natively, JavaScript in the
+//! embedded engine of [`crate::flowjs`]). Anything else a template needs is
+//! named here: another protocol, a flow script that does not parse,
+//! out-of-band interactions, self-contained requests, and
 //! each unsupported request feature, matcher type or DSL helper by name.
 
 use std::collections::BTreeSet;
@@ -28,8 +29,8 @@ pub enum Reason {
     UnsupportedProtocol(String),
     /// No `http` block at all.
     NoHttpRequests,
-    /// Execution orchestrated by JavaScript (`flow:` beyond `&&`, `||`
-    /// and parentheses over `http(n)`).
+    /// A `flow:` that is neither a boolean over blocks nor JavaScript that
+    /// parses.
     Flow,
     /// Requests that ignore the target (`self-contained: true`).
     SelfContained,
@@ -65,7 +66,7 @@ impl fmt::Display for Reason {
             Reason::ParseError => f.write_str("parse error"),
             Reason::UnsupportedProtocol(p) => write!(f, "unsupported protocol: {p}"),
             Reason::NoHttpRequests => f.write_str("no http requests"),
-            Reason::Flow => f.write_str("uses flow (javascript)"),
+            Reason::Flow => f.write_str("flow script does not parse"),
             Reason::SelfContained => f.write_str("self-contained request"),
             Reason::FixedHost => f.write_str("request to a fixed third-party host"),
             Reason::Interactsh => f.write_str("needs interactsh (out-of-band)"),
@@ -133,7 +134,9 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
         reasons.insert(Reason::NoHttpRequests);
     }
     if let Some(flow) = template.flow.as_deref().filter(|f| !f.trim().is_empty()) {
-        if FlowExpr::parse(flow, template.http.len()).is_err() {
+        if FlowExpr::parse(flow, template.http.len()).is_err()
+            && crate::flowjs::check_syntax(flow).is_err()
+        {
             reasons.insert(Reason::Flow);
         }
     }
@@ -156,7 +159,7 @@ pub fn check(template: &Template) -> Result<(), Unrunnable> {
         check_request_text(value, &mut reasons);
     }
     for block in &template.http {
-        check_block(block, &mut reasons);
+        check_block(block, &template.variables, &mut reasons);
     }
     if reasons.is_empty() {
         Ok(())
@@ -183,7 +186,7 @@ fn unknown_field_feature(path: &str) -> Option<String> {
     Some(name.to_string())
 }
 
-fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
+fn check_block(block: &HttpBlock, variables: &[(String, String)], reasons: &mut BTreeSet<Reason>) {
     let mut feature = |name: &str| {
         reasons.insert(Reason::UnsupportedFeature(name.to_string()));
     };
@@ -197,9 +200,6 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     if block.pipeline {
         feature("pipeline");
     }
-    if block.digest_username.is_some() || block.digest_password.is_some() {
-        feature("digest auth");
-    }
     if block
         .signature
         .as_deref()
@@ -209,9 +209,6 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
     }
     if block.global_matchers {
         feature("global-matchers");
-    }
-    if block.iterate_all {
-        feature("iterate-all");
     }
     if block.disable_path_automerge {
         feature("disable-path-automerge");
@@ -247,10 +244,18 @@ fn check_block(block: &HttpBlock, reasons: &mut BTreeSet<Reason>) {
                 "timeout" | "once" => {}
                 // Only to the target itself under another port or scheme: a
                 // fixed host would be traffic to a third party.
-                "Host" if host_annotation_stays_on_target(value) => {}
+                "Host" if names_the_target(value, variables) => {}
                 "Host" => {
                     reasons.insert(Reason::UnsupportedFeature(
                         "@Host annotation to another host".to_string(),
+                    ));
+                }
+                // The TLS name of the handshake: the target's own name only
+                // (which the client sends anyway), never a third party's.
+                "tls-sni" if names_the_target(value, variables) => {}
+                "tls-sni" => {
+                    reasons.insert(Reason::UnsupportedFeature(
+                        "@tls-sni annotation naming another host".to_string(),
                     ));
                 }
                 _ => {
@@ -350,6 +355,43 @@ fn names_a_fixed_host(path: &str) -> bool {
     !["{{hostname}}", "{{host}}", "{{fqdn}}"]
         .iter()
         .any(|name| rest.starts_with(name))
+}
+
+/// Whether an annotation value names the target: directly (see
+/// [`host_annotation_stays_on_target`]) or through template variables whose
+/// values do (`@tls-sni: {{sni}}` with `sni: "{{Host}}"`), optionally with
+/// a port after the variable. The engine checks the rendered value again,
+/// since a `--var` may replace a variable.
+fn names_the_target(value: &str, variables: &[(String, String)]) -> bool {
+    fn resolve(value: &str, variables: &[(String, String)], depth: usize) -> bool {
+        if host_annotation_stays_on_target(value) {
+            return true;
+        }
+        if depth == 0 {
+            return false;
+        }
+        let lower = value.trim();
+        let rest = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"))
+            .unwrap_or(lower);
+        let Some(inner) = rest.strip_prefix("{{") else {
+            return false;
+        };
+        let Some((name, after)) = inner.split_once("}}") else {
+            return false;
+        };
+        let port_ok = after.is_empty()
+            || after
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        port_ok
+            && variables
+                .iter()
+                .find(|(n, _)| n == name.trim())
+                .is_some_and(|(_, v)| resolve(v, variables, depth - 1))
+    }
+    resolve(value, variables, 4)
 }
 
 /// `@Host: {{Hostname}}:9780`, `http://{{Host}}:43800`: the target's own
@@ -460,6 +502,10 @@ fn check_dsl(expr: &str, reasons: &mut BTreeSet<Reason>) {
             for name in parsed.functions() {
                 if !dsl::is_supported_helper(&name) {
                     reasons.insert(Reason::UnsupportedDslHelper(name));
+                } else if matches!(name.as_str(), "wait_for" | "waitfor") {
+                    // It waits before a request is sent; judging a response
+                    // there is nothing to wait for.
+                    reasons.insert(Reason::UnsupportedDslHelper(format!("{name} in a matcher")));
                 }
             }
         }

@@ -18,7 +18,7 @@ pub struct CheckSummary {
     pub found: usize,
     pub parsed: usize,
     pub runnable: usize,
-    /// Reason text (`"uses flow (javascript)"`) to number of templates.
+    /// Reason text (`"missing payload file"`) to number of templates.
     pub unrunnable: BTreeMap<String, usize>,
 }
 

@@ -9,7 +9,7 @@
 //! - `encoding`: base64, hex, URL, HTML, compression, number bases, JSON.
 //! - `hashing`: digests, HMAC, MurmurHash3.
 //! - `random`: random strings, numbers, addresses.
-//! - `time`: `date_time`, `unix_time`, `to_unix_time`.
+//! - `time`: `date_time`, `unix_time`, `to_unix_time`, `wait_for`.
 //! - `version`: `compare_versions` with hashicorp/go-version semantics.
 //! - `jwt`: `generate_jwt` for the HMAC and `none` algorithms.
 
@@ -32,6 +32,7 @@ use super::expr::compile_regex;
 use super::value::Value;
 
 pub use hashing::mmh3_hash;
+pub use time::RequestedWait;
 pub use version::compare_versions;
 
 /// What a helper gets besides its arguments.
@@ -221,18 +222,13 @@ static HELPERS: &[Helper] = &[
     h("date_time", 1, 2, time::date_time),
     h("unix_time", 0, 1, time::unix_time),
     h("to_unix_time", 1, 2, time::to_unix_time),
+    h("wait_for", 1, 1, time::wait_for),
     // versions
     variadic("compare_versions", 2, version::compare_versions_helper),
     // tokens
     h("generate_jwt", 2, 4, jwt::generate_jwt),
     // Recognised but not run: they need the network, block a worker, or
     // need code the scanner does not ship.
-    unsupported!(
-        "wait_for",
-        1,
-        Some(1),
-        "it sleeps inside expression evaluation, which would stall a worker thread"
-    ),
     unsupported!(
         "resolve",
         1,
@@ -299,8 +295,7 @@ pub fn is_supported_helper(name: &str) -> bool {
     lookup(name).is_some_and(|h| {
         !matches!(
             h.name,
-            "wait_for"
-                | "resolve"
+            "resolve"
                 | "public_ip"
                 | "jarm"
                 | "llm_prompt"

@@ -560,13 +560,6 @@ fn network_and_blocking_helpers_are_recognised_but_unsupported() {
         }
     ));
     assert!(matches!(
-        err("wait_for(1)"),
-        DslError::Unsupported {
-            function: "wait_for",
-            ..
-        }
-    ));
-    assert!(matches!(
         err("generate_java_gadget('dns', 'x', 'base64')"),
         DslError::Unsupported { .. }
     ));
@@ -631,4 +624,28 @@ fn zip_builds_an_archive_whose_entries_inflate_to_their_content() {
         err("zip('a', 'b', 'c')"),
         DslError::Argument { .. }
     ));
+}
+
+#[test]
+fn wait_for_is_true_and_notes_the_time_for_the_request_being_built() {
+    use std::time::Duration;
+    let waits = crate::dsl::RequestedWait::begin();
+    let started = std::time::Instant::now();
+    assert_eq!(s("wait_for(2)"), "true");
+    assert_eq!(s("wait_for('1')"), "true");
+    // Noted, not slept: evaluation must not park the thread.
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert_eq!(waits.end(), Duration::from_secs(3));
+    // A new collection starts from zero; nested ones add to the outer one
+    // only through what the outer one sees afterwards.
+    let outer = crate::dsl::RequestedWait::begin();
+    s("wait_for(1)");
+    {
+        let inner = crate::dsl::RequestedWait::begin();
+        s("wait_for(4)");
+        assert_eq!(inner.end(), Duration::from_secs(4));
+    }
+    s("wait_for(0)");
+    assert_eq!(outer.end(), Duration::from_secs(1));
+    assert!(matches!(err("wait_for('soon')"), DslError::Argument { .. }));
 }

@@ -202,3 +202,56 @@ fn parse_with(input: &str, fmt: &str) -> Option<i64> {
         .and_then(|d| d.and_hms_opt(0, 0, 0))
         .map(|t| t.and_utc().timestamp())
 }
+
+thread_local! {
+    /// Time `wait_for` asked for since the innermost open [`RequestedWait`]
+    /// on this thread began.
+    static REQUESTED: std::cell::Cell<std::time::Duration> =
+        const { std::cell::Cell::new(std::time::Duration::ZERO) };
+}
+
+/// `wait_for(seconds)`: true. Nuclei sleeps right there, while it builds
+/// the request; sleeping inside expression evaluation would park a worker
+/// thread, so the time is only noted here and the request builder reads it
+/// ([`RequestedWait`]) and waits asynchronously before sending. Outside a
+/// request (a matcher) nothing waits.
+pub(super) fn wait_for(a: &[Value], _: &CallCtx) -> R {
+    let seconds = match &a[0] {
+        Value::Float(f) if f.is_finite() => *f,
+        other => super::int_arg("wait_for", other)? as f64,
+    };
+    if seconds > 0.0 {
+        // Far beyond any cap the engine applies; keeps the conversion sane.
+        let asked = std::time::Duration::from_secs_f64(seconds.min(86_400.0));
+        REQUESTED.with(|r| r.set(r.get().saturating_add(asked)));
+    }
+    Ok(Value::Bool(true))
+}
+
+/// Collects what `wait_for` asked for while one request is rendered:
+/// [`RequestedWait::begin`] before, [`RequestedWait::end`] after, on the
+/// same thread with nothing awaited in between. Nested collections each see
+/// their own; dropping one unfinished restores the outer total.
+#[must_use]
+pub struct RequestedWait {
+    outer: std::time::Duration,
+}
+
+impl RequestedWait {
+    pub fn begin() -> RequestedWait {
+        RequestedWait {
+            outer: REQUESTED.with(|r| r.replace(std::time::Duration::ZERO)),
+        }
+    }
+
+    /// The total asked for since `begin`.
+    pub fn end(self) -> std::time::Duration {
+        REQUESTED.with(|r| r.get())
+    }
+}
+
+impl Drop for RequestedWait {
+    fn drop(&mut self) {
+        REQUESTED.with(|r| r.set(self.outer));
+    }
+}
