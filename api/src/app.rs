@@ -157,6 +157,7 @@ impl AppState {
             jwt,
             dummy_password_hash,
             auth_cache: Arc::new(AuthCache::default()),
+            detail_cache: Arc::default(),
         })
     }
 }

@@ -14,6 +14,8 @@
 //! - [`store`]: every SQL statement, and the migrations.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
+//! - [`detail_cache`]: serialised scan details kept while the scan's
+//!   revision is unchanged.
 //! - [`body_limit`]: the request body cap (413 beyond it).
 //! - [`validate`]: parsing of request values at the edge.
 //! - [`contract`]: request value types that make the contract say what the
@@ -44,6 +46,7 @@ pub mod auth;
 pub mod body_limit;
 pub mod contract;
 pub mod cron;
+pub mod detail_cache;
 pub mod domain;
 pub mod error;
 pub mod ingest;

@@ -9,6 +9,9 @@
 //! both `poem_openapi::Object` and `serde::Serialize`; [`same_json`] checks
 //! in tests that both give the same document.
 
+use std::marker::PhantomData;
+
+use bytes::Bytes;
 use poem::http::StatusCode;
 use poem::{IntoResponse, Response};
 use poem_openapi::payload::Payload;
@@ -50,20 +53,69 @@ impl<T: Serialize + Send> IntoResponse for Direct<T> {
     }
 }
 
+/// What poem-openapi's `Json<T>` declares for a 200 answer.
+fn ok_meta<T: Type>() -> MetaResponses {
+    MetaResponses {
+        responses: vec![MetaResponse {
+            description: "",
+            status: Some(200),
+            status_range: None,
+            content: vec![MetaMediaType {
+                content_type: CONTENT_TYPE,
+                schema: T::schema_ref(),
+            }],
+            headers: vec![],
+        }],
+    }
+}
+
 impl<T: Type + Serialize + Send> ApiResponse for Direct<T> {
     fn meta() -> MetaResponses {
-        MetaResponses {
-            responses: vec![MetaResponse {
-                description: "",
-                status: Some(200),
-                status_range: None,
-                content: vec![MetaMediaType {
-                    content_type: <Self as Payload>::CONTENT_TYPE,
-                    schema: <Self as Payload>::schema_ref(),
-                }],
-                headers: vec![],
-            }],
+        ok_meta::<T>()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+/// A 200 JSON body of a `T` already serialised (kept from an earlier
+/// request, see [`crate::detail_cache`]); the contract is `T`'s.
+pub struct Serialized<T> {
+    body: Bytes,
+    of: PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize> Serialized<T> {
+    pub fn new(value: &T) -> Result<Self, serde_json::Error> {
+        Ok(Self::from_bytes(serde_json::to_vec(value)?.into()))
+    }
+}
+
+impl<T> Serialized<T> {
+    pub fn from_bytes(body: Bytes) -> Self {
+        Serialized {
+            body,
+            of: PhantomData,
         }
+    }
+
+    pub fn bytes(&self) -> Bytes {
+        self.body.clone()
+    }
+}
+
+impl<T: Send> IntoResponse for Serialized<T> {
+    fn into_response(self) -> Response {
+        Response::builder()
+            .content_type(CONTENT_TYPE)
+            .body(self.body)
+    }
+}
+
+impl<T: Type + Send> ApiResponse for Serialized<T> {
+    fn meta() -> MetaResponses {
+        ok_meta::<T>()
     }
 
     fn register(registry: &mut Registry) {

@@ -31,6 +31,8 @@ pub struct AppState {
     /// Who credentials belong to, kept between requests; see
     /// [`crate::auth::cache`].
     pub auth_cache: Arc<AuthCache>,
+    /// Serialised scan details by revision; see [`crate::detail_cache`].
+    pub detail_cache: Arc<crate::detail_cache::DetailCache>,
     /// Ownership checks with the fleet's network settings, and whether
     /// scans require a proof.
     pub ownership: Ownership,

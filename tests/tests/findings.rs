@@ -5,7 +5,7 @@
 use scanfleet_api::store::{findings, scans};
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
-use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
+use scanfleet_tests::{spawn_app, spawn_app_with, Reply, TestApp, TestUser};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -304,4 +304,84 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
             .await
             .unwrap()
     );
+}
+
+/// Scan details are kept in memory by revision; every change, made by
+/// another api process or straight in the database, shows on the next read.
+#[tokio::test]
+async fn a_kept_scan_detail_follows_every_change_made_anywhere() {
+    let app = spawn_app().await;
+    let other = spawn_app_with(&[
+        ("SCANFLEET_REDIS_PREFIX", &app.redis_prefix),
+        ("DATABASE_URL", app.state.settings.database_url.expose()),
+    ])
+    .await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    let first = detail(&app, &user, s).await;
+    assert_eq!(first.body["findings"].as_array().unwrap().len(), 0);
+    assert_eq!(detail(&app, &user, s).await.text, first.text);
+    assert!(app.state.detail_cache.bytes() > 0);
+
+    // Findings recorded (as the ingester does, from any process).
+    insert(
+        &app,
+        s,
+        &user,
+        &[finding("git-config", Severity::High, "/.git/config")],
+    )
+    .await;
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["vulnerabilities"][0]["template_id"], "git-config");
+    assert_eq!(r.body["findings_count"], 1);
+
+    // Triage through the other process.
+    let id = r.body["vulnerabilities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let patched = other
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/findings/{id}"),
+            Some(&user.access_token),
+            Some(json!({ "status": "confirmed" })),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    assert_eq!(
+        detail(&app, &user, s).await.body["vulnerabilities"][0]["status"],
+        "confirmed"
+    );
+
+    // A change to the scan row itself, straight in the database.
+    let db = app.state.db.get().await.unwrap();
+    db.execute("UPDATE scans SET progress = 42 WHERE id = $1", &[&s])
+        .await
+        .unwrap();
+    assert_eq!(detail(&app, &user, s).await.body["progress"], 42);
+    db.execute(
+        "UPDATE findings SET description = 'edited' WHERE scan_id = $1",
+        &[&s],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        detail(&app, &user, s).await.body["findings"][0]["description"],
+        "edited"
+    );
+    db.execute("DELETE FROM findings WHERE scan_id = $1", &[&s])
+        .await
+        .unwrap();
+    assert_eq!(
+        detail(&app, &user, s).await.body["findings"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+
+    // A kept answer is never another user's.
+    let stranger = app.new_user().await;
+    detail(&app, &stranger, s).await.assert_problem(404);
 }

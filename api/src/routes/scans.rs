@@ -23,7 +23,7 @@ use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::error::{Error, Result};
-use crate::payload::{self, Direct};
+use crate::payload::{self, Direct, Serialized};
 use crate::report::json::JsonReport;
 use crate::report::{self, Format, Rendered, TOOL_NAME};
 use crate::state::AppState;
@@ -445,15 +445,31 @@ impl ScansApi {
         state: Data<&AppState>,
         auth: Credentials,
         scan_id: Path<Uuid>,
-    ) -> Result<Direct<ScanDetail>> {
+    ) -> Result<Serialized<ScanDetail>> {
         let me = state.authenticate(&auth, Access::Read).await?;
-        let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
-        Ok(Direct(ScanDetail {
+        let scan_id = scan_id.0;
+        let db = state.db.get().await?;
+        // One index lookup decides: not the caller's scan, or unchanged
+        // since an answer was kept, or read in full.
+        let revision = scans::revision(&db, me.user.id, scan_id)
+            .await?
+            .ok_or(Error::NotFound("scan"))?;
+        if let Some(body) = state.detail_cache.get(scan_id, revision) {
+            return Ok(Serialized::from_bytes(body));
+        }
+        let (s, list) = findings::scan_with_findings(&db, me.user.id, scan_id)
+            .await?
+            .ok_or(Error::NotFound("scan"))?;
+        let revision = s.revision;
+        let body = Serialized::new(&ScanDetail {
             scan: s.into(),
             findings: list.iter().map(FindingDetail::from).collect(),
             vulnerabilities: list.iter().map(Vulnerability::from).collect(),
             summary: summary_of(&list),
-        }))
+        })
+        .map_err(|e| Error::Unexpected(anyhow::Error::new(e).context("serialising a scan")))?;
+        state.detail_cache.put(scan_id, revision, body.bytes());
+        Ok(body)
     }
 
     /// Stop a queued, pending or running scan

@@ -35,6 +35,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "auth_cache",
         include_str!("../../migrations/0012_auth_cache.sql"),
     ),
+    (
+        13,
+        "scan_revision",
+        include_str!("../../migrations/0013_scan_revision.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

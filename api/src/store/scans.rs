@@ -42,6 +42,8 @@ pub struct ScanRow {
     pub started_at: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    /// Grows with every change to the scan or its findings (migration 13).
+    pub revision: i64,
 }
 
 /// Columns of [`ScanRow`], for `scans s JOIN targets t`.
@@ -49,7 +51,7 @@ pub(crate) const COLUMNS: &str =
     "s.id, s.user_id, s.target_id, s.schedule_id, t.domain, s.engine, \
      s.status, s.stage, s.progress, s.current_tool, s.error, s.findings_count, s.critical_count, \
      s.high_count, s.medium_count, s.low_count, s.info_count, s.created_at, s.started_at, \
-     s.completed_at, s.updated_at";
+     s.completed_at, s.updated_at, s.revision";
 
 impl TryFrom<&Row> for ScanRow {
     type Error = Error;
@@ -81,6 +83,7 @@ impl TryFrom<&Row> for ScanRow {
             started_at: row.try_get("started_at")?,
             completed_at: row.try_get("completed_at")?,
             updated_at: row.try_get("updated_at")?,
+            revision: row.try_get("revision")?,
         })
     }
 }
@@ -337,6 +340,20 @@ pub async fn list(
         }
     }
     Ok((list, total))
+}
+
+/// The revision of one of the user's scans (one index lookup), `None` when
+/// the user has no such scan.
+pub async fn revision(
+    db: &impl deadpool_postgres::GenericClient,
+    user_id: Uuid,
+    scan_id: Uuid,
+) -> Result<Option<i64>, Error> {
+    let stmt = db
+        .prepare_cached("SELECT revision FROM scans WHERE id = $1 AND user_id = $2")
+        .await?;
+    let row = db.query_opt(&stmt, &[&scan_id, &user_id]).await?;
+    Ok(row.map(|r| r.get(0)))
 }
 
 /// One of the user's scans.
