@@ -85,6 +85,13 @@ impl LazyRegex {
     }
 }
 
+#[cfg(test)]
+impl LazyRegex {
+    pub(crate) fn is_built(&self) -> bool {
+        self.regex.get().is_some()
+    }
+}
+
 fn never_matches() -> Regex {
     static NEVER: OnceLock<Regex> = OnceLock::new();
     NEVER
