@@ -33,7 +33,7 @@ enum Kind {
     /// Variable names lowercased, as written and with `-` turned into `_`:
     /// headers are exposed in snake case, cookies under their own name.
     Kval(Vec<(String, String)>),
-    Json(Vec<JsonQuery>),
+    Json(Vec<Arc<JsonQuery>>),
     XPath {
         queries: XPathQueries,
         attribute: Option<String>,
@@ -86,7 +86,7 @@ impl Extractor {
             "json" => Kind::Json(
                 values(&def.json, kind_name, "json")?
                     .iter()
-                    .map(|q| JsonQuery::compile(q))
+                    .map(|q| JsonQuery::compile_shared(q))
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             "xpath" => Kind::XPath {
