@@ -908,5 +908,8 @@ fn template_regexes_are_checked_at_once_and_built_on_first_use() {
     assert!(lazy.get().is_match(b"a lazy-42-probe"));
     assert!(lazy.is_built());
     let again = compile_lazy(r"lazy-\d+-probe").expect("valid");
-    assert!(std::sync::Arc::ptr_eq(&lazy, &again), "one instance per pattern");
+    assert!(
+        std::sync::Arc::ptr_eq(&lazy, &again),
+        "one instance per pattern"
+    );
 }
