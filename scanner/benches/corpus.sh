@@ -13,7 +13,9 @@
 # one by default), BENCH_ARGS (extra `run` arguments), WRK_SECONDS (5),
 # BENCH_KEEP (a path prefix: keep nginx's access log and the engine's stderr),
 # BENCH_PROFILE (a file: record the engine with `perf record -g` into it;
-# summarise with `perf report -i FILE --no-children --sort symbol`).
+# summarise with `perf report -i FILE --no-children --sort symbol`),
+# BENCH_BIN (a scanner binary to measure instead of building this checkout,
+# e.g. an earlier build for a before/after comparison).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,6 +32,9 @@ done
 
 port=${BENCH_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 work=$(mktemp -d /tmp/scanfleet-bench.XXXXXX)
+# nginx workers run as an unprivileged user: without this they cannot read
+# the site and answer every request with 403.
+chmod 755 "$work"
 nginx_pid=
 cleanup() {
     [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
@@ -75,8 +80,12 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-(cd "$root" && cargo build --release -q -p scanfleet-scanner --bin scanfleet-scanner)
-scanner=$target_dir/release/scanfleet-scanner
+if [ -n "${BENCH_BIN:-}" ]; then
+    scanner=$BENCH_BIN
+else
+    (cd "$root" && cargo build --release -q -p scanfleet-scanner --bin scanfleet-scanner)
+    scanner=$target_dir/release/scanfleet-scanner
+fi
 
 echo "wrk -t2 -c64 -d${wrk_seconds}s http://127.0.0.1:$port/"
 wrk_rps=$(wrk -t2 -c64 -d"${wrk_seconds}s" "http://127.0.0.1:$port/" | awk '/^Requests\/sec/ {print $2}')

@@ -1320,6 +1320,53 @@ http:
 }
 
 #[tokio::test]
+async fn answers_are_shared_across_redirect_policies_only_when_following_could_not_change_them() {
+    // Issue 9: the redirect policy is out of the sharing key. A page that
+    // is not a redirect is the same answer whether redirects are followed
+    // or not, so it goes out once; a redirect is answered differently
+    // (first hop or the landing page), so each policy sends its own.
+    let lab = Lab::start(redirecting_lab_handler).await;
+    let follows = r#"
+id: follows
+info: {name: Follows, severity: info}
+http:
+  - path: ["{{BaseURL}}/plain", "{{BaseURL}}/old"]
+    redirects: true
+    matchers:
+      - type: word
+        words: ["landed"]
+"#;
+    let stays = r#"
+id: stays
+info: {name: Stays, severity: info}
+http:
+  - path: ["{{BaseURL}}/plain", "{{BaseURL}}/old"]
+    matchers:
+      - type: status
+        status: [302]
+"#;
+    let report = scan_all(&[follows, stays], &lab.base).await;
+    let seen = sorted(lab.targets());
+    assert_eq!(seen, vec!["/new", "/old", "/old", "/plain"]);
+    let mut found: Vec<String> = report
+        .results
+        .iter()
+        .map(|r| format!("{} {}", r.template_id, r.matched_at))
+        .collect();
+    found.sort();
+    // `follows` matches the landing page of /old and /plain's body;
+    // `stays` sees the 302 itself, never the landing page.
+    assert_eq!(
+        found,
+        vec![
+            format!("follows {}/new", lab.base),
+            format!("follows {}/plain", lab.base),
+            format!("stays {}/old", lab.base),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_template_that_repeats_a_request_sends_it_again() {
     // A cache-poisoning check asks twice on purpose: its second answer
     // must be the server's, not the first one again.

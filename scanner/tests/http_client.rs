@@ -333,6 +333,61 @@ async fn unsafe_bytes_go_out_verbatim_including_spaces_in_the_target() {
     assert_eq!(server.seen()[0].raw, bytes.to_vec());
 }
 
+/// A server that reads until the client has nothing more to send (EOF),
+/// then answers 400 (`answer`) or closes without a word: how servers treat
+/// a request whose header section never ends once they know it is over.
+async fn start_eof_server(answer: bool) -> (TargetUrl, tokio::sync::oneshot::Receiver<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("local addr").port();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("accept");
+        let mut got = Vec::new();
+        let _ = stream.read_to_end(&mut got).await;
+        if answer {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+        }
+        let _ = tx.send(got);
+    });
+    let url = TargetUrl::parse(&format!("http://127.0.0.1:{port}")).expect("url");
+    (url, rx)
+}
+
+/// Engine issue 9 (speed): an unsafe request without the blank line that
+/// ends its headers (the corpus's `AAAA / HTTP/1.1` honeypot check) used to
+/// wait for the whole timeout. The client now says the request is over, so
+/// a server that answers on EOF is heard long before the (one-minute)
+/// timeout, and one that just closes is a protocol error, not retried.
+#[tokio::test]
+async fn an_unsafe_request_with_unterminated_headers_ends_the_write_side() {
+    let c = client(ClientConfig {
+        timeout: Duration::from_secs(60),
+        retries: 1,
+        ..lab_config()
+    });
+    let bytes = b"AAAA / HTTP/1.1\nHost: lab\n";
+    let (url, seen) = start_eof_server(true).await;
+    let resp = c
+        .send_raw(&url, bytes, &SendOptions::default())
+        .await
+        .expect("answered once the request is known to be over");
+    assert_eq!(resp.status, 400);
+    assert_eq!(seen.await.expect("server saw it"), bytes.to_vec());
+
+    let (url, _seen) = start_eof_server(false).await;
+    let sent_before = c.requests_sent();
+    let err = c
+        .send_raw(&url, bytes, &SendOptions::default())
+        .await
+        .expect_err("no answer");
+    assert!(matches!(err, HttpError::Protocol { .. }), "{err:?}");
+    assert_eq!(c.requests_sent() - sent_before, 1, "not retried");
+}
+
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(data).expect("gzip write");

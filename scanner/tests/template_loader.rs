@@ -217,6 +217,18 @@ http:
 }
 
 #[test]
+fn a_repeated_key_keeps_its_last_value_as_go_does() {
+    // The loader reads streaming first and falls back to a last-wins read;
+    // both a plain repeat and one whose first value has a shape the model
+    // refuses must give the last value, with unknown fields listed once.
+    let y = "id: first\ninfo: {name: n, author: a}\nid: last\nextra: 1\nhttp:\n  - path: ['{{BaseURL}}/a']\n    redirects: [1, 2]\n    redirects: true\n";
+    let t = parse_str(y, Path::new("d.yaml")).expect("parses");
+    assert_eq!(t.id, "last");
+    assert!(t.http[0].redirects);
+    assert_eq!(t.unknown_fields, vec!["extra".to_string()]);
+}
+
+#[test]
 fn a_yaml_syntax_error_carries_its_line_and_column() {
     let y = "id: broken\ninfo:\n  name: b\n  author: a\nhttp:\n  - path: [\"{{BaseURL}}\"\n    method: GET\n";
     let err = parse_str(y, Path::new("broken.yaml")).expect_err("must fail");

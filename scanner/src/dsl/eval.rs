@@ -56,7 +56,7 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
         } => {
             let subject = eval(left, vars)?;
             let matched = match pattern {
-                Pattern::Fixed(Ok(re)) => re.is_match(&subject.as_bytes()),
+                Pattern::Fixed(Ok(re)) => re.get().is_match(&subject.as_bytes()),
                 Pattern::Fixed(Err(e)) => return Err(e.clone()),
                 Pattern::Dynamic(p) => {
                     let pat = eval(p, vars)?;
@@ -87,7 +87,7 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
                 values.push(eval(a, vars)?);
             }
             let regex = match regex {
-                Some(Ok(re)) => Some(re.as_ref()),
+                Some(Ok(re)) => Some(re.get()),
                 Some(Err(e)) => return Err(e.clone()),
                 None => None,
             };

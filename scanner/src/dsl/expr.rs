@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use regex::bytes::Regex;
 
+use crate::operators::goregex::LazyRegex;
+
 use super::error::DslError;
 use super::eval;
 use super::helpers::{self, Helper};
@@ -78,7 +80,7 @@ impl BinOp {
 /// behaves the same way).
 #[derive(Debug)]
 pub(crate) enum Pattern {
-    Fixed(Result<Arc<Regex>, DslError>),
+    Fixed(Result<Arc<LazyRegex>, DslError>),
     Dynamic(Box<Node>),
 }
 
@@ -105,7 +107,7 @@ pub(crate) enum Node {
         helper: &'static Helper,
         args: Vec<Node>,
         /// The helper's pattern argument, precompiled when it is a literal.
-        regex: Option<Result<Arc<Regex>, DslError>>,
+        regex: Option<Result<Arc<LazyRegex>, DslError>>,
         /// A call with an argument count the helper never accepts. Nuclei
         /// compiles such calls and fails when they run; so do we, unless the
         /// expression was parsed with [`Expr::parse_strict`].
@@ -445,7 +447,7 @@ impl<'a> Parser<'a> {
                     self.pos += 1;
                     let right = self.bitwise()?;
                     let pattern = match right {
-                        Node::Lit(Value::Str(p)) => Pattern::Fixed(compile_regex(&p)),
+                        Node::Lit(Value::Str(p)) => Pattern::Fixed(fixed_regex(&p)),
                         other => Pattern::Dynamic(Box::new(other)),
                     };
                     left = Node::Match {
@@ -652,7 +654,7 @@ impl<'a> Parser<'a> {
             return Err(e.clone());
         }
         let regex = helper.regex_arg.and_then(|i| match args.get(i) {
-            Some(Node::Lit(Value::Str(p))) => Some(compile_regex(p)),
+            Some(Node::Lit(Value::Str(p))) => Some(fixed_regex(p)),
             _ => None,
         });
         Ok(Node::Call {
@@ -677,6 +679,19 @@ fn string_literal(bytes: &[u8]) -> Node {
         }
     }
     Node::Lit(Value::str(bytes))
+}
+
+/// A literal pattern of an expression: checked now, built when first run
+/// (most expressions of a scan never get that far; see `goregex`).
+fn fixed_regex(pattern: &[u8]) -> Result<Arc<LazyRegex>, DslError> {
+    let text = String::from_utf8_lossy(pattern);
+    crate::operators::goregex::compile_lazy(&text).map_err(|e| DslError::InvalidRegex {
+        pattern: text.into_owned(),
+        message: match e {
+            crate::operators::OperatorError::BadRegex { reason, .. } => reason,
+            other => other.to_string(),
+        },
+    })
 }
 
 /// Compiles a template regex. Templates are written for Go's RE2; the

@@ -35,8 +35,23 @@ const BUDGET_BYTES: usize = 64 * 1024 * 1024;
 /// `Some(Some(response))`. A dropped sender also counts as a failure.
 type Answer = Option<Option<Arc<Response>>>;
 
-/// The execution that sent a request first, and its answer.
-type Entry = (u64, watch::Receiver<Answer>);
+/// How a request's redirects are followed: follow, most hops, same host only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RedirectPolicy(bool, u32, bool);
+
+impl RedirectPolicy {
+    pub(crate) fn of(options: &SendOptions) -> RedirectPolicy {
+        RedirectPolicy(
+            options.follow_redirects && options.max_redirects > 0,
+            options.max_redirects,
+            options.host_redirects_only,
+        )
+    }
+}
+
+/// The execution that sent a request first, its redirect policy, and its
+/// answer.
+type Entry = (u64, RedirectPolicy, watch::Receiver<Answer>);
 
 /// The responses of one target's shareable requests.
 #[derive(Default)]
@@ -54,8 +69,9 @@ pub(crate) enum Lookup {
     Bypass,
     /// Send it and offer the outcome through [`ResponseCache::publish`].
     Leader(watch::Sender<Answer>, Vec<u8>),
-    /// Answered, or in flight under another template: [`ResponseCache::follow`].
-    Follower(watch::Receiver<Answer>),
+    /// Answered, or in flight under another template (with that sender's
+    /// redirect policy): [`ResponseCache::follow`].
+    Follower(watch::Receiver<Answer>, RedirectPolicy),
 }
 
 impl ResponseCache {
@@ -70,16 +86,16 @@ impl ResponseCache {
         cookie: Option<&str>,
         run: u64,
     ) -> Lookup {
-        let Some(key) = key(built, options, cookie) else {
+        let Some(key) = key(built, cookie) else {
             return Lookup::Bypass;
         };
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         match slots.get(&key) {
-            Some((sender, _)) if *sender == run => Lookup::Bypass,
-            Some((_, answer)) => Lookup::Follower(answer.clone()),
+            Some((sender, _, _)) if *sender == run => Lookup::Bypass,
+            Some((_, policy, answer)) => Lookup::Follower(answer.clone(), *policy),
             None => {
                 let (tx, rx) = watch::channel(None);
-                slots.insert(key.clone(), (run, rx));
+                slots.insert(key.clone(), (run, RedirectPolicy::of(options), rx));
                 Lookup::Leader(tx, key)
             }
         }
@@ -104,11 +120,34 @@ impl ResponseCache {
         }
     }
 
-    /// Waits for the leader; `None` when it failed or was cancelled.
-    pub(crate) async fn follow(&self, mut answer: watch::Receiver<Answer>) -> Option<Response> {
+    /// Waits for the leader; `None` when it failed or was cancelled, or
+    /// when its answer does not fit this request's redirect policy: then
+    /// the request goes out itself.
+    pub(crate) async fn follow(
+        &self,
+        mut answer: watch::Receiver<Answer>,
+        leader: RedirectPolicy,
+        options: &SendOptions,
+    ) -> Option<Response> {
         let known = answer.wait_for(Option::is_some).await.ok()?;
-        known.as_ref()?.as_ref().map(|r| Response::clone(r))
+        let response = known.as_ref()?.as_ref()?;
+        fits_policy(response, leader, RedirectPolicy::of(options))
+            .then(|| Response::clone(response))
     }
+}
+
+/// Whether an answer got under the `leader`'s redirect policy is the one
+/// this request would get under its own: the same policy, or an answer of
+/// one hop (nothing was followed) that this request would not follow either
+/// (not a redirect status, or this request does not follow).
+fn fits_policy(answer: &Response, leader: RedirectPolicy, own: RedirectPolicy) -> bool {
+    if leader == own {
+        return true;
+    }
+    let one_hop = answer.redirect_responses.is_empty();
+    let redirect = matches!(answer.status, 301 | 302 | 303 | 307 | 308);
+    let follows = own.0;
+    one_hop && !(redirect && follows)
 }
 
 fn response_size(r: &Response) -> usize {
@@ -125,7 +164,7 @@ fn response_size(r: &Response) -> usize {
 }
 
 /// The sharing key, or `None` for a request that must go out itself.
-fn key(built: &Built, options: &SendOptions, cookie: Option<&str>) -> Option<Vec<u8>> {
+fn key(built: &Built, cookie: Option<&str>) -> Option<Vec<u8>> {
     let Outgoing::Normal(req) = &built.outgoing else {
         return None;
     };
@@ -159,12 +198,5 @@ fn key(built: &Built, options: &SendOptions, cookie: Option<&str>) -> Option<Vec
         field(value.as_bytes());
     }
     field(cookie.unwrap_or("").as_bytes());
-    field(
-        format!(
-            "{}/{}/{}",
-            options.follow_redirects, options.max_redirects, options.host_redirects_only
-        )
-        .as_bytes(),
-    );
     Some(key)
 }

@@ -157,10 +157,10 @@ async fn send(
             target.cache.publish(slot, key, outcome.as_ref());
             outcome
         }
-        Lookup::Follower(slot) => {
+        Lookup::Follower(slot, leader_policy) => {
             let shared_answer = tokio::select! {
                 _ = target.cancel.cancelled() => return None,
-                r = target.cache.follow(slot) => r,
+                r = target.cache.follow(slot, leader_policy, options) => r,
             };
             match shared_answer {
                 Some(resp) => {
@@ -173,7 +173,8 @@ async fn send(
                     }
                     Some(resp)
                 }
-                // The first sender failed: try on our own.
+                // The first sender failed, or its answer does not fit our
+                // redirect policy: send on our own.
                 None => send_now(shared, target, template_id, built, options).await,
             }
         }

@@ -82,6 +82,23 @@ struct Inner {
     sent: AtomicU64,
 }
 
+/// How an exchange uses its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnUse {
+    /// A pooled connection if one is idle; given back after a complete
+    /// response the server lets us reuse.
+    KeepAlive,
+    /// A fresh connection, closed after the response.
+    OneShot,
+    /// A fresh connection whose write side is shut down once the request is
+    /// written. For an `unsafe` request whose header section never ends
+    /// (no blank line): a server waits for the rest until its own timeout,
+    /// so without the shutdown the exchange would cost our whole timeout.
+    /// Told the request is over, a server answers what it got (often 400)
+    /// or closes at once.
+    HalfClose,
+}
+
 /// Outcome of one exchange on one connection.
 enum RoundTrip {
     Done(WireResponse),
@@ -201,8 +218,18 @@ impl HttpClient {
         let mut fields = line.split_ascii_whitespace();
         let method = fields.next().unwrap_or("GET").to_string();
         let target = fields.next().unwrap_or("/").as_bytes().to_vec();
+        let conn_use = if header_section_ends(bytes) {
+            ConnUse::OneShot
+        } else {
+            ConnUse::HalfClose
+        };
         let (resp, took) = self
-            .exchange(endpoint, bytes, method.eq_ignore_ascii_case("HEAD"), false)
+            .exchange(
+                endpoint,
+                bytes,
+                method.eq_ignore_ascii_case("HEAD"),
+                conn_use,
+            )
             .await?;
         let current = Request {
             url: endpoint.clone(),
@@ -246,9 +273,12 @@ impl HttpClient {
                 .and_then(|jar| jar.header_for(&current.url, &current.target));
             let wire = current.to_wire(&defaults, cookie.as_deref());
             let head = current.method.eq_ignore_ascii_case("HEAD");
-            let (resp, took) = self
-                .exchange(&current.url, &wire, head, current.allows_keep_alive())
-                .await?;
+            let conn_use = if current.allows_keep_alive() {
+                ConnUse::KeepAlive
+            } else {
+                ConnUse::OneShot
+            };
+            let (resp, took) = self.exchange(&current.url, &wire, head, conn_use).await?;
             spent += took;
             if let Some(jar) = &opts.cookie_jar {
                 store_cookies(jar, &current, &resp);
@@ -281,7 +311,7 @@ impl HttpClient {
         url: &TargetUrl,
         wire: &[u8],
         head: bool,
-        keep_alive: bool,
+        conn_use: ConnUse,
     ) -> Result<(WireResponse, Duration), HttpError> {
         let cfg = &self.inner.cfg;
         let timed_out = || HttpError::Timeout {
@@ -316,7 +346,7 @@ impl HttpClient {
         let attempts = async {
             let mut retries_left = cfg.retries;
             loop {
-                match self.attempt(url, &addrs, wire, head, keep_alive).await {
+                match self.attempt(url, &addrs, wire, head, conn_use).await {
                     Err(e) if e.is_retryable_now() && retries_left > 0 => {
                         retries_left -= 1;
                         tracing::debug!(host = %url.host, error = %e, "retrying after transport error");
@@ -339,8 +369,9 @@ impl HttpClient {
         addrs: &[SocketAddr],
         wire: &[u8],
         head: bool,
-        keep_alive: bool,
+        conn_use: ConnUse,
     ) -> Result<WireResponse, HttpError> {
+        let keep_alive = conn_use == ConnUse::KeepAlive;
         let key_for = |addr: SocketAddr| PoolKey {
             scheme: url.scheme,
             host: url.host.clone(),
@@ -351,7 +382,7 @@ impl HttpClient {
             for &addr in addrs {
                 let key = key_for(addr);
                 while let Some(mut conn) = self.inner.pool.take(&key) {
-                    match self.round_trip(&mut conn, url, wire, head).await {
+                    match self.round_trip(&mut conn, url, wire, head, conn_use).await {
                         RoundTrip::Done(resp) => {
                             if resp.reusable {
                                 self.inner.pool.put(key, conn);
@@ -367,7 +398,7 @@ impl HttpClient {
             }
         }
         let mut conn = self.connect(url, addrs).await?;
-        match self.round_trip(&mut conn, url, wire, head).await {
+        match self.round_trip(&mut conn, url, wire, head, conn_use).await {
             RoundTrip::Done(resp) => {
                 if keep_alive && resp.reusable {
                     self.inner.pool.put(key_for(conn.peer), conn);
@@ -384,6 +415,7 @@ impl HttpClient {
         url: &TargetUrl,
         wire: &[u8],
         head: bool,
+        conn_use: ConnUse,
     ) -> RoundTrip {
         self.inner.sent.fetch_add(1, Ordering::Relaxed);
         if let Err(source) = conn.write_all(wire).await {
@@ -393,8 +425,25 @@ impl HttpClient {
                 source,
             });
         }
+        let half_closed = conn_use == ConnUse::HalfClose;
+        if half_closed {
+            // A failed shutdown leaves the plain timeout in charge.
+            let _ = conn.shutdown_write().await;
+        }
         match read_response(conn, head, self.inner.cfg.body_cap).await {
             Ok(resp) => RoundTrip::Done(resp),
+            // Closed without a byte after we said the request was over:
+            // that is the server's answer, not a dropped connection to
+            // retry.
+            Err(WireError::Io {
+                received_any: false,
+                ..
+            }) if half_closed => RoundTrip::Failed(HttpError::Protocol {
+                host: url.host.clone(),
+                reason: "the server closed the connection without answering \
+                         an incomplete request (no blank line after the headers)"
+                    .to_string(),
+            }),
             Err(WireError::Io {
                 source,
                 received_any,
@@ -462,6 +511,15 @@ impl HttpClient {
             reason: "no addresses to connect to".to_string(),
         }))
     }
+}
+
+/// Whether a raw request's header section is closed by a blank line (line
+/// ends CRLF or bare LF, in any mix: servers accept both).
+fn header_section_ends(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'\n', bytes).any(|at| {
+        let rest = &bytes[at + 1..];
+        rest.starts_with(b"\n") || rest.starts_with(b"\r\n")
+    })
 }
 
 fn store_cookies(jar: &CookieJar, req: &Request, resp: &WireResponse) {
@@ -543,4 +601,18 @@ fn next_hop(
         headers,
         body,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_unsafe_requests_whose_headers_never_end_are_half_closed() {
+        assert!(header_section_ends(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+        assert!(header_section_ends(b"GET / HTTP/1.1\nHost: a\n\nbody"));
+        assert!(header_section_ends(b"GET / HTTP/1.1\r\nHost: a\r\n\n"));
+        assert!(!header_section_ends(b"AAAA / HTTP/1.1\nHost: a\n"));
+        assert!(!header_section_ends(b"GET / HTTP/1.1\r\nHost: a\r\n"));
+    }
 }

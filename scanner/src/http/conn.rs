@@ -42,6 +42,12 @@ impl Conn {
         self.io.write_all(bytes).await?;
         self.io.flush().await
     }
+
+    /// Tells the peer we will send nothing more (TCP FIN; for TLS a
+    /// close_notify first); reading stays open.
+    pub(crate) async fn shutdown_write(&mut self) -> io::Result<()> {
+        self.io.shutdown().await
+    }
 }
 
 /// Identifies connections that may be shared: same scheme, same host name

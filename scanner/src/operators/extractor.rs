@@ -3,12 +3,11 @@
 //! they were found.
 
 use std::collections::HashSet;
-
-use regex::bytes::Regex;
+use std::sync::Arc;
 
 use super::defs::{ExtractorDef, StringOrList};
 use super::error::OperatorError;
-use super::goregex;
+use super::goregex::{self, LazyRegex};
 use super::json::{self, JsonQuery};
 use super::matcher::compile_dsl;
 use super::part::{Part, PartCache};
@@ -28,13 +27,13 @@ pub struct Extractor {
 #[derive(Debug)]
 enum Kind {
     Regex {
-        regexes: Vec<Regex>,
+        regexes: Vec<Arc<LazyRegex>>,
         group: usize,
     },
     /// Variable names lowercased, as written and with `-` turned into `_`:
     /// headers are exposed in snake case, cookies under their own name.
     Kval(Vec<(String, String)>),
-    Json(Vec<JsonQuery>),
+    Json(Vec<Arc<JsonQuery>>),
     XPath {
         queries: XPathQueries,
         attribute: Option<String>,
@@ -67,7 +66,7 @@ impl Extractor {
             "regex" => {
                 let regexes = values(&def.regex, kind_name, "regex")?
                     .iter()
-                    .map(|p| goregex::compile(p))
+                    .map(|p| goregex::compile_lazy(p))
                     .collect::<Result<Vec<_>, _>>()?;
                 Kind::Regex {
                     regexes,
@@ -87,7 +86,7 @@ impl Extractor {
             "json" => Kind::Json(
                 values(&def.json, kind_name, "json")?
                     .iter()
-                    .map(|q| JsonQuery::compile(q))
+                    .map(|q| JsonQuery::compile_shared(q))
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             "xpath" => Kind::XPath {
@@ -189,8 +188,9 @@ impl Extractor {
 /// Every match of every regex, taking capture `group`. A regex without that
 /// group yields nothing; a group that did not take part in a match yields
 /// an empty string, as Go's `FindAllStringSubmatch` does.
-fn extract_regex(regexes: &[Regex], group: usize, corpus: &[u8], found: &mut Vec<String>) {
+fn extract_regex(regexes: &[Arc<LazyRegex>], group: usize, corpus: &[u8], found: &mut Vec<String>) {
     for regex in regexes {
+        let regex = regex.get();
         if group >= regex.captures_len() {
             continue;
         }

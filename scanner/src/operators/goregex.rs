@@ -13,9 +13,15 @@
 //! Compiled regexes are shared through a process-wide cache: the public
 //! corpus repeats the same patterns across thousands of templates, and a
 //! `Regex` clone is a cheap reference-count bump.
+//!
+//! Template operators use [`compile_lazy`]: the pattern is checked when the
+//! template is compiled (so a bad one still makes the template unrunnable)
+//! but built into automata only when a response first reaches it. Building
+//! was the largest share of loading the corpus, and most regexes of a scan
+//! are never run: they sit behind a status or word matcher that fails.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::bytes::{Regex, RegexBuilder};
 
@@ -38,18 +44,100 @@ pub fn compile(pattern: &str) -> Result<Regex, OperatorError> {
         }
     }
     let translated = translate(pattern);
-    let compiled = RegexBuilder::new(&translated)
-        .octal(true)
-        .size_limit(SIZE_LIMIT)
-        .build()
-        .map_err(|e| OperatorError::BadRegex {
-            pattern: pattern.to_string(),
-            reason: e.to_string(),
-        })?;
+    let compiled = build(&translated).map_err(|e| OperatorError::BadRegex {
+        pattern: pattern.to_string(),
+        reason: e.to_string(),
+    })?;
     if let Ok(mut cache) = cache().lock() {
         cache.insert(pattern.to_string(), compiled.clone());
     }
     Ok(compiled)
+}
+
+fn build(translated: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(translated)
+        .octal(true)
+        .size_limit(SIZE_LIMIT)
+        .build()
+}
+
+/// A checked pattern, built on first use and then shared.
+#[derive(Debug)]
+pub struct LazyRegex {
+    /// The pattern as written (for messages).
+    pattern: String,
+    /// The pattern in the `regex` crate's dialect.
+    translated: String,
+    regex: OnceLock<Regex>,
+}
+
+impl LazyRegex {
+    /// The compiled regex. A pattern that passed the syntax check but still
+    /// fails to build (past the size limit) never matches: the check at
+    /// template compilation is what reports bad patterns.
+    pub fn get(&self) -> &Regex {
+        self.regex.get_or_init(|| {
+            build(&self.translated).unwrap_or_else(|e| {
+                tracing::warn!(pattern = %self.pattern, error = %e, "regex cannot be built; it never matches");
+                never_matches()
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+impl LazyRegex {
+    pub(crate) fn is_built(&self) -> bool {
+        self.regex.get().is_some()
+    }
+}
+
+fn never_matches() -> Regex {
+    static NEVER: OnceLock<Regex> = OnceLock::new();
+    NEVER
+        .get_or_init(|| Regex::new(r"(?-u:[^\x00-\xFF])").expect("an empty byte class"))
+        .clone()
+}
+
+fn lazy_cache() -> &'static Mutex<HashMap<String, Arc<LazyRegex>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<LazyRegex>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Checks a Go-dialect pattern now and builds it on first use. The same
+/// pattern gives the same shared [`LazyRegex`], so it is built at most once.
+pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
+    if let Ok(cache) = lazy_cache().lock() {
+        if let Some(found) = cache.get(pattern) {
+            return Ok(found.clone());
+        }
+    }
+    let translated = translate(pattern);
+    check_syntax(&translated).map_err(|reason| OperatorError::BadRegex {
+        pattern: pattern.to_string(),
+        reason,
+    })?;
+    let lazy = Arc::new(LazyRegex {
+        pattern: pattern.to_string(),
+        translated,
+        regex: OnceLock::new(),
+    });
+    if let Ok(mut cache) = lazy_cache().lock() {
+        cache.insert(pattern.to_string(), lazy.clone());
+    }
+    Ok(lazy)
+}
+
+/// Parses the pattern as [`build`] would (octal escapes on, and matching
+/// bytes, so a class may match invalid UTF-8), without building automata.
+pub(crate) fn check_syntax(translated: &str) -> Result<(), String> {
+    regex_syntax::ParserBuilder::new()
+        .octal(true)
+        .utf8(false)
+        .build()
+        .parse(translated)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Rewrites a Go RE2 pattern into an equivalent pattern for the `regex` crate.

@@ -7,6 +7,9 @@
 //! JSON text Go's `encoding/json` writes; the first runtime error ends a
 //! query's output.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use jaq_core::load::{Arena, File, Loader};
 use jaq_core::{data, unwrap_valr, Compiler, Ctx, Vars as JqVars};
 use jaq_json::{Num, Val};
@@ -28,7 +31,29 @@ impl std::fmt::Debug for JsonQuery {
     }
 }
 
+/// Compiled queries by source. Compiling one loads and compiles jq's whole
+/// standard library first, which made these queries a tenth of loading
+/// the corpus; the runnability check and the engine compile each template's
+/// operators, and templates repeat queries, so each is compiled once.
+fn cache() -> &'static Mutex<HashMap<String, Arc<JsonQuery>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<JsonQuery>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 impl JsonQuery {
+    /// [`JsonQuery::compile`], shared with every other use of the same
+    /// source. Errors are not kept: a bad query fails again, quickly.
+    pub(crate) fn compile_shared(source: &str) -> Result<Arc<JsonQuery>, OperatorError> {
+        if let Some(found) = cache().lock().ok().and_then(|c| c.get(source).cloned()) {
+            return Ok(found);
+        }
+        let query = Arc::new(JsonQuery::compile(source)?);
+        if let Ok(mut cache) = cache().lock() {
+            cache.insert(source.to_string(), query.clone());
+        }
+        Ok(query)
+    }
+
     pub(crate) fn compile(source: &str) -> Result<JsonQuery, OperatorError> {
         let bad = |reason: String| OperatorError::BadJsonPath {
             query: source.to_string(),

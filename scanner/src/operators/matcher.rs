@@ -6,13 +6,13 @@
 //! before any inversion.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use memchr::memmem;
-use regex::bytes::Regex;
 
 use super::defs::{MatcherDef, StringOrList};
 use super::error::OperatorError;
-use super::goregex;
+use super::goregex::{self, LazyRegex};
 use super::part::{Part, PartCache};
 use super::render::Word as RenderedWord;
 use super::xpath::{self, XPathQueries};
@@ -45,7 +45,7 @@ pub struct Matcher {
 #[derive(Debug)]
 enum Kind {
     Word(Words),
-    Regex(Vec<Regex>),
+    Regex(Vec<Arc<LazyRegex>>),
     Status(Vec<i64>),
     Size(Vec<usize>),
     Binary(Vec<Vec<u8>>),
@@ -103,9 +103,9 @@ impl Matcher {
                     .iter()
                     .map(|p| {
                         if def.case_insensitive {
-                            goregex::compile(&format!("(?i){p}"))
+                            goregex::compile_lazy(&format!("(?i){p}"))
                         } else {
-                            goregex::compile(p)
+                            goregex::compile_lazy(p)
                         }
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -279,7 +279,7 @@ impl Matcher {
         })
     }
 
-    fn match_regexes(&self, regexes: &[Regex], corpus: &[u8]) -> (bool, Vec<String>) {
+    fn match_regexes(&self, regexes: &[Arc<LazyRegex>], corpus: &[u8]) -> (bool, Vec<String>) {
         // Every match is collected only for `match-all`; otherwise the first
         // match of each regex decides, and is the snippet.
         let first_only = !self.match_all;
@@ -287,9 +287,14 @@ impl Matcher {
             let lossy =
                 |m: regex::bytes::Match<'_>| String::from_utf8_lossy(m.as_bytes()).into_owned();
             if first_only {
-                regexes[i].find(corpus).map(lossy).into_iter().collect()
+                regexes[i]
+                    .get()
+                    .find(corpus)
+                    .map(lossy)
+                    .into_iter()
+                    .collect()
             } else {
-                regexes[i].find_iter(corpus).map(lossy).collect()
+                regexes[i].get().find_iter(corpus).map(lossy).collect()
             }
         })
     }

@@ -893,3 +893,23 @@ fn go_patterns_translate_to_equivalent_rust_patterns() {
         }
     }
 }
+
+#[test]
+fn template_regexes_are_checked_at_once_and_built_on_first_use() {
+    use super::goregex::compile_lazy;
+    assert!(matches!(
+        compile_lazy(r"unclosed(group"),
+        Err(OperatorError::BadRegex { .. })
+    ));
+    // Bytes semantics, as the built regex has: a class may match non-UTF-8.
+    assert!(compile_lazy(r"(?-u:\xFF)").is_ok());
+    let lazy = compile_lazy(r"lazy-\d+-probe").expect("valid");
+    assert!(!lazy.is_built());
+    assert!(lazy.get().is_match(b"a lazy-42-probe"));
+    assert!(lazy.is_built());
+    let again = compile_lazy(r"lazy-\d+-probe").expect("valid");
+    assert!(
+        std::sync::Arc::ptr_eq(&lazy, &again),
+        "one instance per pattern"
+    );
+}

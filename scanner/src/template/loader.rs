@@ -91,16 +91,30 @@ impl LoadReport {
     }
 }
 
-fn parse_options() -> serde_saphyr::Options {
+/// The parser's options under a duplicate-key policy.
+fn parse_options(duplicate_keys: serde_saphyr::DuplicateKeyPolicy) -> serde_saphyr::Options {
     serde_saphyr::options! {
-        // Go's YAML decoder keeps the last of repeated keys; so do we.
-        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
+        duplicate_keys: duplicate_keys,
         // Comments carry nothing a template needs.
         emit_comments: false,
         // Errors carry line and column; a rendered snippet would only
         // clutter the grouped report.
         with_snippet: false,
     }
+}
+
+/// The template in `yaml` and the paths of the fields the model does not know.
+fn deserialize(
+    yaml: &str,
+    duplicate_keys: serde_saphyr::DuplicateKeyPolicy,
+) -> Result<(Template, Vec<String>), serde_saphyr::Error> {
+    let mut unknown: Vec<String> = Vec::new();
+    let template = serde_saphyr::with_deserializer_from_str_with_options(
+        yaml,
+        parse_options(duplicate_keys),
+        |de| serde_ignored::deserialize(de, |p| unknown.push(p.to_string())),
+    )?;
+    Ok((template, unknown))
 }
 
 /// Parses one template from text. `path` names the file in errors and is
@@ -115,12 +129,17 @@ pub fn parse_str_with(
     path: &Path,
     options: &LoadOptions,
 ) -> Result<Template, LoadError> {
-    let mut unknown: Vec<String> = Vec::new();
-    let parsed =
-        serde_saphyr::with_deserializer_from_str_with_options(yaml, parse_options(), |de| {
-            serde_ignored::deserialize(de, |p| unknown.push(p.to_string()))
-        });
-    let mut template: Template = parsed.map_err(|e| parse_error(path, &e))?;
+    use serde_saphyr::DuplicateKeyPolicy;
+    // Go's YAML decoder keeps the last of repeated keys, and so do we. The
+    // parser can only do that by buffering every mapping before serde sees
+    // it, which made it the largest cost of loading the corpus; so a
+    // template is read streaming first, refusing repeated keys, and read
+    // again keeping the last only when that fails. Any failure, not only a
+    // repeated key: a later repeat may replace a value the first read
+    // stopped at, so only the last-wins read decides what is an error.
+    let (mut template, unknown) = deserialize(yaml, DuplicateKeyPolicy::Error)
+        .or_else(|_| deserialize(yaml, DuplicateKeyPolicy::LastWins))
+        .map_err(|e| parse_error(path, &e))?;
     template.path = Some(path.to_path_buf());
     for field in unknown {
         if OTHER_PROTOCOLS.contains(&field.as_str()) {
