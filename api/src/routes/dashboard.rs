@@ -4,15 +4,17 @@ use chrono::{DateTime, NaiveDate, Utc};
 use poem::web::Data;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
 use uuid::Uuid;
 
 use super::ApiTags;
 use crate::auth::{Access, Credentials};
 use crate::error::Result;
+use crate::payload::{self, Direct};
 use crate::state::AppState;
 use crate::store::dashboard::{self, ChartDay, RecentScan};
 
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct RecentScanOut {
     pub id: Uuid,
     pub target_domain: String,
@@ -20,6 +22,7 @@ pub struct RecentScanOut {
     pub status: String,
     /// 0 to 100; 100 when completed.
     pub progress: i32,
+    #[serde(serialize_with = "payload::rfc3339")]
     pub created_at: DateTime<Utc>,
     pub findings_count: i64,
     pub critical_count: i64,
@@ -46,7 +49,7 @@ impl From<RecentScan> for RecentScanOut {
     }
 }
 
-#[derive(Debug, Object)]
+#[derive(Debug, Object, Serialize)]
 pub struct DashboardSummary {
     /// Number of the caller's targets.
     pub total_targets: i64,
@@ -98,11 +101,11 @@ impl DashboardApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-    ) -> Result<Json<DashboardSummary>> {
+    ) -> Result<Direct<DashboardSummary>> {
         let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let s = dashboard::summary(&db, me.user.id).await?;
-        Ok(Json(DashboardSummary {
+        Ok(Direct(DashboardSummary {
             total_targets: s.total_targets,
             total_scans: s.total_scans,
             active_scans: s.active_scans,
@@ -135,5 +138,37 @@ impl DashboardApi {
                 .map(Into::into)
                 .collect(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directly_serialised_summary_is_the_contracts_document() {
+        let recent = |i: i64| RecentScanOut {
+            id: Uuid::new_v4(),
+            target_domain: format!("s{i}.example.test"),
+            engine: "quick".into(),
+            status: "completed".into(),
+            progress: 100,
+            created_at: Utc::now(),
+            findings_count: i,
+            critical_count: 0,
+            high_count: 1,
+            medium_count: 2,
+            low_count: 3,
+        };
+        payload::same_json(&DashboardSummary {
+            total_targets: 2,
+            total_scans: 3,
+            active_scans: 1,
+            total_vulnerabilities: 7,
+            critical_count: 0,
+            high_count: 1,
+            recent_scans: vec![recent(1), recent(2)],
+        })
+        .unwrap();
     }
 }

@@ -45,24 +45,32 @@ pub async fn summary(
     db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
 ) -> Result<Summary, Error> {
-    const TOTALS: &str = "SELECT
-                (SELECT count(*) FROM targets WHERE user_id = $1),
-                COALESCE(t.scans, 0), COALESCE(t.findings_count, 0),
-                COALESCE(t.critical_count, 0), COALESCE(t.high_count, 0),
-                (SELECT count(*) FROM scans WHERE user_id = $1 AND status IN ('pending', 'running'))
-             FROM (SELECT 1) one LEFT JOIN user_scan_totals t ON t.user_id = $1";
-    const RECENT: &str =
-        "SELECT s.id, t.domain, s.engine, s.status, s.progress, s.created_at, s.findings_count,
-                    s.critical_count, s.high_count, s.medium_count, s.low_count
+    // One statement: the totals and the recent scans, each with its own
+    // plan; without scans it is one row of totals and NULLs.
+    const SQL: &str = "WITH totals AS (
+             SELECT (SELECT count(*) FROM targets WHERE user_id = $1) AS total_targets,
+                    COALESCE(t.scans, 0) AS total_scans,
+                    COALESCE(t.findings_count, 0) AS total_vulnerabilities,
+                    COALESCE(t.critical_count, 0) AS critical_total,
+                    COALESCE(t.high_count, 0) AS high_total,
+                    (SELECT count(*) FROM scans
+                     WHERE user_id = $1 AND status IN ('pending', 'running')) AS active_scans
+             FROM (SELECT 1) one LEFT JOIN user_scan_totals t ON t.user_id = $1),
+         recent AS (
+             SELECT s.id, t.domain, s.engine, s.status, s.progress, s.created_at,
+                    s.findings_count, s.critical_count, s.high_count, s.medium_count,
+                    s.low_count
              FROM scans s JOIN targets t ON t.id = s.target_id
-             WHERE s.user_id = $1 ORDER BY s.created_at DESC, s.id DESC LIMIT $2";
-    let (totals, recent) =
-        futures::try_join!(db.prepare_cached(TOTALS), db.prepare_cached(RECENT))?;
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&user_id, &RECENT_SCANS];
-    let (row, recent) = futures::try_join!(
-        db.query_one(&totals, &params[..1]),
-        db.query(&recent, &params),
-    )?;
+             WHERE s.user_id = $1 ORDER BY s.created_at DESC, s.id DESC LIMIT $2)
+         SELECT totals.*, recent.* FROM totals LEFT JOIN recent ON true
+         ORDER BY recent.created_at DESC, recent.id DESC";
+    let stmt = db.prepare_cached(SQL).await?;
+    let rows = db.query(&stmt, &[&user_id, &RECENT_SCANS]).await?;
+    let row = rows
+        .first()
+        .ok_or_else(|| Error::Unexpected(anyhow::anyhow!("the dashboard totals row is missing")))?;
+    // Columns 0-5 are the totals, 6 onwards a recent scan (R + n).
+    const R: usize = 6;
     Ok(Summary {
         total_targets: row.get(0),
         total_scans: row.get(1),
@@ -70,24 +78,25 @@ pub async fn summary(
         critical_count: row.get(3),
         high_count: row.get(4),
         active_scans: row.get(5),
-        recent_scans: recent
+        recent_scans: rows
             .iter()
+            .filter(|r| r.get::<_, Option<Uuid>>(R).is_some())
             .map(|r| {
-                let status: String = r.get(3);
-                let progress: i16 = r.get(4);
+                let status: String = r.get(R + 3);
+                let progress: i16 = r.get(R + 4);
                 RecentScan {
-                    id: r.get(0),
-                    target_domain: r.get(1),
-                    engine: r.get(2),
+                    id: r.get(R),
+                    target_domain: r.get(R + 1),
+                    engine: r.get(R + 2),
                     // A completed scan reads 100 whatever its last progress event said.
                     progress: if status == "completed" { 100 } else { progress },
                     status,
-                    created_at: r.get(5),
-                    findings_count: r.get(6),
-                    critical_count: r.get(7),
-                    high_count: r.get(8),
-                    medium_count: r.get(9),
-                    low_count: r.get(10),
+                    created_at: r.get(R + 5),
+                    findings_count: r.get(R + 6),
+                    critical_count: r.get(R + 7),
+                    high_count: r.get(R + 8),
+                    medium_count: r.get(R + 9),
+                    low_count: r.get(R + 10),
                 }
             })
             .collect(),
