@@ -19,6 +19,12 @@ CREATE TRIGGER scans_revision BEFORE UPDATE ON scans
 CREATE FUNCTION findings_touch_scans() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
+        -- Findings removed by a cascade (a scan, target or user deleted)
+        -- go with their scan, whose row the same command is deleting and
+        -- which cannot be updated then.
+        IF pg_trigger_depth() > 1 THEN
+            RETURN NULL;
+        END IF;
         UPDATE scans SET revision = revision + 1
         WHERE id IN (SELECT DISTINCT scan_id FROM changed_old);
     ELSE
