@@ -4,78 +4,21 @@
 //! budget.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
-use scanfleet_scanner::engine::{
-    CompiledTemplate, Engine, EngineConfig, RunReport, TargetErrorKind,
-};
+use scanfleet_scanner::engine::{Engine, EngineConfig, RunReport, TargetErrorKind};
 use scanfleet_scanner::http::{ClientConfig, TargetUrl};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+
+mod support;
+use support::{compile, not_found, ok, Lab};
 
 /// A local server answering each request-target from a fixed table (404
-/// otherwise) and recording the request-targets it saw, in order.
-struct Lab {
-    base: String,
-    seen: Arc<Mutex<Vec<String>>>,
-}
-
-impl Lab {
-    async fn start(pages: &[(&str, &str)]) -> Lab {
-        let pages: Arc<HashMap<String, String>> = Arc::new(
-            pages
-                .iter()
-                .map(|(p, b)| (p.to_string(), b.to_string()))
-                .collect(),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-        let log = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
-                let pages = pages.clone();
-                let log = log.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match sock.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf).to_string();
-                    let target = head.split(' ').nth(1).unwrap_or_default().to_string();
-                    let (status, body) = match pages.get(&target) {
-                        Some(b) => (200, b.clone()),
-                        None => (404, "not found".to_string()),
-                    };
-                    log.lock().expect("lock").push(target);
-                    let out = format!(
-                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = sock.write_all(out.as_bytes()).await;
-                    let _ = sock.shutdown().await;
-                });
-            }
-        });
-        Lab {
-            base: format!("http://{addr}"),
-            seen,
-        }
-    }
-
-    fn targets(&self) -> Vec<String> {
-        self.seen.lock().expect("lock").clone()
-    }
-}
-
-fn compile(yaml: &str) -> Arc<CompiledTemplate> {
-    let template = scanfleet_scanner::template::parse_str(yaml, std::path::Path::new("test.yaml"))
-        .expect("template parses");
-    Arc::new(CompiledTemplate::compile(template).expect("template compiles"))
+/// otherwise), recording the request-targets it saw, in order.
+async fn serve_pages(pages: &[(&str, &str)]) -> Lab {
+    let pages: HashMap<String, String> = pages
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.to_string()))
+        .collect();
+    Lab::start(move |s| pages.get(&s.target).map_or_else(not_found, |b| ok(b))).await
 }
 
 async fn scan_with(yaml: &str, target: &str, variables: &[(&str, &str)]) -> RunReport {
@@ -134,7 +77,7 @@ http:
 
 #[tokio::test]
 async fn a_flow_iterates_over_every_extracted_value_and_sets_it_for_the_next_block() {
-    let lab = Lab::start(&[
+    let lab = serve_pages(&[
         ("/widgets", "w=alpha w=beta w=gamma"),
         ("/widget/beta", "the secret"),
     ])
@@ -186,14 +129,14 @@ async fn a_flow_branches_on_template_variables_and_calls_blocks_by_id() {
         ("/login?u=admin&p=pw", "welcome admin"),
         ("/auth", "inside"),
     ];
-    let lab = Lab::start(&pages).await;
+    let lab = serve_pages(&pages).await;
     let report = scan(CREDENTIALS_FLOW, &lab.base).await;
     assert_eq!(lab.targets(), vec!["/unauth"]);
     assert_eq!(matched_at(&report), vec![format!("{}/unauth", lab.base)]);
 
     // `--var` values are template variables: the other branch runs, and
     // `&&` stops after a login that did not match.
-    let lab = Lab::start(&pages).await;
+    let lab = serve_pages(&pages).await;
     let report = scan_with(
         CREDENTIALS_FLOW,
         &lab.base,
@@ -203,7 +146,7 @@ async fn a_flow_branches_on_template_variables_and_calls_blocks_by_id() {
     assert_eq!(lab.targets(), vec!["/login?u=admin&p=pw", "/auth"]);
     assert_eq!(matched_at(&report), vec![format!("{}/auth", lab.base)]);
 
-    let lab = Lab::start(&pages).await;
+    let lab = serve_pages(&pages).await;
     scan_with(
         CREDENTIALS_FLOW,
         &lab.base,
@@ -238,7 +181,7 @@ http:
       - type: status
         status: [200]
 "#;
-    let lab = Lab::start(&[("/code", "code-10-255-7"), ("/check?v=0x0aff07", "ok")]).await;
+    let lab = serve_pages(&[("/code", "code-10-255-7"), ("/check?v=0x0aff07", "ok")]).await;
     let report = scan(yaml, &lab.base).await;
     assert_eq!(lab.targets(), vec!["/code", "/check?v=0x0aff07"]);
     assert_eq!(report.results.len(), 1);
@@ -263,7 +206,7 @@ http:
       - type: status
         status: [200]
 "#;
-    let lab = Lab::start(&[("/one", "1"), ("/two", "2")]).await;
+    let lab = serve_pages(&[("/one", "1"), ("/two", "2")]).await;
     let report = scan(yaml, &lab.base).await;
     assert_eq!(lab.targets(), vec!["/one"]);
     assert_eq!(matched_at(&report), vec![format!("{}/one", lab.base)]);
@@ -290,7 +233,7 @@ http:
       - type: status
         status: [200]
 "#;
-    let lab = Lab::start(&[("/one", "1")]).await;
+    let lab = serve_pages(&[("/one", "1")]).await;
     let report = scan(yaml, &lab.base).await;
     assert_eq!(lab.targets(), vec!["/one"]);
     assert_eq!(report.results.len(), 1);
@@ -316,7 +259,7 @@ http:
       - type: status
         status: [200]
 "#;
-    let lab = Lab::start(&[("/one", "1")]).await;
+    let lab = serve_pages(&[("/one", "1")]).await;
     let report = scan(yaml, &lab.base).await;
     assert_eq!(lab.targets(), vec!["/one"]);
     assert_eq!(report.results.len(), 1);

@@ -1,181 +1,21 @@
 //! Request features of issue 9, part 2, against local servers: `wait_for`,
 //! `iterate-all`, Digest authentication and the `@tls-sni` annotation.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use md5::{Digest, Md5};
-use scanfleet_scanner::engine::{
-    CompiledTemplate, Engine, EngineConfig, RunReport, TargetErrorKind,
-};
+use scanfleet_scanner::engine::{Engine, EngineConfig, RunReport, TargetErrorKind};
 use scanfleet_scanner::http::{ClientConfig, TargetUrl};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: Vec<(String, String)>,
-    /// The TLS server name of the connection, for TLS labs.
-    sni: Option<String>,
-}
+mod support;
+use support::{compile, not_found, ok, Lab, Reply, Seen};
 
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-fn ok(body: &str) -> Reply {
+/// A 200 JSON answer.
+fn json(body: &str) -> Reply {
     Reply {
-        status: 200,
         headers: vec![("Content-Type".into(), "application/json".into())],
-        body: body.to_string(),
+        ..ok(body)
     }
-}
-
-fn not_found() -> Reply {
-    Reply {
-        status: 404,
-        headers: vec![],
-        body: "not found".into(),
-    }
-}
-
-type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
-
-struct Lab {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-/// Reads one request head, answers it, closes.
-async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-    mut sock: S,
-    sni: Option<String>,
-    handler: Handler,
-    log: Arc<Mutex<Vec<Seen>>>,
-) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match sock.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).to_string();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or_default().split(' ');
-    let method = first.next().unwrap_or_default().to_string();
-    let target = first.next().unwrap_or_default().to_string();
-    let headers = lines
-        .take_while(|l| !l.is_empty())
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let seen = Seen {
-        method,
-        target,
-        headers,
-        sni,
-    };
-    let reply = handler(&seen);
-    log.lock().expect("lock").push(seen);
-    let mut out = format!("HTTP/1.1 {} X\r\n", reply.status);
-    for (n, v) in &reply.headers {
-        out.push_str(&format!("{n}: {v}\r\n"));
-    }
-    out.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
-        reply.body.len(),
-        reply.body
-    ));
-    let _ = sock.write_all(out.as_bytes()).await;
-    let _ = sock.shutdown().await;
-}
-
-impl Lab {
-    async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Lab {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let handler: Handler = Arc::new(handler);
-        let log = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                tokio::spawn(serve(sock, None, handler.clone(), log.clone()));
-            }
-        });
-        Lab {
-            base: format!("http://{addr}"),
-            seen,
-        }
-    }
-
-    /// A TLS server with a self-signed certificate, recording each
-    /// connection's SNI; `base` names `secure.test` at its port.
-    async fn start_tls(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Lab {
-        let cert =
-            rcgen::generate_simple_self_signed(vec!["secure.test".to_string()]).expect("cert");
-        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.cert.der().clone()], key)
-        .expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let handler: Handler = Arc::new(handler);
-        let log = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                let (handler, log) = (handler.clone(), log.clone());
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let sni = tls.get_ref().1.server_name().map(str::to_string);
-                    serve(tls, sni, handler, log).await;
-                });
-            }
-        });
-        Lab {
-            base: format!("https://secure.test:{}", addr.port()),
-            seen,
-        }
-    }
-
-    fn requests(&self) -> Vec<Seen> {
-        self.seen.lock().expect("lock").clone()
-    }
-
-    fn targets(&self) -> Vec<String> {
-        self.requests().into_iter().map(|s| s.target).collect()
-    }
-}
-
-fn compile(yaml: &str) -> Arc<CompiledTemplate> {
-    let template = scanfleet_scanner::template::parse_str(yaml, std::path::Path::new("test.yaml"))
-        .expect("template parses");
-    Arc::new(CompiledTemplate::compile(template).expect("template compiles"))
 }
 
 fn lab_client() -> ClientConfig {
@@ -204,7 +44,7 @@ async fn scan(yaml: &str, target: &str) -> RunReport {
 
 #[tokio::test]
 async fn wait_for_delays_the_request_it_is_written_in() {
-    let lab = Lab::start(|_| ok("done")).await;
+    let lab = Lab::start(|_| json("done")).await;
     let yaml = r#"
 id: wait
 info: {name: Wait, severity: info}
@@ -232,7 +72,7 @@ http:
 
 #[tokio::test]
 async fn wait_for_never_waits_longer_than_the_request_timeout() {
-    let lab = Lab::start(|_| ok("done")).await;
+    let lab = Lab::start(|_| json("done")).await;
     let yaml = r#"
 id: wait-long
 info: {name: Wait long, severity: info}
@@ -275,9 +115,9 @@ http:
 
 fn listing_lab_handler(s: &Seen) -> Reply {
     match s.target.as_str() {
-        "/content.json" => ok(r#"["/a", "/b", "/c"]"#),
-        "/b" => ok(r#"{"rep:privileges": []}"#),
-        "/a" | "/c" => ok("{}"),
+        "/content.json" => json(r#"["/a", "/b", "/c"]"#),
+        "/b" => json(r#"{"rep:privileges": []}"#),
+        "/a" | "/c" => json("{}"),
         _ => not_found(),
     }
 }
@@ -305,8 +145,8 @@ async fn iterate_all_sends_a_later_request_once_per_extracted_value() {
 async fn iterate_all_takes_lists_in_step_and_stops_at_the_first_match() {
     // After CVE-2022-36804: the project key and slug of each repository.
     let lab = Lab::start(|s| match s.target.as_str() {
-        "/repos" => ok(r#"{"values": [{"key": "K1", "slug": "s1"}, {"key": "K2", "slug": "s2"}, {"key": "K3", "slug": "s3"}]}"#),
-        "/p/K2/r/s2" => ok("boom"),
+        "/repos" => json(r#"{"values": [{"key": "K1", "slug": "s1"}, {"key": "K2", "slug": "s2"}, {"key": "K3", "slug": "s3"}]}"#),
+        "/p/K2/r/s2" => json("boom"),
         _ => not_found(),
     })
     .await;
@@ -399,7 +239,7 @@ fn digest_server(password: &'static str) -> impl Fn(&Seen) -> Reply + Send + Syn
             field("qop")
         ));
         if field("response") == expected {
-            ok("management-major-version")
+            json("management-major-version")
         } else {
             challenge
         }
@@ -447,7 +287,7 @@ async fn digest_auth_answers_the_challenge_of_the_401_with_the_authorised_reques
 
 #[tokio::test]
 async fn digest_auth_sends_once_when_no_challenge_comes() {
-    let lab = Lab::start(|_| ok("management-major-version")).await;
+    let lab = Lab::start(|_| json("management-major-version")).await;
     let report = scan(&DIGEST.replace("PASSWORD", "x"), &lab.base).await;
     assert_eq!(lab.requests().len(), 1);
     assert_eq!(lab.requests()[0].header("Authorization"), None);
@@ -478,7 +318,7 @@ async fn a_tls_sni_annotation_naming_the_target_sends_its_name_in_the_handshake(
         ("{{Hostname}}", ""),
         ("{{sni}}", "variables:\n  sni: '{{Host}}'"),
     ] {
-        let lab = Lab::start_tls(|_| ok("hello")).await;
+        let lab = Lab::start_tls(|_| json("hello")).await;
         let yaml = SNI.replace("VALUE", value).replace("VARIABLES", variables);
         let report = scan(&yaml, &lab.base).await;
         let reqs = lab.requests();
@@ -503,7 +343,7 @@ async fn a_tls_sni_annotation_naming_another_host_sends_nothing() {
         ("other.test", ""),
         ("{{sni}}", "variables:\n  sni: other.test"),
     ] {
-        let lab = Lab::start_tls(|_| ok("hello")).await;
+        let lab = Lab::start_tls(|_| json("hello")).await;
         let yaml = SNI.replace("VALUE", value).replace("VARIABLES", variables);
         let report = scan(&yaml, &lab.base).await;
         assert!(lab.requests().is_empty(), "{value}");
@@ -516,7 +356,7 @@ async fn a_tls_sni_annotation_naming_another_host_sends_nothing() {
 
 #[tokio::test]
 async fn a_host_annotation_to_another_host_is_not_sent_even_through_a_variable() {
-    let lab = Lab::start(|_| ok("hello")).await;
+    let lab = Lab::start(|_| json("hello")).await;
     let yaml = r#"
 id: host-var
 info: {name: Host var, severity: info}
