@@ -122,11 +122,12 @@ sent=$(sed -n 's/^\([0-9]*\) request(s) sent in .*/\1/p' "$work/stderr.txt")
 scan=$(sed -n 's/^[0-9]* request(s) sent in \([0-9.]*\) s$/\1/p' "$work/stderr.txt")
 wall=$(sed -n 's/.*Elapsed (wall clock) time.*: \(.*\)$/\1/p' "$work/time.txt" | awk -F: '{ if (NF == 3) print $1*3600 + $2*60 + $3; else print $1*60 + $2 }')
 rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time.txt")
+cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$work/time.txt")
 findings=$(wc -l <"$work/findings.txt")
 tail -n 3 "$work/stderr.txt" | sed 's/^/  engine: /'
 
 awk -v wrk="$wrk_rps" -v server_rate="$server_rate" -v span="$span" -v sent="$sent" -v received="$received" -v scan="$scan" \
-    -v wall="$wall" -v loadtime="$load" -v rss="$rss_kb" -v findings="$findings" 'BEGIN {
+    -v wall="$wall" -v cpu="$cpu" -v loadtime="$load" -v rss="$rss_kb" -v findings="$findings" 'BEGIN {
     rate = sent / scan
     printf "wrk request rate            %10.0f req/s\n", wrk
     printf "requests sent (engine)      %10d\n", sent
@@ -140,5 +141,6 @@ awk -v wrk="$wrk_rps" -v server_rate="$server_rate" -v span="$span" -v sent="$se
     printf "first 99.9%% of requests in  %10.2f s\n", span
     printf "request rate at the server  %10.0f req/s\n", server_rate
     printf "ratio to wrk (server)       %10.3f\n", server_rate / wrk
+    printf "engine CPU (user + system)  %10.2f s\n", cpu
     printf "peak RSS                    %10.1f MiB\n", rss / 1024
 }'
