@@ -56,7 +56,10 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
         } => {
             let subject = eval(left, vars)?;
             let matched = match pattern {
-                Pattern::Fixed(Ok(re)) => re.get().is_match(&subject.as_bytes()),
+                Pattern::Fixed(Ok(re)) => {
+                    let bytes = subject.as_bytes();
+                    re.get_for(&bytes).is_some_and(|r| r.is_match(&bytes))
+                }
                 Pattern::Fixed(Err(e)) => return Err(e.clone()),
                 Pattern::Dynamic(p) => {
                     let pat = eval(p, vars)?;

@@ -190,7 +190,9 @@ impl Extractor {
 /// an empty string, as Go's `FindAllStringSubmatch` does.
 fn extract_regex(regexes: &[Arc<LazyRegex>], group: usize, corpus: &[u8], found: &mut Vec<String>) {
     for regex in regexes {
-        let regex = regex.get();
+        let Some(regex) = regex.get_for(corpus) else {
+            continue;
+        };
         if group >= regex.captures_len() {
             continue;
         }

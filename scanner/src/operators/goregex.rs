@@ -68,6 +68,10 @@ pub struct LazyRegex {
     pattern: String,
     /// The pattern in the `regex` crate's dialect.
     translated: String,
+    /// Every match starts with one of these (`None`: no short set is
+    /// known). While the regex is unbuilt, a haystack holding none of them
+    /// is answered "no match" without building it.
+    prefixes: Option<Prefixes>,
     regex: OnceLock<Regex>,
 }
 
@@ -82,6 +86,102 @@ impl LazyRegex {
                 never_matches()
             })
         })
+    }
+}
+
+/// At most this many prefix literals are kept for the pre-check; a longer
+/// list (a case-insensitive word expands into one literal per spelling)
+/// costs more to scan for than the regex's own prefilter.
+const MAX_PREFIXES: usize = 32;
+
+impl LazyRegex {
+    /// The regex to run over `haystack`, or `None` when it cannot match
+    /// there. Before the regex is first built this looks for the prefix
+    /// literals every match starts with: most template regexes meet only
+    /// responses that hold none of them (a 404 page against a product
+    /// fingerprint), and then are never built at all. Once built, the
+    /// regex's own prefilter does this job.
+    pub fn get_for(&self, haystack: &[u8]) -> Option<&Regex> {
+        if let Some(built) = self.regex.get() {
+            return Some(built);
+        }
+        if let Some(prefixes) = &self.prefixes {
+            if !prefixes.any_in(haystack) {
+                return None;
+            }
+        }
+        Some(self.get())
+    }
+}
+
+/// Literals one of which starts every match of a regex.
+#[derive(Debug)]
+struct Prefixes {
+    /// ASCII letters lowered: a case-insensitive pattern's spellings of
+    /// one word collapse into one literal, searched ignoring ASCII case
+    /// (which finds a superset of the exact spellings, so nothing that
+    /// could match is turned away).
+    folded: bool,
+    literals: Box<[Box<[u8]>]>,
+}
+
+impl Prefixes {
+    /// From the literals every match of `hir` starts with, when they are
+    /// few (after folding ASCII case if need be) and none is empty (an
+    /// empty one would let anything through).
+    fn of(hir: &regex_syntax::hir::Hir) -> Option<Prefixes> {
+        let seq = regex_syntax::hir::literal::Extractor::new().extract(hir);
+        let literals = seq.literals()?;
+        if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
+            return None;
+        }
+        if literals.len() <= MAX_PREFIXES {
+            return Some(Prefixes {
+                folded: false,
+                literals: literals.iter().map(|l| l.as_bytes().into()).collect(),
+            });
+        }
+        let mut lowered: Vec<Box<[u8]>> = literals
+            .iter()
+            .map(|l| l.as_bytes().to_ascii_lowercase().into())
+            .collect();
+        lowered.sort_unstable();
+        lowered.dedup();
+        (lowered.len() <= MAX_PREFIXES).then(|| Prefixes {
+            folded: true,
+            literals: lowered.into(),
+        })
+    }
+
+    fn any_in(&self, haystack: &[u8]) -> bool {
+        if self.folded {
+            self.literals
+                .iter()
+                .any(|l| contains_ignoring_ascii_case(haystack, l))
+        } else {
+            self.literals
+                .iter()
+                .any(|l| memchr::memmem::find(haystack, l).is_some())
+        }
+    }
+}
+
+/// Whether `haystack` holds `needle` (ASCII letters lowered) in any ASCII
+/// case. Candidates come from a search for the first byte in both cases.
+fn contains_ignoring_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, _)) = needle.split_first() else {
+        return true;
+    };
+    let fits = |at: usize| {
+        haystack
+            .get(at..at + needle.len())
+            .is_some_and(|window| window.eq_ignore_ascii_case(needle))
+    };
+    let upper = first.to_ascii_uppercase();
+    if upper == first {
+        memchr::memchr_iter(first, haystack).any(fits)
+    } else {
+        memchr::memchr2_iter(first, upper, haystack).any(fits)
     }
 }
 
@@ -113,12 +213,13 @@ pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
         }
     }
     let translated = translate(pattern);
-    check_syntax(&translated).map_err(|reason| OperatorError::BadRegex {
+    let hir = parse_hir(&translated).map_err(|reason| OperatorError::BadRegex {
         pattern: pattern.to_string(),
         reason,
     })?;
     let lazy = Arc::new(LazyRegex {
         pattern: pattern.to_string(),
+        prefixes: Prefixes::of(&hir),
         translated,
         regex: OnceLock::new(),
     });
@@ -130,13 +231,12 @@ pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
 
 /// Parses the pattern as [`build`] would (octal escapes on, and matching
 /// bytes, so a class may match invalid UTF-8), without building automata.
-pub(crate) fn check_syntax(translated: &str) -> Result<(), String> {
+fn parse_hir(translated: &str) -> Result<regex_syntax::hir::Hir, String> {
     regex_syntax::ParserBuilder::new()
         .octal(true)
         .utf8(false)
         .build()
         .parse(translated)
-        .map(|_| ())
         .map_err(|e| e.to_string())
 }
 

@@ -286,15 +286,13 @@ impl Matcher {
         self.combine(regexes.len(), |i| {
             let lossy =
                 |m: regex::bytes::Match<'_>| String::from_utf8_lossy(m.as_bytes()).into_owned();
+            let Some(regex) = regexes[i].get_for(corpus) else {
+                return Vec::new();
+            };
             if first_only {
-                regexes[i]
-                    .get()
-                    .find(corpus)
-                    .map(lossy)
-                    .into_iter()
-                    .collect()
+                regex.find(corpus).map(lossy).into_iter().collect()
             } else {
-                regexes[i].get().find_iter(corpus).map(lossy).collect()
+                regex.find_iter(corpus).map(lossy).collect()
             }
         })
     }

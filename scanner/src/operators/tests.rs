@@ -913,3 +913,56 @@ fn template_regexes_are_checked_at_once_and_built_on_first_use() {
         "one instance per pattern"
     );
 }
+
+#[test]
+fn a_regex_is_not_built_for_a_haystack_without_its_prefixes() {
+    use super::goregex::compile_lazy;
+    let lazy = compile_lazy(r"<title>Tomcat-probe/(\d+)").expect("valid");
+    assert!(lazy.get_for(b"<html>404 Not Found</html>").is_none());
+    assert!(
+        !lazy.is_built(),
+        "a haystack without the prefix builds nothing"
+    );
+    let built = lazy
+        .get_for(b"x <title>Tomcat-probe/9</title>")
+        .expect("the prefix is there");
+    assert!(built.is_match(b"x <title>Tomcat-probe/9</title>"));
+    assert!(lazy.is_built());
+    // Built, the regex answers on its own, also where the prefix is absent.
+    assert!(lazy.get_for(b"nothing here").is_some());
+
+    // Case-insensitive patterns keep every spelling of their prefix.
+    let folded = compile_lazy(r"(?i)jboss-probe").expect("valid");
+    assert!(folded.get_for(b"nginx").is_none());
+    let haystack = b"Server: JBoss-Probe 7";
+    assert!(folded
+        .get_for(haystack)
+        .is_some_and(|r| r.is_match(haystack)));
+
+    // No finite prefix set (a leading class repeat, a leading `.*`): every
+    // haystack reaches the regex.
+    for pattern in [r"[a-z]+-open-probe", r".*dot-star-probe"] {
+        let open = compile_lazy(pattern).expect("valid");
+        assert!(open.get_for(b"unrelated").is_some(), "{pattern}");
+    }
+
+    // The check and the regex agree on what a match is, through matchers
+    // and extractors alike.
+    for (pattern, text, expected) in [
+        (r"ver(sion)?[=:] ?(\d+)", "version: 12", true),
+        (r"ver(sion)?[=:] ?(\d+)", "ver=3", true),
+        (r"ver(sion)?[=:] ?(\d+)", "release 3", false),
+        (r"(?m)^X-Probe: on$", "A: b\nX-Probe: on\n", true),
+        (r"\x{212A}elvin-probe", "\u{212A}elvin-probe", true),
+        (r"(?i)kelvin-probe", "\u{212A}ELVIN-PROBE", true),
+        (r"(?:|x)empty-branch-probe", "empty-branch-probe", true),
+        (r"(?i)<title>folded-probe", "<TiTlE>Folded-Probe", true),
+        (r"(?i)<title>folded-probe", "<title>folded-prob", false),
+    ] {
+        let lazy = compile_lazy(pattern).expect("valid");
+        let got = lazy
+            .get_for(text.as_bytes())
+            .is_some_and(|r| r.is_match(text.as_bytes()));
+        assert_eq!(got, expected, "{pattern} on {text:?}");
+    }
+}
