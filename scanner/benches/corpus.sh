@@ -11,7 +11,8 @@
 # (/usr/bin/time). Every request goes to 127.0.0.1 only. Environment:
 # SCANFLEET_CORPUS (template directory), BENCH_PORT (nginx port, a free
 # one by default), BENCH_ARGS (extra `run` arguments), WRK_SECONDS (5),
-# BENCH_KEEP (a path prefix: keep nginx's access log and the engine's stderr),
+# BENCH_KEEP (a path prefix: keep nginx's access log, the engine's stderr
+# and its findings),
 # BENCH_PROFILE (a file: record the engine with `perf record -g` into it;
 # summarise with `perf report -i FILE --no-children --sort symbol`),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
@@ -116,6 +117,7 @@ read -r span server_rate < <(sort -n "$work/logs/access.log" | awk '
 if [ -n "${BENCH_KEEP:-}" ]; then
     cp "$work/logs/access.log" "$BENCH_KEEP.access.log"
     cp "$work/stderr.txt" "$BENCH_KEEP.stderr.txt"
+    cp "$work/findings.txt" "$BENCH_KEEP.findings.txt"
 fi
 load=$(sed -n 's/^loaded .* in \([0-9.]*\) s$/\1/p' "$work/stderr.txt")
 sent=$(sed -n 's/^\([0-9]*\) request(s) sent in .*/\1/p' "$work/stderr.txt")
