@@ -7,6 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::compile::CompiledTemplate;
 use super::error::{EngineError, TargetError};
@@ -120,11 +121,14 @@ impl Engine {
                 let targets = targets.clone();
                 (0..targets.len()).map(move |i| (unit.clone(), targets[i].clone()))
             });
+            // Each job is a task of its own, so jobs run on every tokio
+            // worker (polled inside one driving task, they shared a single
+            // thread). Dropping the stream on cancellation aborts them.
             let work = futures::stream::iter(jobs)
                 .map(move |(unit, target)| {
                     let shared = shared.clone();
                     let done = done.clone();
-                    async move {
+                    AbortOnDropHandle::new(tokio::spawn(async move {
                         if target.cancel.is_cancelled() {
                             return;
                         }
@@ -135,12 +139,18 @@ impl Engine {
                         let done = done.fetch_add(1, Ordering::Relaxed) + 1;
                         // A closed receiver only means nobody follows progress.
                         let _ = shared.sink.send(Event::Progress { done, total }).await;
-                    }
+                    }))
                 })
                 .buffer_unordered(limit);
             let stop = cancel.clone();
             work.take_until(stop.cancelled_owned())
-                .for_each(|_| async {})
+                .for_each(|joined| async move {
+                    // Aborted jobs only end this way after cancellation,
+                    // when the stream is already gone; a panic is a bug.
+                    if let Err(e) = joined {
+                        tracing::error!(error = %e, "a template job ended abnormally");
+                    }
+                })
                 .await;
         });
         rx
