@@ -416,6 +416,22 @@ xmlns:wfs=\"http://www.opengis.net/wfs\"><FeatureTypeList><FeatureType><Name>roa
 }
 
 #[test]
+fn xpath_prefixes_are_read_as_the_xpath_tokenizer_reads_names() {
+    // Found by the operators fuzz target: a prefix starting with a
+    // non-ASCII name character (U+FFFD) was bound without it, and the
+    // evaluator panicked on the unbound prefix. Such names select nothing.
+    for query in [
+        "/html/body/\u{FFFD}pe:div[2]/main",
+        "//\u{00E9}t\u{00E9}:item",
+        "//a4b:item",
+        "//x:y/z\u{00B7}q:w",
+    ] {
+        let e = extractor(&format!("type: xpath\nxpath: ['{query}']"));
+        assert!(e.extract(&response(200, &[], PAGE)).is_empty(), "{query}");
+    }
+}
+
+#[test]
 fn a_bad_xpath_is_a_compile_error() {
     let def: MatcherDef = yaml("type: xpath\nxpath: ['//a[']");
     assert!(matches!(

@@ -241,28 +241,34 @@ fn written_prefix<'a>(node: roxmltree::Node<'a, '_>) -> Option<&'a str> {
 }
 
 /// Prefixes used in a query (`wfs` in `/wfs:WFS_Capabilities`), skipping
-/// axes (`child::`).
+/// axes (`child::`). Names follow XML's NCName rules, as the XPath
+/// tokenizer reads them (so `\u{FFFD}pe:div` has the prefix `\u{FFFD}pe`);
+/// every name-start position of the run before a colon is taken, so the
+/// prefix the tokenizer settles on is always bound. An unbound prefix makes
+/// the evaluator panic; an extra binding costs nothing.
 fn query_prefixes(query: &str) -> Vec<&str> {
-    let bytes = query.as_bytes();
-    let is_name = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.';
+    use sxd_document::XmlChar;
+    let chars: Vec<(usize, char)> = query.char_indices().collect();
     let mut prefixes = Vec::new();
-    for (i, &b) in bytes.iter().enumerate() {
-        if b != b':' || i == 0 {
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        if c != ':' || k == 0 {
             continue;
         }
-        let prev_colon = bytes[i - 1] == b':';
-        let next_colon = bytes.get(i + 1) == Some(&b':');
-        if prev_colon || next_colon || !is_name(bytes[i - 1]) {
+        let prev_colon = chars[k - 1].1 == ':';
+        let next_colon = chars.get(k + 1).is_some_and(|&(_, n)| n == ':');
+        if prev_colon || next_colon {
             continue;
         }
-        let mut start = i;
-        while start > 0 && is_name(bytes[start - 1]) {
-            start -= 1;
+        let mut first = k;
+        while first > 0 && chars[first - 1].1.is_ncname_char() {
+            first -= 1;
         }
-        if bytes[start].is_ascii_alphabetic() || bytes[start] == b'_' {
-            let prefix = &query[start..i];
-            if !prefixes.contains(&prefix) {
-                prefixes.push(prefix);
+        for &(from, start) in &chars[first..k] {
+            if start.is_ncname_start_char() {
+                let prefix = &query[from..at];
+                if !prefixes.contains(&prefix) {
+                    prefixes.push(prefix);
+                }
             }
         }
     }
