@@ -1,12 +1,16 @@
 //! Running one template (or one cluster of templates) against one target.
 //!
-//! Requests go out on tokio; every response is handed to the rayon pool,
-//! where its variable map is built and the operators evaluated, and the
-//! outcome comes back through a oneshot channel. Matching is CPU work
-//! (regexes over bodies of up to 10 MiB, DSL) and would stall the reactor
-//! if it ran on a tokio worker; `spawn_blocking` would do, but its pool is
-//! sized for blocking I/O, while rayon's is sized to the cores and also
-//! runs the per-cluster fan-out in parallel.
+//! Requests go out on tokio. A response with a body over 32 KiB is handed
+//! to the rayon pool, where its variable map is built and the operators
+//! evaluated, and the outcome comes back through a oneshot channel:
+//! matching it is CPU work (regexes over bodies of up to 10 MiB, DSL) and
+//! would stall the reactor if it ran on a tokio worker; `spawn_blocking`
+//! would do, but its pool is sized for blocking I/O, while rayon's is sized
+//! to the cores and also runs the per-cluster fan-out in parallel. Smaller
+//! responses, most of a scan, are matched on the task that received them
+//! ([`match_job`]): over the public corpus that took 3 µs at the median
+//! and 0.4 ms at the 99.9th percentile, less than the two thread wake-ups
+//! of a trip to rayon and back.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
