@@ -22,7 +22,7 @@ fn main() -> ExitCode {
 /// Turns transparent huge pages off for this process. mimalloc reserves
 /// its arenas in large aligned regions; where the kernel's THP setting is
 /// `always`, each touched region is backed by 2 MiB pages, which cost a
-/// corpus run about 70 MiB of resident memory and more CPU (page clearing)
+/// corpus run about 60 MiB of resident memory and more CPU (page clearing)
 /// than they saved. The setting is checked at page-fault time, so memory
 /// the allocator mapped before `main` is covered too. Failure (an old
 /// kernel) only leaves the kernel's default in place.

@@ -23,6 +23,19 @@ async fn with_enough_of_the_window_left() {
     }
 }
 
+/// Two api processes with rate limiting on, sharing one database and one
+/// Redis prefix (so one budget per user).
+async fn two_apps_sharing_one_budget() -> (TestApp, TestApp) {
+    let first = spawn_app_with(&[ON]).await;
+    let second = spawn_app_with(&[
+        ON,
+        ("SCANFLEET_REDIS_PREFIX", &first.redis_prefix),
+        ("DATABASE_URL", first.state.settings.database_url.expose()),
+    ])
+    .await;
+    (first, second)
+}
+
 fn num(r: &Reply, header: &str) -> u64 {
     r.header(header)
         .unwrap_or_else(|| panic!("{header} missing on {}: {}", r.status, r.text))
@@ -122,13 +135,7 @@ async fn rate_limit_headers_are_on_error_responses_too() {
 
 #[tokio::test]
 async fn two_app_instances_sharing_one_redis_prefix_share_one_budget() {
-    let first = spawn_app_with(&[ON]).await;
-    let second = spawn_app_with(&[
-        ON,
-        ("SCANFLEET_REDIS_PREFIX", &first.redis_prefix),
-        ("DATABASE_URL", first.state.settings.database_url.expose()),
-    ])
-    .await;
+    let (first, second) = two_apps_sharing_one_budget().await;
     let user = first.new_user().await;
     with_enough_of_the_window_left().await;
     for i in 1..=10u64 {
@@ -149,13 +156,7 @@ async fn two_app_instances_sharing_one_redis_prefix_share_one_budget() {
 #[tokio::test]
 async fn a_large_budget_shared_by_two_processes_serves_exactly_the_limit() {
     const LIMIT: u64 = 1500;
-    let first = spawn_app_with(&[ON]).await;
-    let second = spawn_app_with(&[
-        ON,
-        ("SCANFLEET_REDIS_PREFIX", &first.redis_prefix),
-        ("DATABASE_URL", first.state.settings.database_url.expose()),
-    ])
-    .await;
+    let (first, second) = two_apps_sharing_one_budget().await;
     let user = first.new_user().await;
     first
         .state

@@ -38,20 +38,31 @@ fn cache() -> &'static Mutex<HashMap<String, Regex>> {
 
 /// Compiles a Go-dialect pattern for matching on raw response bytes.
 pub fn compile(pattern: &str) -> Result<Regex, OperatorError> {
-    if let Ok(cache) = cache().lock() {
+    cached(cache(), pattern, || {
+        build(&translate(pattern)).map_err(|e| OperatorError::BadRegex {
+            pattern: pattern.to_string(),
+            reason: e.to_string(),
+        })
+    })
+}
+
+/// The value kept in `cache` for `pattern`, made (and kept) on a miss. A
+/// poisoned cache is skipped, not fatal.
+fn cached<T: Clone>(
+    cache: &Mutex<HashMap<String, T>>,
+    pattern: &str,
+    make: impl FnOnce() -> Result<T, OperatorError>,
+) -> Result<T, OperatorError> {
+    if let Ok(cache) = cache.lock() {
         if let Some(found) = cache.get(pattern) {
             return Ok(found.clone());
         }
     }
-    let translated = translate(pattern);
-    let compiled = build(&translated).map_err(|e| OperatorError::BadRegex {
-        pattern: pattern.to_string(),
-        reason: e.to_string(),
-    })?;
-    if let Ok(mut cache) = cache().lock() {
-        cache.insert(pattern.to_string(), compiled.clone());
+    let made = make()?;
+    if let Ok(mut cache) = cache.lock() {
+        cache.insert(pattern.to_string(), made.clone());
     }
-    Ok(compiled)
+    Ok(made)
 }
 
 fn build(translated: &str) -> Result<Regex, regex::Error> {
@@ -207,26 +218,19 @@ fn lazy_cache() -> &'static Mutex<HashMap<String, Arc<LazyRegex>>> {
 /// Checks a Go-dialect pattern now and builds it on first use. The same
 /// pattern gives the same shared [`LazyRegex`], so it is built at most once.
 pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
-    if let Ok(cache) = lazy_cache().lock() {
-        if let Some(found) = cache.get(pattern) {
-            return Ok(found.clone());
-        }
-    }
-    let translated = translate(pattern);
-    let hir = parse_hir(&translated).map_err(|reason| OperatorError::BadRegex {
-        pattern: pattern.to_string(),
-        reason,
-    })?;
-    let lazy = Arc::new(LazyRegex {
-        pattern: pattern.to_string(),
-        prefixes: Prefixes::of(&hir),
-        translated,
-        regex: OnceLock::new(),
-    });
-    if let Ok(mut cache) = lazy_cache().lock() {
-        cache.insert(pattern.to_string(), lazy.clone());
-    }
-    Ok(lazy)
+    cached(lazy_cache(), pattern, || {
+        let translated = translate(pattern);
+        let hir = parse_hir(&translated).map_err(|reason| OperatorError::BadRegex {
+            pattern: pattern.to_string(),
+            reason,
+        })?;
+        Ok(Arc::new(LazyRegex {
+            pattern: pattern.to_string(),
+            prefixes: Prefixes::of(&hir),
+            translated,
+            regex: OnceLock::new(),
+        }))
+    })
 }
 
 /// Parses the pattern as [`build`] would (octal escapes on, and matching

@@ -125,11 +125,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let _ = sock.shutdown().await;
 }
 
+/// A listener on a free loopback port and the log its requests go to.
+async fn listen() -> (TcpListener, std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr, Arc::default())
+}
+
 impl Lab {
     pub async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Lab {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let (listener, addr, seen) = listen().await;
         let handler: Handler = Arc::new(handler);
         let log = seen.clone();
         tokio::spawn(async move {
@@ -158,9 +163,7 @@ impl Lab {
         .with_single_cert(vec![cert.cert.der().clone()], key)
         .expect("server config");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let (listener, addr, seen) = listen().await;
         let handler: Handler = Arc::new(handler);
         let log = seen.clone();
         tokio::spawn(async move {
