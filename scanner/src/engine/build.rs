@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::compile::{CompiledBlock, DigestCredentials, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
-use super::vars::{layer_from_strings, RequestLayers, Scope, VarMap};
+use super::vars::{InputVars, RequestLayers, Scope};
 use crate::dsl::{RequestedWait, TemplateString, Vars};
 use crate::http::{Request, TargetUrl};
 
@@ -73,43 +73,50 @@ fn render(
 }
 
 /// Builds one request of `block`. `scope` holds every variable except the
-/// input-derived ones, which depend on the path being built.
+/// input-derived ones, which depend on the path being built; `input_vars`
+/// are those of `input`.
 pub fn build(
     block: &CompiledBlock,
     spec: &RequestSpec,
-    input: &InputUrl,
+    (input, input_vars): (&InputUrl, &InputVars),
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
     // Rendering is synchronous on this thread: every `wait_for` of this
     // request is noted between `begin` and `end`.
     let waits = RequestedWait::begin();
     let mut built = match spec {
-        RequestSpec::Path(path) => build_path(block, path, input, scope),
-        RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
+        RequestSpec::Path(path) => build_path(block, path, (input, input_vars), scope),
+        RequestSpec::Raw(raw) => build_raw(block, raw, (input, input_vars), scope),
     }?;
     built.wait = waits.end();
     built.digest = block.digest.clone();
     Ok(built)
 }
 
-fn with_input_vars(layers: &RequestLayers, input: &InputUrl, trim: bool) -> Scope {
+fn with_input_vars(layers: &RequestLayers, input_vars: &InputVars, trim: bool) -> Scope {
     // Input variables sit below payloads, template and option variables and
     // above extracted values, as in Nuclei's merge order.
-    let target_layer: VarMap = layer_from_strings(input.variables(trim));
-    layers.with_input(Arc::new(target_layer))
+    layers.with_input(input_vars.layer(trim))
 }
 
 fn build_path(
     block: &CompiledBlock,
     path: &PathSpec,
-    input: &InputUrl,
+    (input, input_vars): (&InputUrl, &InputVars),
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
-    let input = match &path.port_override {
-        Some(p) => input.with_port(p),
-        None => input.clone(),
+    // `{{BaseURL}}:8080` changes the input's port, and so its variables.
+    let ported;
+    let (input, input_vars) = match &path.port_override {
+        Some(p) => {
+            let input = input.with_port(p);
+            let vars = InputVars::of(&input);
+            ported = (input, vars);
+            (&ported.0, &ported.1)
+        }
+        None => (input, input_vars),
     };
-    let scope = with_input_vars(scope, &input, path.trailing_slash);
+    let scope = with_input_vars(scope, input_vars, path.trailing_slash);
     let rendered = render(&path.template, &scope, "path", block)?;
     let rendered = String::from_utf8_lossy(&rendered).into_owned();
     let (scheme, authority, target) = match split_absolute(&rendered) {
@@ -164,10 +171,10 @@ fn build_path(
 fn build_raw(
     block: &CompiledBlock,
     raw: &TemplateString,
-    input: &InputUrl,
+    (input, input_vars): (&InputUrl, &InputVars),
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
-    let scope = with_input_vars(scope, input, false);
+    let scope = with_input_vars(scope, input_vars, false);
     let text = render(raw, &scope, "raw request", block)?;
     // `@Host:` sends the request elsewhere; the runnability check admits
     // only values built from the target's own name.

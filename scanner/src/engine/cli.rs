@@ -184,7 +184,8 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let mut findings = 0usize;
     let mut failed = 0usize;
     let mut skipped = 0usize;
-    let mut stdout = std::io::stdout().lock();
+    // Not a held lock: the run is a task that may move between threads.
+    let mut stdout = std::io::stdout();
     let jsonl = args.jsonl;
     let scan_started = std::time::Instant::now();
     let verbose = args.verbose;
@@ -259,7 +260,16 @@ pub fn run_blocking(args: RunArgs) -> ExitCode {
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(run_command(args)),
+        // The run is a task on the workers rather than polled by this
+        // thread: each event it receives then wakes a task on a busy
+        // worker instead of this parked thread (a futex wake-up per event,
+        // which was a large part of a run's context switches).
+        Ok(rt) => rt.block_on(async {
+            tokio::spawn(run_command(args)).await.unwrap_or_else(|e| {
+                eprintln!("error: the run ended abnormally: {e}");
+                ExitCode::FAILURE
+            })
+        }),
         Err(e) => {
             eprintln!("error: could not start the async runtime: {e}");
             ExitCode::from(EXIT_USAGE)

@@ -27,7 +27,7 @@ use super::error::{TargetError, TargetErrorKind};
 use super::response::{numbered, prefixed, response_vars};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
-use super::vars::{layer_from_strings, string_value, RequestLayers, Scope, VarMap};
+use super::vars::{string_value, InputVars, RequestLayers, Scope, VarMap};
 use super::Event;
 use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
 use crate::operators::{OperatorResult, Operators};
@@ -66,13 +66,13 @@ pub(crate) struct TargetRun {
     /// Answers of identical safe requests, shared across templates.
     pub cache: ResponseCache,
     /// The input's variables (`BaseURL`, `Hostname`, ...), made once.
-    pub input_layer: Arc<VarMap>,
+    pub input_vars: InputVars,
 }
 
 impl TargetRun {
     pub fn new(target: TargetUrl, cancel: CancellationToken) -> TargetRun {
         let input = InputUrl::from_target(&target);
-        let input_layer = Arc::new(layer_from_strings(input.variables(false)));
+        let input_vars = InputVars::of(&input);
         TargetRun {
             host: input.root_url(),
             input,
@@ -81,7 +81,7 @@ impl TargetRun {
             refused: AtomicBool::new(false),
             failures: AtomicUsize::new(0),
             cache: ResponseCache::default(),
-            input_layer,
+            input_vars,
         }
     }
 }
@@ -285,10 +285,9 @@ fn send_options(block: &CompiledBlock, jar: Option<&CookieJar>) -> SendOptions {
 fn template_vars(
     tpl: &CompiledTemplate,
     shared: &RunShared,
-    input: &InputUrl,
+    input_layer: &Arc<VarMap>,
     extracted: Option<&VarMap>,
 ) -> VarMap {
-    let input_layer = Arc::new(layer_from_strings(input.variables(false)));
     let extracted = extracted.map(|e| Arc::new(e.clone()));
     // Constants first, so variables can use them (`{{randstr}}`).
     let mut out: VarMap = (*tpl.constants).clone();
@@ -322,14 +321,14 @@ fn payload_values(
     combo: Vec<(String, String)>,
     template_layer: &Arc<VarMap>,
     shared: &RunShared,
-    input: &InputUrl,
+    input_layer: &Arc<VarMap>,
 ) -> VarMap {
     let needs_render = combo.iter().any(|(_, v)| v.contains("{{"));
     let scope = needs_render.then(|| {
         Scope::new()
             .below(template_layer.clone())
             .below(shared.option_vars.clone())
-            .below(Arc::new(layer_from_strings(input.variables(false))))
+            .below(input_layer.clone())
     });
     combo
         .into_iter()
@@ -444,7 +443,7 @@ pub(crate) async fn run_template(
         tid: tpl.head.template_id.clone(),
         head,
         jar: tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new),
-        template_layer: Arc::new(template_vars(&tpl, shared, &target.input, None)),
+        template_layer: Arc::new(template_vars(&tpl, shared, &target.input_vars.full, None)),
         dynamic: VarMap::new(),
         block_history: Vec::new(),
         stopped: false,
@@ -529,7 +528,7 @@ impl TemplateRun<'_> {
         let again = template_vars(
             &self.tpl,
             self.shared,
-            &self.target.input,
+            &self.target.input_vars.full,
             Some(&self.dynamic),
         );
         let mut merged = (*self.template_layer).clone();
@@ -564,7 +563,7 @@ impl TemplateRun<'_> {
                 combo,
                 &self.template_layer,
                 shared,
-                &target.input,
+                &target.input_vars.full,
             ));
             // Requests in order; with `iterate-all` a request meets values
             // extracted before it and is queued again once per round.
@@ -597,7 +596,7 @@ impl TemplateRun<'_> {
                     ],
                     lower,
                 };
-                let built = match build(block, spec, &target.input, &layers) {
+                let built = match build(block, spec, (&target.input, &target.input_vars), &layers) {
                     Ok(b) => b,
                     Err(Skip(reason)) => {
                         report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
@@ -616,7 +615,7 @@ impl TemplateRun<'_> {
                 if no_operators {
                     status = true;
                 }
-                let request_scope = layers.with_input(target.input_layer.clone());
+                let request_scope = layers.with_input(target.input_vars.full.clone());
                 let dump = Arc::new(built.dump);
                 // Names this request's responses already set, so an earlier
                 // hop does not overwrite what the final response extracted.
@@ -711,7 +710,7 @@ impl TemplateRun<'_> {
                         .chain(self.block_history.iter().cloned())
                         .collect(),
                 };
-                let request_scope = layers.with_input(target.input_layer.clone());
+                let request_scope = layers.with_input(target.input_vars.full.clone());
                 let job = move || {
                     let mut scope = Scope::new().below(last);
                     for h in history.iter().rev() {
@@ -769,7 +768,7 @@ pub(crate) async fn run_cluster(
         upper: vec![shared.option_vars.clone()],
         lower: Vec::new(),
     };
-    let built = match build(block, spec, &target.input, &layers) {
+    let built = match build(block, spec, (&target.input, &target.input_vars), &layers) {
         Ok(b) => b,
         Err(Skip(reason)) => {
             report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
@@ -782,7 +781,7 @@ pub(crate) async fn run_cluster(
         return;
     };
     let host = target.host.clone();
-    let request_scope = layers.with_input(target.input_layer.clone());
+    let request_scope = layers.with_input(target.input_vars.full.clone());
     let dump = built.dump;
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)

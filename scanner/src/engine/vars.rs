@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::url::InputUrl;
 use crate::dsl::{Value, Vars};
 
 /// One layer of variables.
@@ -77,6 +78,32 @@ pub fn layer_from_strings<I: IntoIterator<Item = (String, String)>>(items: I) ->
         .into_iter()
         .map(|(k, v)| (k, string_value(v)))
         .collect()
+}
+
+/// A target's input-derived variables (`BaseURL`, `Hostname`, ...), made
+/// once per target rather than per request: as the input gives them, and
+/// with the input path's trailing slash trimmed (for `{{BaseURL}}/x`).
+#[derive(Clone)]
+pub struct InputVars {
+    pub full: Arc<VarMap>,
+    pub trimmed: Arc<VarMap>,
+}
+
+impl InputVars {
+    pub fn of(input: &InputUrl) -> InputVars {
+        InputVars {
+            full: Arc::new(layer_from_strings(input.variables(false))),
+            trimmed: Arc::new(layer_from_strings(input.variables(true))),
+        }
+    }
+
+    pub fn layer(&self, trim_trailing_slash: bool) -> Arc<VarMap> {
+        if trim_trailing_slash {
+            self.trimmed.clone()
+        } else {
+            self.full.clone()
+        }
+    }
 }
 
 /// The variables of one request, split around the place where the
