@@ -24,11 +24,12 @@ use super::build::{build, Built, Outgoing, Skip};
 use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::error::{TargetError, TargetErrorKind};
-use super::response::{numbered, prefixed, response_vars};
+use super::response::{numbered, prefixed, response_vars, RunNames};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
 use super::vars::{string_value, InputVars, RequestLayers, Scope, VarMap};
 use super::Event;
+use crate::dsl::Bytes;
 use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
 use crate::operators::{OperatorResult, Operators};
 use crate::template::FlowExpr;
@@ -417,6 +418,8 @@ struct TemplateRun<'a> {
     /// Every extracted value list since the last look, for a JavaScript
     /// flow's template context; `None` (not collected) otherwise.
     flow_extracts: Option<Vec<(String, Vec<String>)>>,
+    /// `host` and `template-id` as every response of this run names them.
+    names: RunNames,
 }
 
 /// A new id for one template execution (or cluster send).
@@ -450,6 +453,7 @@ pub(crate) async fn run_template(
         run_id: next_run_id(),
         tpl: tpl.clone(),
         flow_extracts: None,
+        names: RunNames::new(&target.host, &tpl.head.template_id),
     };
     match (&tpl.flow, &tpl.script_flow) {
         (Some(flow), _) => {
@@ -616,7 +620,7 @@ impl TemplateRun<'_> {
                     status = true;
                 }
                 let request_scope = layers.with_input(target.input_vars.full.clone());
-                let dump = Arc::new(built.dump);
+                let dump = Bytes::from(built.dump);
                 // Names this request's responses already set, so an earlier
                 // hop does not overwrite what the final response extracted.
                 let mut carried = HashSet::new();
@@ -631,13 +635,12 @@ impl TemplateRun<'_> {
                     let hop_bytes = hop.body.len();
                     let history_now = numbered_history.clone();
                     let tpl_job = tpl.clone();
-                    let host = target.host.clone();
+                    let names = self.names.clone();
                     let dump = dump.clone();
                     let request_scope = request_scope.clone();
                     let job = move || {
                         let block = &tpl_job.blocks[bi];
-                        let resp_layer =
-                            Arc::new(response_vars(&hop, &host, &dump, &tpl_job.head.template_id));
+                        let resp_layer = Arc::new(response_vars(&hop, &dump, &names));
                         // `body_2` and friends name the final response of
                         // request 2, not a redirect before it.
                         let numbered_layer = (is_final && block.needs_history)
@@ -782,12 +785,14 @@ pub(crate) async fn run_cluster(
     };
     let host = target.host.clone();
     let request_scope = layers.with_input(target.input_vars.full.clone());
-    let dump = built.dump;
+    let dump = Bytes::from(built.dump);
+    // Cluster members share one evaluation scope, so no one template's id.
+    let names = RunNames::new(&host, "");
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)
             .into_iter()
             .map(|hop| {
-                let resp_layer = Arc::new(response_vars(&hop, &host, &dump, ""));
+                let resp_layer = Arc::new(response_vars(&hop, &dump, &names));
                 let scope = Scope::new().below(resp_layer).below_all(&request_scope);
                 (hop.final_url, scope)
             })

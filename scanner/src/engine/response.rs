@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use super::vars::{bytes_value, float_value, int_value, string_value, VarMap};
+use super::vars::{float_value, int_value, string_value, VarMap};
+use crate::dsl::{Bytes, Value};
 use crate::http::Response;
 
 /// Builds the response's variable map: `status_code`, `body`, `header` and
@@ -11,12 +12,11 @@ use crate::http::Response;
 /// `content_length`, `duration` (seconds), `host`, `matched`, `request`,
 /// every header as a lower_snake name (repeated headers joined by a space)
 /// and every cookie set by the response under its lower-cased name.
-pub fn response_vars(
-    resp: &Response,
-    host: &str,
-    request_dump: &[u8],
-    template_id: &str,
-) -> VarMap {
+///
+/// Done for every response, so the values share buffers: `header`,
+/// `all_headers` and `body` are views of the one `response` buffer, and
+/// `host`, `request` and `template-id` are the caller's shared values.
+pub fn response_vars(resp: &Response, request_dump: &Bytes, names: &RunNames) -> VarMap {
     let mut vars = VarMap::with_capacity(16 + resp.headers.len());
     // Cookies first: a header of the same snake name wins, as in Nuclei.
     for (name, value) in resp.headers.iter() {
@@ -26,7 +26,7 @@ pub fn response_vars(
             }
         }
     }
-    let mut joined: Vec<(String, String)> = Vec::new();
+    let mut joined: Vec<(String, String)> = Vec::with_capacity(resp.headers.len());
     for (name, value) in resp.headers.iter() {
         let key = name.trim().replace('-', "_").to_ascii_lowercase();
         match joined.iter_mut().find(|(k, _)| *k == key) {
@@ -40,29 +40,49 @@ pub fn response_vars(
     for (k, v) in joined {
         vars.insert(k, string_value(v));
     }
-    let header = resp.raw_header().into_bytes();
+    let header = resp.raw_header();
     let mut full = Vec::with_capacity(header.len() + resp.body.len());
-    full.extend_from_slice(&header);
+    full.extend_from_slice(header.as_bytes());
     full.extend_from_slice(&resp.body);
+    let full = Bytes::from(full);
+    let body = Value::Str(full.slice(header.len()..));
+    let header = Value::Str(full.slice(..header.len()));
     let content_length = resp
         .headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
         .and_then(|(_, v)| v.trim().parse::<i64>().ok())
         .unwrap_or(resp.body.len() as i64);
-    vars.insert("host".into(), string_value(host.to_string()));
+    vars.insert("host".into(), names.host.clone());
     vars.insert("matched".into(), string_value(resp.final_url.clone()));
-    vars.insert("request".into(), bytes_value(request_dump.to_vec()));
-    vars.insert("response".into(), bytes_value(full));
+    vars.insert("request".into(), Value::Str(request_dump.clone()));
+    vars.insert("response".into(), Value::Str(full));
     vars.insert("status_code".into(), int_value(i64::from(resp.status)));
-    vars.insert("body".into(), bytes_value(resp.body.clone()));
-    vars.insert("all_headers".into(), bytes_value(header.clone()));
-    vars.insert("header".into(), bytes_value(header));
+    vars.insert("body".into(), body);
+    vars.insert("all_headers".into(), header.clone());
+    vars.insert("header".into(), header);
     vars.insert("duration".into(), float_value(resp.duration.as_secs_f64()));
     vars.insert("content_length".into(), int_value(content_length));
-    vars.insert("template-id".into(), string_value(template_id.to_string()));
-    vars.insert("type".into(), string_value("http".into()));
+    vars.insert("template-id".into(), names.template_id.clone());
+    vars.insert("type".into(), Value::Str(Bytes::from_static(b"http")));
     vars
+}
+
+/// The `host` and `template-id` values of every response of one template
+/// execution, made once.
+#[derive(Clone)]
+pub struct RunNames {
+    pub host: Value,
+    pub template_id: Value,
+}
+
+impl RunNames {
+    pub fn new(host: &str, template_id: &str) -> RunNames {
+        RunNames {
+            host: Value::from(host),
+            template_id: Value::from(template_id),
+        }
+    }
 }
 
 /// `name=value` of a Set-Cookie header.

@@ -827,7 +827,8 @@ async fn fetch(addr: std::net::SocketAddr, path: &str) -> HashMap<String, Value>
         .send(&Request::get(&url), &SendOptions::default())
         .await
         .expect("response");
-    crate::engine::response::response_vars(&response, &url.to_string(), b"", "operators-test")
+    let names = crate::engine::response::RunNames::new(&url.to_string(), "operators-test");
+    crate::engine::response::response_vars(&response, &crate::dsl::Bytes::new(), &names)
 }
 
 #[tokio::test]
