@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use bytes::BufMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::url::Scheme;
@@ -13,6 +14,9 @@ use super::url::Scheme;
 /// A byte stream the client can speak HTTP over: plain TCP or TLS.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Most bytes one read takes in.
+const READ_CHUNK: usize = 16 * 1024;
 
 /// One open connection plus the bytes read from it but not yet parsed.
 pub(crate) struct Conn {
@@ -30,12 +34,15 @@ impl Conn {
         }
     }
 
-    /// Reads more bytes into `buf`; 0 means the peer closed.
+    /// Reads up to [`READ_CHUNK`] more bytes into `buf`; 0 means the peer
+    /// closed.
     pub(crate) async fn fill(&mut self) -> io::Result<usize> {
-        let mut chunk = [0u8; 16 * 1024];
-        let n = self.io.read(&mut chunk).await?;
-        self.buf.extend_from_slice(&chunk[..n]);
-        Ok(n)
+        // Straight into the buffer's spare room: a chunk array here would
+        // sit in the state of every future that awaits a read, and be
+        // zeroed and copied with them on every request.
+        self.buf.reserve(READ_CHUNK);
+        let mut room = (&mut self.buf).limit(READ_CHUNK);
+        self.io.read_buf(&mut room).await
     }
 
     pub(crate) async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
