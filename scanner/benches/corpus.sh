@@ -16,7 +16,9 @@
 # BENCH_PROFILE (a file: record the engine with `perf record -g` into it;
 # summarise with `perf report -i FILE --no-children --sort symbol`),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
-# e.g. an earlier build for a before/after comparison).
+# e.g. an earlier build for a before/after comparison), BENCH_TARGETS (1:
+# scan the same nginx as this many targets, one port each, for a longer and
+# steadier scan phase; the counts are then for all targets together).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,7 +33,20 @@ for tool in nginx wrk /usr/bin/time; do
 done
 [ -d "$corpus" ] || { echo "corpus $corpus not found" >&2; exit 1; }
 
-port=${BENCH_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+port=${BENCH_PORT:-$(free_port)}
+ports=("$port")
+for _ in $(seq 2 "${BENCH_TARGETS:-1}"); do
+    ports+=("$(free_port)")
+done
+listen=""
+targets=()
+for p in "${ports[@]}"; do
+    listen="$listen listen 127.0.0.1:$p;"
+    targets+=(-u "http://127.0.0.1:$p")
+done
 work=$(mktemp -d /tmp/scanfleet-bench.XXXXXX)
 # nginx workers run as an unprivileged user: without this they cannot read
 # the site and answer every request with 403.
@@ -68,7 +83,7 @@ http {
     access_log $work/logs/access.log timed buffer=256k flush=1s;
     keepalive_requests 1000000;
     server {
-        listen 127.0.0.1:$port;
+       $listen
         root $work/site;
         server_name localhost;
     }
@@ -94,13 +109,13 @@ sleep 2 # let the buffered access log reach the disk
 : >"$work/logs/access.log"
 kill -USR1 "$nginx_pid" # reopen the truncated log
 
-echo "scanfleet-scanner run -t $corpus -u http://127.0.0.1:$port --allow-private ${BENCH_ARGS:-}"
+echo "scanfleet-scanner run -t $corpus ${targets[*]} --allow-private ${BENCH_ARGS:-}"
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
 profile=()
 if [ -n "${BENCH_PROFILE:-}" ]; then
     profile=(perf record -F 499 -g -o "$BENCH_PROFILE" --)
 fi
-/usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" -u "http://127.0.0.1:$port" \
+/usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" "${targets[@]}" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"
 sleep 2
 kill -USR1 "$nginx_pid"

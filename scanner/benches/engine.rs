@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use scanfleet_scanner::dsl::Vars;
-use scanfleet_scanner::engine::response::response_vars;
+use scanfleet_scanner::dsl::{Bytes, Vars};
+use scanfleet_scanner::engine::response::{response_vars, RunNames};
 use scanfleet_scanner::engine::vars::Scope;
 use scanfleet_scanner::engine::CompiledTemplate;
 use scanfleet_scanner::http::Response;
@@ -121,15 +121,12 @@ fn main() {
         .iter()
         .flat_map(|t| (0..t.blocks.len()).map(move |i| (t.clone(), i)))
         .collect();
+    let names = RunNames::new("http://bench.test", "bench");
+    let request = Bytes::from_static(b"GET / HTTP/1.1\r\n\r\n");
     let contexts: Vec<Scope> = (0..responses)
         .map(|i| {
             let resp = synthetic_response(i);
-            Scope::new().below(Arc::new(response_vars(
-                &resp,
-                "http://bench.test",
-                b"GET / HTTP/1.1\r\n\r\n",
-                "bench",
-            )))
+            Scope::new().below(Arc::new(response_vars(&resp, &request, &names)))
         })
         .collect();
     // Warm-up: lazily built regexes and caches.
