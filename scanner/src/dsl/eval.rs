@@ -90,7 +90,7 @@ pub(crate) fn eval(node: &Node, vars: &dyn Vars) -> Result<Value, DslError> {
                 values.push(eval(a, vars)?);
             }
             let regex = match regex {
-                Some(Ok(re)) => Some(re.get()),
+                Some(Ok(re)) => Some(&**re),
                 Some(Err(e)) => return Err(e.clone()),
                 None => None,
             };

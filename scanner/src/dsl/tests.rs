@@ -178,6 +178,34 @@ fn regex_operators_match_and_negate() {
 }
 
 #[test]
+fn regex_helpers_leave_a_pattern_unbuilt_when_the_subject_cannot_match_it() {
+    use crate::operators::goregex::compile_lazy;
+    let page = scope(&[("body", Value::from("<html>404 Not Found</html>"))]);
+    let hit = scope(&[("body", Value::from("<title>dsl-gate-probe 7</title>"))]);
+    let pattern = r"<title>dsl-gate-probe (\d+)";
+    let expr = Expr::parse(r"regex('<title>dsl-gate-probe (\\d+)', body)").expect("parses");
+    assert_eq!(expr.eval(&page), Ok(Value::Bool(false)));
+    assert!(
+        !compile_lazy(pattern).expect("valid").is_built(),
+        "a subject without the prefix builds nothing"
+    );
+    assert_eq!(expr.eval(&hit), Ok(Value::Bool(true)));
+    assert!(compile_lazy(pattern).expect("valid").is_built());
+
+    // replace_regex without a possible match gives the subject back as is.
+    let suffix = r"[a-z]+-dsl-tail-probe";
+    let replace =
+        Expr::parse(r"replace_regex(body, '[a-z]+-dsl-tail-probe', 'X')").expect("parses");
+    assert_eq!(
+        replace.eval(&page),
+        Ok(Value::from("<html>404 Not Found</html>"))
+    );
+    assert!(!compile_lazy(suffix).expect("valid").is_built());
+    let tail = scope(&[("body", Value::from("a abc-dsl-tail-probe b"))]);
+    assert_eq!(replace.eval(&tail), Ok(Value::from("a X b")));
+}
+
+#[test]
 fn dsl_regexes_use_go_semantics_for_character_classes() {
     // Go reads `[` inside a class as a literal; Rust would open a nested
     // class. This pattern is from a public template.

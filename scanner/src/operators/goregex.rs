@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::bytes::{Regex, RegexBuilder};
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
 use super::error::OperatorError;
 
@@ -82,7 +83,9 @@ pub struct LazyRegex {
     /// Every match starts with one of these (`None`: no short set is
     /// known). While the regex is unbuilt, a haystack holding none of them
     /// is answered "no match" without building it.
-    prefixes: Option<Prefixes>,
+    prefixes: Option<Literals>,
+    /// The same for the literals every match ends with.
+    suffixes: Option<Literals>,
     regex: OnceLock<Regex>,
 }
 
@@ -107,17 +110,17 @@ const MAX_PREFIXES: usize = 32;
 
 impl LazyRegex {
     /// The regex to run over `haystack`, or `None` when it cannot match
-    /// there. Before the regex is first built this looks for the prefix
-    /// literals every match starts with: most template regexes meet only
-    /// responses that hold none of them (a 404 page against a product
-    /// fingerprint), and then are never built at all. Once built, the
-    /// regex's own prefilter does this job.
+    /// there. Before the regex is first built this looks for the literals
+    /// every match starts with, and for those every match ends with: most
+    /// template regexes meet only responses that lack them (a 404 page
+    /// against a product fingerprint), and then are never built at all.
+    /// Once built, the regex's own prefilter does this job.
     pub fn get_for(&self, haystack: &[u8]) -> Option<&Regex> {
         if let Some(built) = self.regex.get() {
             return Some(built);
         }
-        if let Some(prefixes) = &self.prefixes {
-            if !prefixes.any_in(haystack) {
+        for needed in [&self.prefixes, &self.suffixes].into_iter().flatten() {
+            if !needed.any_in(haystack) {
                 return None;
             }
         }
@@ -125,9 +128,10 @@ impl LazyRegex {
     }
 }
 
-/// Literals one of which starts every match of a regex.
+/// Literals one of which starts (or, for suffixes, ends) every match of a
+/// regex.
 #[derive(Debug)]
-struct Prefixes {
+struct Literals {
     /// ASCII letters lowered: a case-insensitive pattern's spellings of
     /// one word collapse into one literal, searched ignoring ASCII case
     /// (which finds a superset of the exact spellings, so nothing that
@@ -136,18 +140,19 @@ struct Prefixes {
     literals: Box<[Box<[u8]>]>,
 }
 
-impl Prefixes {
-    /// From the literals every match of `hir` starts with, when they are
-    /// few (after folding ASCII case if need be) and none is empty (an
-    /// empty one would let anything through).
-    fn of(hir: &regex_syntax::hir::Hir) -> Option<Prefixes> {
-        let seq = regex_syntax::hir::literal::Extractor::new().extract(hir);
+impl Literals {
+    /// From the literals every match of `hir` starts (`kind` Prefix) or
+    /// ends (Suffix) with, when they are few (after folding ASCII case if
+    /// need be) and none is empty (an empty one would let anything
+    /// through).
+    fn of(hir: &regex_syntax::hir::Hir, kind: ExtractKind) -> Option<Literals> {
+        let seq = Extractor::new().kind(kind).extract(hir);
         let literals = seq.literals()?;
         if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
             return None;
         }
         if literals.len() <= MAX_PREFIXES {
-            return Some(Prefixes {
+            return Some(Literals {
                 folded: false,
                 literals: literals.iter().map(|l| l.as_bytes().into()).collect(),
             });
@@ -158,7 +163,7 @@ impl Prefixes {
             .collect();
         lowered.sort_unstable();
         lowered.dedup();
-        (lowered.len() <= MAX_PREFIXES).then(|| Prefixes {
+        (lowered.len() <= MAX_PREFIXES).then(|| Literals {
             folded: true,
             literals: lowered.into(),
         })
@@ -226,7 +231,8 @@ pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
         })?;
         Ok(Arc::new(LazyRegex {
             pattern: pattern.to_string(),
-            prefixes: Prefixes::of(&hir),
+            prefixes: Literals::of(&hir, ExtractKind::Prefix),
+            suffixes: Literals::of(&hir, ExtractKind::Suffix),
             translated,
             regex: OnceLock::new(),
         }))

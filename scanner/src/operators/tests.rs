@@ -932,7 +932,7 @@ fn template_regexes_are_checked_at_once_and_built_on_first_use() {
 }
 
 #[test]
-fn a_regex_is_not_built_for_a_haystack_without_its_prefixes() {
+fn a_regex_is_not_built_for_a_haystack_without_its_prefixes_or_suffixes() {
     use super::goregex::compile_lazy;
     let lazy = compile_lazy(r"<title>Tomcat-probe/(\d+)").expect("valid");
     assert!(lazy.get_for(b"<html>404 Not Found</html>").is_none());
@@ -956,9 +956,16 @@ fn a_regex_is_not_built_for_a_haystack_without_its_prefixes() {
         .get_for(haystack)
         .is_some_and(|r| r.is_match(haystack)));
 
-    // No finite prefix set (a leading class repeat, a leading `.*`): every
-    // haystack reaches the regex.
-    for pattern in [r"[a-z]+-open-probe", r".*dot-star-probe"] {
+    // Open at the start, a pattern is still checked for the literals
+    // every match ends with.
+    let suffixed = compile_lazy(r"[a-z]+-suffix-probe\.php").expect("valid");
+    assert!(suffixed.get_for(b"<html>index.html</html>").is_none());
+    assert!(!suffixed.is_built());
+    let text = b"GET /admin-suffix-probe.php";
+    assert!(suffixed.get_for(text).is_some_and(|r| r.is_match(text)));
+
+    // Open at both ends (`.` repeats): every haystack reaches the regex.
+    for pattern in [r".+open-probe.+", r".*dot-star-probe.*"] {
         let open = compile_lazy(pattern).expect("valid");
         assert!(open.get_for(b"unrelated").is_some(), "{pattern}");
     }
@@ -975,6 +982,19 @@ fn a_regex_is_not_built_for_a_haystack_without_its_prefixes() {
         (r"(?:|x)empty-branch-probe", "empty-branch-probe", true),
         (r"(?i)<title>folded-probe", "<TiTlE>Folded-Probe", true),
         (r"(?i)<title>folded-probe", "<title>folded-prob", false),
+        (
+            r"[0-9]+\.suffix-agree-probe",
+            "v 12.suffix-agree-probe",
+            true,
+        ),
+        (
+            r"[0-9]+\.suffix-agree-probe",
+            "v 12.suffix-agree-prob",
+            false,
+        ),
+        (r"(?i)[a-z]+ tail-agree-probe", "X TAIL-AGREE-PROBE", true),
+        (r"\w+-kelvin-tail\x{212A}", "ab-kelvin-tail\u{212A}", true),
+        (r"(?i)\w+-kelvin-tail-k", "ab-KELVIN-TAIL-\u{212A}", true),
     ] {
         let lazy = compile_lazy(pattern).expect("valid");
         let got = lazy

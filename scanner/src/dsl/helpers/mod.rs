@@ -30,6 +30,7 @@ use regex::bytes::Regex;
 use super::error::DslError;
 use super::expr::compile_regex;
 use super::value::Value;
+use crate::operators::goregex::LazyRegex;
 
 pub use hashing::mmh3_hash;
 pub use time::RequestedWait;
@@ -37,8 +38,9 @@ pub use version::compare_versions;
 
 /// What a helper gets besides its arguments.
 pub(crate) struct CallCtx<'a> {
-    /// The pattern argument compiled at parse time, when it was a literal.
-    pub regex: Option<&'a Regex>,
+    /// The pattern argument checked at parse time, when it was a literal;
+    /// built on first use.
+    pub regex: Option<&'a LazyRegex>,
 }
 
 type HelperFn = fn(&[Value], &CallCtx) -> Result<Value, DslError>;
@@ -388,18 +390,21 @@ pub(crate) fn call_memo(
     Ok(output)
 }
 
-/// Runs `f` with the regex for a pattern argument: the one precompiled at
-/// parse time when the pattern was a literal, otherwise a cached compile.
+/// Runs `f` with the regex for a pattern argument: the one checked at parse
+/// time when the pattern was a literal, otherwise a cached compile. `f`
+/// gets `None` when the regex is known not to match `haystack`.
 pub(crate) fn use_regex<T>(
     ctx: &CallCtx,
     pattern: &Value,
-    f: impl FnOnce(&Regex) -> T,
+    haystack: &[u8],
+    f: impl FnOnce(Option<&Regex>) -> T,
 ) -> Result<T, DslError> {
     match ctx.regex {
-        Some(re) => Ok(f(re)),
+        // `None`: the pattern cannot match `haystack` (it is left unbuilt).
+        Some(lazy) => Ok(f(lazy.get_for(haystack))),
         None => {
             let re = cached_regex(&pattern.as_bytes())?;
-            Ok(f(&re))
+            Ok(f(Some(&re)))
         }
     }
 }

@@ -149,8 +149,10 @@ pub(super) fn replace(a: &[Value], _: &CallCtx) -> R {
 pub(super) fn replace_regex(a: &[Value], ctx: &CallCtx) -> R {
     let s = a[0].as_bytes();
     let rep = a[2].as_bytes();
-    use_regex(ctx, &a[1], |re| {
-        Value::from(re.replace_all(&s, rep.as_ref()).into_owned())
+    use_regex(ctx, &a[1], &s, |re| match re {
+        Some(re) => Value::from(re.replace_all(&s, rep.as_ref()).into_owned()),
+        // Nothing to replace.
+        None => Value::from(s.to_vec()),
     })
 }
 
@@ -420,7 +422,9 @@ pub(super) fn substr(a: &[Value], _: &CallCtx) -> R {
 
 pub(super) fn regex(a: &[Value], ctx: &CallCtx) -> R {
     let input = a[1].as_bytes();
-    use_regex(ctx, &a[0], |re| Value::Bool(re.is_match(&input)))
+    use_regex(ctx, &a[0], &input, |re| {
+        Value::Bool(re.is_some_and(|re| re.is_match(&input)))
+    })
 }
 
 fn patterns(v: &Value) -> Vec<Value> {
