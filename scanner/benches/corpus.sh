@@ -113,7 +113,7 @@ echo "scanfleet-scanner run -t $corpus ${targets[*]} --allow-private ${BENCH_ARG
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
 profile=()
 if [ -n "${BENCH_PROFILE:-}" ]; then
-    profile=(perf record -F 499 -g -o "$BENCH_PROFILE" --)
+    profile=(perf record -F ${BENCH_PROFILE_HZ:-499} -g -o "$BENCH_PROFILE" --)
 fi
 /usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" "${targets[@]}" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"

@@ -189,6 +189,10 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     let jsonl = args.jsonl;
     let scan_started = std::time::Instant::now();
     let verbose = args.verbose;
+    // Held to the end, so no template is freed during the scan: freeing
+    // one (thousands of small allocations made on the loading threads) was
+    // about a tenth of the scan's CPU. The process exits right after.
+    let keep = templates.clone();
     engine
         .run_with(templates, targets, cancel, |ev| match ev {
             Event::Result(r) => {
@@ -241,6 +245,9 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
         })
         .await;
     let _ = stdout.flush();
+    // The process ends now; the OS takes the memory back faster than
+    // freeing every template would.
+    std::mem::forget(keep);
     // Findings go to stdout; the summary to stderr, so JSON Lines stay clean.
     eprintln!("{findings} finding(s), {failed} failed request(s), {skipped} request(s) skipped");
     eprintln!(
