@@ -13,8 +13,9 @@
 # one by default), BENCH_ARGS (extra `run` arguments), WRK_SECONDS (5),
 # BENCH_KEEP (a path prefix: keep nginx's access log, the engine's stderr
 # and its findings),
-# BENCH_PROFILE (a file: record the engine with `perf record -g` into it;
-# summarise with `perf report -i FILE --no-children --sort symbol`),
+# BENCH_PROFILE (a file: record the engine with `perf record -g` into it,
+# at BENCH_PROFILE_HZ samples a second, 499 by default; summarise with
+# `perf report -i FILE --no-children --sort symbol`),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
 # e.g. an earlier build for a before/after comparison), BENCH_TARGETS (1:
 # scan the same nginx as this many targets, one port each, for a longer and
