@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::compile::{CompiledBlock, DigestCredentials, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
-use super::vars::{InputVars, RequestLayers, Scope};
+use super::vars::{RequestLayers, TargetInput};
 use crate::dsl::{RequestedWait, TemplateString, Vars};
 use crate::http::{Request, TargetUrl};
 
@@ -73,50 +73,45 @@ fn render(
 }
 
 /// Builds one request of `block`. `scope` holds every variable except the
-/// input-derived ones, which depend on the path being built; `input_vars`
-/// are those of `input`.
+/// input-derived ones, which depend on the path being built (`input`
+/// holds them).
 pub fn build(
     block: &CompiledBlock,
     spec: &RequestSpec,
-    (input, input_vars): (&InputUrl, &InputVars),
+    input: &TargetInput,
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
     // Rendering is synchronous on this thread: every `wait_for` of this
     // request is noted between `begin` and `end`.
     let waits = RequestedWait::begin();
     let mut built = match spec {
-        RequestSpec::Path(path) => build_path(block, path, (input, input_vars), scope),
-        RequestSpec::Raw(raw) => build_raw(block, raw, (input, input_vars), scope),
+        RequestSpec::Path(path) => build_path(block, path, input, scope),
+        RequestSpec::Raw(raw) => build_raw(block, raw, input, scope),
     }?;
     built.wait = waits.end();
     built.digest = block.digest.clone();
     Ok(built)
 }
 
-fn with_input_vars(layers: &RequestLayers, input_vars: &InputVars, trim: bool) -> Scope {
-    // Input variables sit below payloads, template and option variables and
-    // above extracted values, as in Nuclei's merge order.
-    layers.with_input(input_vars.layer(trim))
-}
-
 fn build_path(
     block: &CompiledBlock,
     path: &PathSpec,
-    (input, input_vars): (&InputUrl, &InputVars),
+    input: &TargetInput,
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
     // `{{BaseURL}}:8080` changes the input's port, and so its variables.
     let ported;
-    let (input, input_vars) = match &path.port_override {
+    let input = match &path.port_override {
         Some(p) => {
-            let input = input.with_port(p);
-            let vars = InputVars::of(&input);
-            ported = (input, vars);
-            (&ported.0, &ported.1)
+            ported = TargetInput::of(input.url.with_port(p));
+            &ported
         }
-        None => (input, input_vars),
+        None => input,
     };
-    let scope = with_input_vars(scope, input_vars, path.trailing_slash);
+    // Input variables sit below payloads, template and option variables and
+    // above extracted values, as in Nuclei's merge order.
+    let scope = scope.with_input(input.layer(path.trailing_slash));
+    let input = &input.url;
     let rendered = render(&path.template, &scope, "path", block)?;
     let rendered = String::from_utf8_lossy(&rendered).into_owned();
     let (scheme, authority, target) = match split_absolute(&rendered) {
@@ -171,10 +166,11 @@ fn build_path(
 fn build_raw(
     block: &CompiledBlock,
     raw: &TemplateString,
-    (input, input_vars): (&InputUrl, &InputVars),
+    input: &TargetInput,
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
-    let scope = with_input_vars(scope, input_vars, false);
+    let scope = scope.with_input(input.full.clone());
+    let input = &input.url;
     let text = render(raw, &scope, "raw request", block)?;
     // `@Host:` sends the request elsewhere; the runnability check admits
     // only values built from the target's own name.

@@ -27,7 +27,7 @@ use super::error::{TargetError, TargetErrorKind};
 use super::response::{numbered, prefixed, response_vars, RunNames};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
-use super::vars::{string_value, InputVars, RequestLayers, Scope, VarMap};
+use super::vars::{string_value, RequestLayers, Scope, TargetInput, VarMap};
 use super::Event;
 use crate::dsl::Bytes;
 use crate::http::{CookieJar, HttpClient, HttpError, Response, SendOptions, TargetUrl};
@@ -56,7 +56,9 @@ pub(crate) struct RunShared {
 /// One target of a run.
 pub(crate) struct TargetRun {
     pub target: TargetUrl,
-    pub input: InputUrl,
+    /// The input URL and its variables (`BaseURL`, `Hostname`, ...), made
+    /// once.
+    pub input: TargetInput,
     /// What results report as `host`.
     pub host: String,
     /// Child of the run's token; cancelled when the run stops or the target
@@ -66,23 +68,19 @@ pub(crate) struct TargetRun {
     failures: AtomicUsize,
     /// Answers of identical safe requests, shared across templates.
     pub cache: ResponseCache,
-    /// The input's variables (`BaseURL`, `Hostname`, ...), made once.
-    pub input_vars: InputVars,
 }
 
 impl TargetRun {
     pub fn new(target: TargetUrl, cancel: CancellationToken) -> TargetRun {
         let input = InputUrl::from_target(&target);
-        let input_vars = InputVars::of(&input);
         TargetRun {
             host: input.root_url(),
-            input,
+            input: TargetInput::of(input),
             target,
             cancel,
             refused: AtomicBool::new(false),
             failures: AtomicUsize::new(0),
             cache: ResponseCache::default(),
-            input_vars,
         }
     }
 }
@@ -446,7 +444,7 @@ pub(crate) async fn run_template(
         tid: tpl.head.template_id.clone(),
         head,
         jar: tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new),
-        template_layer: Arc::new(template_vars(&tpl, shared, &target.input_vars.full, None)),
+        template_layer: Arc::new(template_vars(&tpl, shared, &target.input.full, None)),
         dynamic: VarMap::new(),
         block_history: Vec::new(),
         stopped: false,
@@ -532,7 +530,7 @@ impl TemplateRun<'_> {
         let again = template_vars(
             &self.tpl,
             self.shared,
-            &self.target.input_vars.full,
+            &self.target.input.full,
             Some(&self.dynamic),
         );
         let mut merged = (*self.template_layer).clone();
@@ -567,7 +565,7 @@ impl TemplateRun<'_> {
                 combo,
                 &self.template_layer,
                 shared,
-                &target.input_vars.full,
+                &target.input.full,
             ));
             // Requests in order; with `iterate-all` a request meets values
             // extracted before it and is queued again once per round.
@@ -600,7 +598,7 @@ impl TemplateRun<'_> {
                     ],
                     lower,
                 };
-                let built = match build(block, spec, (&target.input, &target.input_vars), &layers) {
+                let built = match build(block, spec, &target.input, &layers) {
                     Ok(b) => b,
                     Err(Skip(reason)) => {
                         report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
@@ -619,7 +617,7 @@ impl TemplateRun<'_> {
                 if no_operators {
                     status = true;
                 }
-                let request_scope = layers.with_input(target.input_vars.full.clone());
+                let request_scope = layers.with_input(target.input.full.clone());
                 let dump = Bytes::from(built.dump);
                 // Names this request's responses already set, so an earlier
                 // hop does not overwrite what the final response extracted.
@@ -713,7 +711,7 @@ impl TemplateRun<'_> {
                         .chain(self.block_history.iter().cloned())
                         .collect(),
                 };
-                let request_scope = layers.with_input(target.input_vars.full.clone());
+                let request_scope = layers.with_input(target.input.full.clone());
                 let job = move || {
                     let mut scope = Scope::new().below(last);
                     for h in history.iter().rev() {
@@ -771,7 +769,7 @@ pub(crate) async fn run_cluster(
         upper: vec![shared.option_vars.clone()],
         lower: Vec::new(),
     };
-    let built = match build(block, spec, (&target.input, &target.input_vars), &layers) {
+    let built = match build(block, spec, &target.input, &layers) {
         Ok(b) => b,
         Err(Skip(reason)) => {
             report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
@@ -784,7 +782,7 @@ pub(crate) async fn run_cluster(
         return;
     };
     let host = target.host.clone();
-    let request_scope = layers.with_input(target.input_vars.full.clone());
+    let request_scope = layers.with_input(target.input.full.clone());
     let dump = Bytes::from(built.dump);
     // Cluster members share one evaluation scope, so no one template's id.
     let names = RunNames::new(&host, "");

@@ -80,20 +80,22 @@ pub fn layer_from_strings<I: IntoIterator<Item = (String, String)>>(items: I) ->
         .collect()
 }
 
-/// A target's input-derived variables (`BaseURL`, `Hostname`, ...), made
-/// once per target rather than per request: as the input gives them, and
-/// with the input path's trailing slash trimmed (for `{{BaseURL}}/x`).
+/// A target's input URL with its variables (`BaseURL`, `Hostname`, ...)
+/// made once rather than per request: as the input gives them, and with
+/// the input path's trailing slash trimmed (for `{{BaseURL}}/x`).
 #[derive(Clone)]
-pub struct InputVars {
+pub struct TargetInput {
+    pub url: InputUrl,
     pub full: Arc<VarMap>,
     pub trimmed: Arc<VarMap>,
 }
 
-impl InputVars {
-    pub fn of(input: &InputUrl) -> InputVars {
-        InputVars {
-            full: Arc::new(layer_from_strings(input.variables(false))),
-            trimmed: Arc::new(layer_from_strings(input.variables(true))),
+impl TargetInput {
+    pub fn of(url: InputUrl) -> TargetInput {
+        TargetInput {
+            full: Arc::new(layer_from_strings(url.variables(false))),
+            trimmed: Arc::new(layer_from_strings(url.variables(true))),
+            url,
         }
     }
 

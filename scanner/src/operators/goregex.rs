@@ -103,10 +103,11 @@ impl LazyRegex {
     }
 }
 
-/// At most this many prefix literals are kept for the pre-check; a longer
-/// list (a case-insensitive word expands into one literal per spelling)
-/// costs more to scan for than the regex's own prefilter.
-const MAX_PREFIXES: usize = 32;
+/// At most this many prefix (or suffix) literals are kept for the
+/// pre-check; a longer list (a case-insensitive word expands into one
+/// literal per spelling) costs more to scan for than the regex's own
+/// prefilter.
+const MAX_LITERALS: usize = 32;
 
 impl LazyRegex {
     /// The regex to run over `haystack`, or `None` when it cannot match
@@ -151,7 +152,7 @@ impl Literals {
         if literals.is_empty() || literals.iter().any(|l| l.as_bytes().is_empty()) {
             return None;
         }
-        if literals.len() <= MAX_PREFIXES {
+        if literals.len() <= MAX_LITERALS {
             return Some(Literals {
                 folded: false,
                 literals: literals.iter().map(|l| l.as_bytes().into()).collect(),
@@ -163,7 +164,7 @@ impl Literals {
             .collect();
         lowered.sort_unstable();
         lowered.dedup();
-        (lowered.len() <= MAX_PREFIXES).then(|| Literals {
+        (lowered.len() <= MAX_LITERALS).then(|| Literals {
             folded: true,
             literals: lowered.into(),
         })
