@@ -8,6 +8,7 @@ use super::payloads::PayloadSet;
 use super::result::ResultHead;
 use super::vars::{string_value, VarMap};
 use crate::dsl::TemplateString;
+use crate::operators::defs::mentions;
 use crate::operators::Operators;
 use crate::template::{FlowExpr, HttpBlock, Template};
 
@@ -141,6 +142,13 @@ impl CompiledTemplate {
             },
             None => (None, None),
         };
+        if flow.is_none() && script_flow.is_none() {
+            for (index, block) in blocks.iter_mut().enumerate() {
+                block
+                    .operators
+                    .defer_unread_extractors(|name| read_outside_block(&template, index, name));
+            }
+        }
         let info = &template.info;
         let head = ResultHead {
             template_id: id.clone(),
@@ -165,6 +173,42 @@ impl CompiledTemplate {
             cluster_key,
         })
     }
+}
+
+/// Whether anything of `template` outside block `index`'s own operators
+/// may read the extracted value `name`: a request of any block (so also a
+/// later request of the same block), a payload value, the template's
+/// variables, another block's operators. A block with `iterate-all`, or
+/// with payloads the loader has not read, counts as reading every name. A
+/// flow is decided by the caller: a script may read any name.
+fn read_outside_block(template: &Template, index: usize, name: &str) -> bool {
+    let text = |t: &str| mentions(t, name);
+    let opt = |t: &Option<String>| t.as_deref().is_some_and(text);
+    template.variables.iter().any(|(n, v)| text(n) || text(v))
+        || template.http.iter().enumerate().any(|(i, block)| {
+            (!block.payload_defs.is_empty() && block.payloads.is_empty())
+                || block
+                    .payloads
+                    .iter()
+                    .any(|(n, values)| text(n) || values.iter().any(|v| text(v)))
+                || block.iterate_all
+                || block.request_texts().any(text)
+                || block.headers.iter().any(|(n, v)| text(n) || text(v))
+                || [
+                    &block.method,
+                    &block.body,
+                    &block.digest_username,
+                    &block.digest_password,
+                ]
+                .into_iter()
+                .any(opt)
+                || (i != index
+                    && (block.matchers.iter().any(|m| m.mentions(name))
+                        || block
+                            .extractors
+                            .iter()
+                            .any(|x| x.mentions(name) || x.name.as_deref().is_some_and(text))))
+        })
 }
 
 fn compile_block(
@@ -415,6 +459,44 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn deferred(yaml: &str) -> Vec<usize> {
+        let template = crate::template::parse_str(yaml, std::path::Path::new("t.yaml"))
+            .expect("template parses");
+        CompiledTemplate::compile(template)
+            .expect("template compiles")
+            .blocks
+            .iter()
+            .map(|b| b.operators.deferred_extractors())
+            .collect()
+    }
+
+    const HEAD: &str = "id: t\ninfo:\n  name: t\n  severity: info\n";
+    const VERSION: &str = "    extractors:\n      - type: regex\n        name: version\n        regex: ['Version [0-9.]+']\n    matchers:\n      - type: status\n        status: [200]\n";
+
+    #[test]
+    fn an_extractor_waits_for_the_verdict_only_when_no_later_request_can_read_it() {
+        let one = format!("{HEAD}http:\n  - path: ['{{{{BaseURL}}}}/a']\n{VERSION}");
+        assert_eq!(deferred(&one), vec![1]);
+        // The next request of the block sends the value.
+        let next = format!("{HEAD}http:\n  - path: ['{{{{BaseURL}}}}/a', '{{{{BaseURL}}}}/{{{{version}}}}']\n{VERSION}");
+        assert_eq!(deferred(&next), vec![0]);
+        // A later block's matcher reads it.
+        let later = format!(
+            "{HEAD}http:\n  - path: ['{{{{BaseURL}}}}/a']\n{VERSION}  - path: ['{{{{BaseURL}}}}/b']\n    matchers:\n      - type: dsl\n        dsl: ['len(version) > 0']\n"
+        );
+        assert_eq!(deferred(&later), vec![0, 0]);
+        // Payload requests repeat; one whose value sends the name reads it.
+        let payloads = |values: &str| {
+            format!("{HEAD}http:\n  - path: ['{{{{BaseURL}}}}/{{{{p}}}}']\n    payloads:\n      p: [{values}]\n{VERSION}")
+        };
+        assert_eq!(deferred(&payloads("a, b")), vec![1]);
+        assert_eq!(deferred(&payloads("a, '{{{{version}}}}'")), vec![0]);
+        // A flow may read anything.
+        let flow =
+            format!("{HEAD}flow: http(1)\nhttp:\n  - path: ['{{{{BaseURL}}}}/a']\n{VERSION}");
+        assert_eq!(deferred(&flow), vec![0]);
+    }
 
     #[test]
     fn trailing_slash_rule_needs_a_variable_then_a_slash() {

@@ -152,3 +152,98 @@ pub struct ExtractorDef {
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
+
+/// Whether `text` may refer to the variable `name`: the name occurs in it,
+/// compared without case and with `-` and `_` alike. Generous on purpose
+/// (a longer word containing the name counts), since a miss would change
+/// what a template sees.
+pub fn mentions(text: &str, name: &str) -> bool {
+    fn fold(b: u8) -> u8 {
+        match b.to_ascii_lowercase() {
+            b'-' => b'_',
+            other => other,
+        }
+    }
+    let (text, name) = (text.as_bytes(), name.as_bytes());
+    name.is_empty()
+        || text
+            .windows(name.len())
+            .any(|w| w.iter().zip(name).all(|(&a, &b)| fold(a) == fold(b)))
+}
+
+impl StringOrList {
+    fn mentions(&self, name: &str) -> bool {
+        match self {
+            StringOrList::One(s) => mentions(s, name),
+            StringOrList::Many(v) => v.iter().any(|s| mentions(s, name)),
+        }
+    }
+}
+
+/// Whether an unknown field (kept in `extra`) names `name` in its key or
+/// anywhere in its value.
+fn extra_mentions(extra: &BTreeMap<String, serde_json::Value>, name: &str) -> bool {
+    extra
+        .iter()
+        .any(|(k, v)| mentions(k, name) || mentions(&v.to_string(), name))
+}
+
+fn option_mentions(field: &Option<StringOrList>, name: &str) -> bool {
+    field.as_ref().is_some_and(|f| f.mentions(name))
+}
+
+impl MatcherDef {
+    /// Whether any text of this matcher (part, values, expressions, unknown
+    /// fields) may read the variable `name`. A matcher also reads parts it
+    /// does not name (`body` by default, `status_code`, ...): see
+    /// [`reads_implicitly`].
+    pub fn mentions(&self, name: &str) -> bool {
+        [&self.part, &self.condition, &self.encoding]
+            .into_iter()
+            .any(|f| f.as_deref().is_some_and(|t| mentions(t, name)))
+            || [
+                &self.words,
+                &self.regex,
+                &self.binary,
+                &self.dsl,
+                &self.xpath,
+            ]
+            .into_iter()
+            .any(|f| option_mentions(f, name))
+            || extra_mentions(&self.extra, name)
+    }
+}
+
+impl ExtractorDef {
+    /// Whether any text of this extractor other than its own name may read
+    /// the variable `name`.
+    pub fn mentions(&self, name: &str) -> bool {
+        [&self.part, &self.attribute]
+            .into_iter()
+            .any(|f| f.as_deref().is_some_and(|t| mentions(t, name)))
+            || [&self.regex, &self.kval, &self.json, &self.xpath, &self.dsl]
+                .into_iter()
+                .any(|f| option_mentions(f, name))
+            || extra_mentions(&self.extra, name)
+    }
+}
+
+/// Names a matcher or extractor reads without writing them: the default
+/// part, the parts behind `header`, `all` and `response`, and the status a
+/// status matcher compares. An extracted value under one of these names
+/// shadows that part for every operator after it.
+pub fn reads_implicitly(name: &str) -> bool {
+    const IMPLICIT: [&str; 8] = [
+        "body",
+        "header",
+        "all_headers",
+        "all",
+        "response",
+        "raw",
+        "status_code",
+        "content_length",
+    ];
+    IMPLICIT
+        .iter()
+        .any(|n| mentions(name, n) || mentions(n, name))
+}

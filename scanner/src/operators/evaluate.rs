@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::defs::{ExtractorDef, MatcherDef};
+use super::defs::{mentions, reads_implicitly, ExtractorDef, MatcherDef};
 use super::error::OperatorError;
 use super::extractor::{dedupe, Extractor};
 use super::matcher::{MatchOutcome, Matcher};
@@ -41,6 +41,12 @@ pub struct Operators {
     and_order: Vec<usize>,
     /// Distinct parts read, so one evaluation fetches each part once.
     slots: usize,
+    /// Per extractor: named, and its values read by no other operator here
+    /// (see [`Operators::defer_unread_extractors`]).
+    unread_here: Vec<bool>,
+    /// Per extractor: run only once the verdict is a match, because nothing
+    /// but the finding's output reads its values.
+    deferred: Vec<bool>,
 }
 
 /// What the operators decided for one response.
@@ -78,16 +84,16 @@ impl OperatorResult {
 impl Operators {
     /// Compiles matchers, extractors and the condition between matchers.
     pub fn compile(
-        matchers: &[MatcherDef],
-        extractors: &[ExtractorDef],
+        matcher_defs: &[MatcherDef],
+        extractor_defs: &[ExtractorDef],
         condition: Option<&str>,
     ) -> Result<Operators, OperatorError> {
         let condition = Condition::parse(condition)?;
-        let mut matchers = matchers
+        let mut matchers = matcher_defs
             .iter()
             .map(Matcher::compile)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut extractors = extractors
+        let mut extractors = extractor_defs
             .iter()
             .map(Extractor::compile)
             .collect::<Result<Vec<_>, _>>()?;
@@ -99,13 +105,39 @@ impl Operators {
         );
         let mut and_order: Vec<usize> = (0..matchers.len()).collect();
         and_order.sort_by_key(|&i| matchers[i].cost());
+        let unread_here = (0..extractors.len())
+            .map(|i| unread_here(i, &extractors, matcher_defs, extractor_defs))
+            .collect();
         Ok(Operators {
+            deferred: vec![false; extractors.len()],
             matchers,
             extractors,
             condition,
             and_order,
             slots,
+            unread_here,
         })
+    }
+
+    /// Lets named extractors whose values only the finding's output would
+    /// show run after the matchers, and only when they match: most
+    /// responses do not, and their extraction (often a regex built for the
+    /// purpose) is then skipped. `read_elsewhere` says whether anything
+    /// outside these operators may read a name: a later request, another
+    /// block, a flow. Without matchers every extractor runs anyway.
+    pub fn defer_unread_extractors(&mut self, read_elsewhere: impl Fn(&str) -> bool) {
+        if self.matchers.is_empty() {
+            return;
+        }
+        for (i, extractor) in self.extractors.iter().enumerate() {
+            self.deferred[i] =
+                self.unread_here[i] && extractor.name().is_some_and(|n| !read_elsewhere(n));
+        }
+    }
+
+    /// How many extractors [`Operators::defer_unread_extractors`] deferred.
+    pub fn deferred_extractors(&self) -> usize {
+        self.deferred.iter().filter(|&&d| d).count()
     }
 
     pub fn matchers(&self) -> &[Matcher] {
@@ -146,7 +178,7 @@ impl Operators {
         let mut exposed: HashMap<String, Value> = HashMap::new();
         let mut found: Vec<Option<Vec<String>>> = vec![None; self.extractors.len()];
         for (index, extractor) in self.extractors.iter().enumerate() {
-            if extractor.name().is_none() && !extractor.is_internal() {
+            if self.after_verdict(index) {
                 continue;
             }
             let values = self.extract_with(extractor, &cache, &exposed, ctx);
@@ -155,11 +187,7 @@ impl Operators {
             }
             if let Some(name) = extractor.name() {
                 expose(&mut exposed, name, &values, extractor.is_internal());
-                let slot = result.internal.entry(name.to_string()).or_default();
-                slot.extend(values.iter().cloned());
-                if slot.len() > 1 {
-                    *slot = dedupe(std::mem::take(slot));
-                }
+                keep_internal(&mut result.internal, name, &values);
             }
             found[index] = Some(values);
         }
@@ -183,12 +211,19 @@ impl Operators {
         }
         if result.matched || self.matchers.is_empty() {
             for (index, extractor) in self.extractors.iter().enumerate() {
-                if extractor.name().is_none() && !extractor.is_internal() {
-                    let values = self.extract_with(extractor, &cache, &exposed, ctx);
-                    if !values.is_empty() {
-                        found[index] = Some(values);
-                    }
+                if !self.after_verdict(index) {
+                    continue;
                 }
+                let values = self.extract_with(extractor, &cache, &exposed, ctx);
+                if values.is_empty() {
+                    continue;
+                }
+                // A deferred extractor is named; nothing after it reads the
+                // name, so it is kept for the output only.
+                if let Some(name) = extractor.name() {
+                    keep_internal(&mut result.internal, name, &values);
+                }
+                found[index] = Some(values);
             }
         }
         for (extractor, values) in self.extractors.iter().zip(found) {
@@ -199,6 +234,13 @@ impl Operators {
             }
         }
         result
+    }
+
+    /// Whether extractor `index` runs after the matchers, and only on a
+    /// match: unnamed output-only extractors, and deferred named ones.
+    fn after_verdict(&self, index: usize) -> bool {
+        let extractor = &self.extractors[index];
+        (extractor.name().is_none() && !extractor.is_internal()) || self.deferred[index]
     }
 
     /// Runs one extractor, over the response alone or, once earlier
@@ -282,4 +324,44 @@ fn expose(exposed: &mut HashMap<String, Value>, name: &str, values: &[String], i
             exposed.insert(format!("{name}{i}"), Value::str(value));
         }
     }
+}
+
+/// Adds an extractor's values to the named values later requests read.
+fn keep_internal(internal: &mut HashMap<String, Vec<String>>, name: &str, values: &[String]) {
+    let slot = internal.entry(name.to_string()).or_default();
+    slot.extend(values.iter().cloned());
+    if slot.len() > 1 {
+        *slot = dedupe(std::mem::take(slot));
+    }
+}
+
+/// Whether extractor `index` is named and no other operator of the same
+/// request reads its values, so that running it after the matchers changes
+/// nothing they see: no matcher or other extractor mentions its name, the
+/// name shadows no part read implicitly, no other extractor shares it, and
+/// it reads no later extractor's name (it would see that value if run
+/// after it).
+fn unread_here(
+    index: usize,
+    extractors: &[Extractor],
+    matcher_defs: &[MatcherDef],
+    extractor_defs: &[ExtractorDef],
+) -> bool {
+    let Some(name) = extractors[index].name() else {
+        return false;
+    };
+    let own = &extractor_defs[index];
+    !reads_implicitly(name)
+        && !matcher_defs.iter().any(|m| m.mentions(name))
+        && extractors.iter().enumerate().all(|(j, other)| {
+            j == index
+                || (!extractor_defs[j].mentions(name)
+                    && other
+                        .name()
+                        .is_none_or(|n| !mentions(n, name) && !mentions(name, n))
+                    && (j < index
+                        || other
+                            .name()
+                            .is_none_or(|n| !own.mentions(n) && !reads_implicitly(n))))
+        })
 }

@@ -1003,3 +1003,101 @@ fn a_regex_is_not_built_for_a_haystack_without_its_prefixes_or_suffixes() {
         assert_eq!(got, expected, "{pattern} on {text:?}");
     }
 }
+
+const VERSION_PAGE: &str = "<title>Admin Console</title> Version 2.4.1";
+
+#[test]
+fn a_deferred_extractor_runs_only_on_a_match_and_reports_what_it_did_before() {
+    let (matchers, extractors) = (
+        "- type: status\n  status: [200]\n",
+        "- type: regex\n  name: version\n  group: 1\n  regex: ['Version ([0-9.]+)']\n\
+         - type: regex\n  regex: ['Admin [A-Za-z]+']\n",
+    );
+    let eager = operators(matchers, extractors, None);
+    let mut deferred = operators(matchers, extractors, None);
+    deferred.defer_unread_extractors(|_| false);
+    assert_eq!(deferred.deferred_extractors(), 1);
+
+    // No match: the deferred extractor did not run, so it left no value.
+    let missed = deferred.evaluate(&response(404, &[], VERSION_PAGE));
+    assert!(!missed.matched);
+    assert!(missed.extracts.is_empty());
+    assert!(missed.internal.is_empty());
+    assert_eq!(
+        eager
+            .evaluate(&response(404, &[], VERSION_PAGE))
+            .internal
+            .get("version"),
+        Some(&vec!["2.4.1".to_string()])
+    );
+
+    // A match: the same output, in template order, as when run eagerly.
+    let hit = deferred.evaluate(&response(200, &[], VERSION_PAGE));
+    assert_eq!(hit, eager.evaluate(&response(200, &[], VERSION_PAGE)));
+    assert_eq!(
+        hit.extracts,
+        vec![
+            (Some("version".to_string()), vec!["2.4.1".to_string()]),
+            (None, vec!["Admin Console".to_string()]),
+        ]
+    );
+}
+
+#[test]
+fn an_extractor_whose_values_something_may_read_is_not_deferred() {
+    let version = "- type: regex\n  name: version\n  group: 1\n  regex: ['Version ([0-9.]+)']\n";
+    let status = "- type: status\n  status: [200]\n";
+    let cases: [(&str, String, &str); 7] = [
+        // A matcher reads it.
+        (
+            "read by a matcher",
+            version.to_string(),
+            "- type: dsl\n  dsl: ['compare_versions(version, \"< 3\")']\n",
+        ),
+        // Spelled otherwise, still read.
+        (
+            "read as Ver-sion",
+            version.replace("name: version", "name: ver-sion"),
+            "- type: word\n  words: ['{{VER_SION}}']\n",
+        ),
+        // A later extractor reads it.
+        (
+            "read by a later extractor",
+            format!("{version}- type: dsl\n  dsl: ['concat(\"v\", version)']\n"),
+            status,
+        ),
+        // Its name shadows a part the matchers read without naming it.
+        (
+            "named body",
+            version.replace("name: version", "name: body"),
+            "- type: word\n  words: ['Admin']\n",
+        ),
+        // It reads a later extractor's name, whose value it would see if
+        // it ran after it (and the later one is read, so it stays too).
+        (
+            "reads a later name",
+            "- type: dsl\n  name: both\n  dsl: ['concat(\"x\", build)']\n\
+             - type: regex\n  name: build\n  internal: true\n  regex: ['Version']\n"
+                .to_string(),
+            status,
+        ),
+        // Two extractors share the name: their values merge in order.
+        ("shared name", format!("{version}{version}"), status),
+        // No matchers: every extractor runs anyway.
+        ("no matchers", version.to_string(), ""),
+    ];
+    for (what, extractors, matchers) in cases {
+        let eager = operators(matchers, &extractors, None);
+        let mut ops = operators(matchers, &extractors, None);
+        ops.defer_unread_extractors(|_| false);
+        assert_eq!(ops.deferred_extractors(), 0, "{what}");
+        for status in [200, 404] {
+            let page = response(status, &[], VERSION_PAGE);
+            assert_eq!(ops.evaluate(&page), eager.evaluate(&page), "{what}");
+        }
+    }
+    // Read outside these operators (a later request, another block).
+    let mut ops = operators(status, version, None);
+    ops.defer_unread_extractors(|name| name == "version");
+    assert_eq!(ops.deferred_extractors(), 0);
+}
