@@ -303,6 +303,12 @@ fn names_host(value: &str, host: &str) -> bool {
 /// The value of the `@name:` annotation line before a raw request's
 /// request line, if any.
 pub(crate) fn annotation(text: &[u8], name: &str) -> Option<String> {
+    // Most requests have no annotation: their first visible byte is an
+    // ASCII letter, not `@`, and the text need not be decoded.
+    let first = text.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_none_or(|&b| b.is_ascii() && b != b'@') {
+        return None;
+    }
     let text = String::from_utf8_lossy(text);
     text.lines()
         .map(str::trim)
@@ -348,10 +354,15 @@ fn dump(req: &Request) -> Vec<u8> {
     });
     out.extend_from_slice(b" HTTP/1.1\r\n");
     if req.header("host").is_none() {
-        out.extend_from_slice(format!("Host: {}\r\n", req.url.authority()).as_bytes());
+        out.extend_from_slice(b"Host: ");
+        out.extend_from_slice(req.url.authority().as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     for (n, v) in &req.headers {
-        out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&req.body);
@@ -423,6 +434,16 @@ mod tests {
         );
         assert_eq!(annotation(b"GET / HTTP/1.1\n", "Host"), None);
         assert_eq!(annotation(b"@Hostname: x\nGET /\n", "Host"), None);
+        // Blank lines, and a non-ASCII space, before the annotation.
+        assert_eq!(
+            annotation(b"\r\n \t\n@Host: h\nGET /\n", "Host").as_deref(),
+            Some("h")
+        );
+        assert_eq!(
+            annotation("\u{a0}@Host: h\nGET /\n".as_bytes(), "Host").as_deref(),
+            Some("h")
+        );
+        assert_eq!(annotation(b"", "Host"), None);
     }
 
     #[test]

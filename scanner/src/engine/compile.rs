@@ -143,10 +143,12 @@ impl CompiledTemplate {
             None => (None, None),
         };
         if flow.is_none() && script_flow.is_none() {
-            for (index, block) in blocks.iter_mut().enumerate() {
+            for (index, (block, def)) in blocks.iter_mut().zip(&template.http).enumerate() {
                 block
                     .operators
-                    .defer_unread_extractors(|name| read_outside_block(&template, index, name));
+                    .defer_unread_extractors(&def.matchers, &def.extractors, |name| {
+                        read_outside_block(&template, index, name)
+                    });
             }
         }
         let info = &template.info;

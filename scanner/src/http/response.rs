@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::url::push_u16;
+
 /// The final response of a request, after any redirects, with the
 /// redirect responses that led to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +69,13 @@ impl Response {
         } else {
             &self.proto
         };
-        let mut out = format!("{proto} {} {reason}\r\n", self.status);
+        let mut out = String::with_capacity(256);
+        out.push_str(proto);
+        out.push(' ');
+        push_u16(&mut out, self.status);
+        out.push(' ');
+        out.push_str(reason);
+        out.push_str("\r\n");
         let chunked = self.headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case("transfer-encoding")
                 && v.to_ascii_lowercase().contains("chunked")
@@ -76,7 +84,9 @@ impl Response {
             out.push_str("Transfer-Encoding: chunked\r\n");
         } else if !self.content_decoded {
             if let Some(len) = self.header("content-length") {
-                out.push_str(&format!("Content-Length: {}\r\n", len.trim()));
+                out.push_str("Content-Length: ");
+                out.push_str(len.trim());
+                out.push_str("\r\n");
             }
         }
         let mut rest: Vec<(String, &str)> = self

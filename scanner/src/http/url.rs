@@ -106,7 +106,32 @@ impl TargetUrl {
 
     /// `scheme://host[:port]`, the port only when it is not the default.
     pub fn root_url(&self) -> String {
-        format!("{}://{}", self.scheme, self.authority())
+        let mut s = String::with_capacity(self.host.len() + 16);
+        self.push_root(&mut s);
+        s
+    }
+
+    /// Appends [`TargetUrl::root_url`] to `s`. Built by hand, not with
+    /// `format!`: a scan asks for these strings on every request.
+    fn push_root(&self, s: &mut String) {
+        s.push_str(self.scheme.as_str());
+        s.push_str("://");
+        self.push_authority(s);
+    }
+
+    /// Appends [`TargetUrl::authority`] to `s`.
+    fn push_authority(&self, s: &mut String) {
+        if self.host.contains(':') {
+            s.push('[');
+            s.push_str(&self.host);
+            s.push(']');
+        } else {
+            s.push_str(&self.host);
+        }
+        if !self.is_default_port() {
+            s.push(':');
+            push_u16(s, self.port);
+        }
     }
 
     /// The whole input URL: root plus path and query, as written.
@@ -122,16 +147,24 @@ impl TargetUrl {
 
     /// `host:port`, always with the port (IPv6 hosts in brackets).
     pub fn host_port(&self) -> String {
-        format!("{}:{}", self.bracketed_host(), self.port)
+        let mut s = String::with_capacity(self.host.len() + 8);
+        if self.host.contains(':') {
+            s.push('[');
+            s.push_str(&self.host);
+            s.push(']');
+        } else {
+            s.push_str(&self.host);
+        }
+        s.push(':');
+        push_u16(&mut s, self.port);
+        s
     }
 
     /// The value of the Host header: host, plus `:port` when not the default.
     pub fn authority(&self) -> String {
-        if self.is_default_port() {
-            self.bracketed_host()
-        } else {
-            self.host_port()
-        }
+        let mut s = String::with_capacity(self.host.len() + 8);
+        self.push_authority(&mut s);
+        s
     }
 
     pub fn is_default_port(&self) -> bool {
@@ -156,21 +189,16 @@ impl TargetUrl {
     /// request-target (used for `final_url` and redirect chains).
     pub fn with_target(&self, target: &[u8]) -> String {
         let target = String::from_utf8_lossy(target);
-        if target.starts_with('/') || target.starts_with('?') {
-            format!("{}{}", self.root_url(), target)
-        } else if target.contains("://") {
-            target.into_owned()
-        } else {
-            format!("{}/{}", self.root_url(), target)
+        if target.contains("://") && !(target.starts_with('/') || target.starts_with('?')) {
+            return target.into_owned();
         }
-    }
-
-    fn bracketed_host(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
+        let mut s = String::with_capacity(self.host.len() + 16 + target.len());
+        self.push_root(&mut s);
+        if !(target.starts_with('/') || target.starts_with('?')) {
+            s.push('/');
         }
+        s.push_str(&target);
+        s
     }
 
     /// The host as an IP address, when it is a literal.
@@ -265,6 +293,25 @@ pub(crate) fn split_host_port(authority: &str) -> Result<(String, Option<u16>), 
     }
 }
 
+/// Appends a number (a port, a status code) in decimal, without the
+/// formatting machinery of `format!`.
+pub(crate) fn push_u16(s: &mut String, number: u16) {
+    let mut digits = [0u8; 5];
+    let mut n = number;
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[start..] {
+        s.push(char::from(d));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +345,39 @@ mod tests {
         assert_eq!(u.path, "");
         let bare = TargetUrl::parse("example.org:8080").expect("parses");
         assert_eq!((bare.scheme, bare.port), (Scheme::Http, 8080));
+        for (input, root, host_port, with_target) in [
+            (
+                "https://[2001:db8::1]:1/x",
+                "https://[2001:db8::1]:1",
+                "[2001:db8::1]:1",
+                "https://[2001:db8::1]:1/a?b",
+            ),
+            (
+                "http://h:65535",
+                "http://h:65535",
+                "h:65535",
+                "http://h:65535/a?b",
+            ),
+            ("https://h:10", "https://h:10", "h:10", "https://h:10/a?b"),
+            ("https://h:443", "https://h", "h:443", "https://h/a?b"),
+        ] {
+            let u = TargetUrl::parse(input).expect("parses");
+            assert_eq!(u.root_url(), root, "{input}");
+            assert_eq!(
+                u.authority(),
+                root.split_once("://").map_or("", |(_, a)| a),
+                "{input}"
+            );
+            assert_eq!(u.host_port(), host_port, "{input}");
+            assert_eq!(u.with_target(b"/a?b"), with_target, "{input}");
+            assert_eq!(u.with_target(b"a?b"), with_target, "{input}");
+            assert_eq!(u.with_target(b"?q"), format!("{root}?q"), "{input}");
+            assert_eq!(
+                u.with_target(b"http://other/p"),
+                "http://other/p",
+                "{input}"
+            );
+        }
     }
 
     #[test]

@@ -41,9 +41,6 @@ pub struct Operators {
     and_order: Vec<usize>,
     /// Distinct parts read, so one evaluation fetches each part once.
     slots: usize,
-    /// Per extractor: named, and its values read by no other operator here
-    /// (see [`Operators::defer_unread_extractors`]).
-    unread_here: Vec<bool>,
     /// Per extractor: run only once the verdict is a match, because nothing
     /// but the finding's output reads its values.
     deferred: Vec<bool>,
@@ -84,16 +81,16 @@ impl OperatorResult {
 impl Operators {
     /// Compiles matchers, extractors and the condition between matchers.
     pub fn compile(
-        matcher_defs: &[MatcherDef],
-        extractor_defs: &[ExtractorDef],
+        matchers: &[MatcherDef],
+        extractors: &[ExtractorDef],
         condition: Option<&str>,
     ) -> Result<Operators, OperatorError> {
         let condition = Condition::parse(condition)?;
-        let mut matchers = matcher_defs
+        let mut matchers = matchers
             .iter()
             .map(Matcher::compile)
             .collect::<Result<Vec<_>, _>>()?;
-        let mut extractors = extractor_defs
+        let mut extractors = extractors
             .iter()
             .map(Extractor::compile)
             .collect::<Result<Vec<_>, _>>()?;
@@ -105,9 +102,6 @@ impl Operators {
         );
         let mut and_order: Vec<usize> = (0..matchers.len()).collect();
         and_order.sort_by_key(|&i| matchers[i].cost());
-        let unread_here = (0..extractors.len())
-            .map(|i| unread_here(i, &extractors, matcher_defs, extractor_defs))
-            .collect();
         Ok(Operators {
             deferred: vec![false; extractors.len()],
             matchers,
@@ -115,7 +109,6 @@ impl Operators {
             condition,
             and_order,
             slots,
-            unread_here,
         })
     }
 
@@ -124,14 +117,23 @@ impl Operators {
     /// responses do not, and their extraction (often a regex built for the
     /// purpose) is then skipped. `read_elsewhere` says whether anything
     /// outside these operators may read a name: a later request, another
-    /// block, a flow. Without matchers every extractor runs anyway.
-    pub fn defer_unread_extractors(&mut self, read_elsewhere: impl Fn(&str) -> bool) {
-        if self.matchers.is_empty() {
+    /// block, a flow. `matcher_defs` and `extractor_defs` are what these
+    /// operators were compiled from. Without matchers every extractor runs
+    /// anyway.
+    pub fn defer_unread_extractors(
+        &mut self,
+        matcher_defs: &[MatcherDef],
+        extractor_defs: &[ExtractorDef],
+        read_elsewhere: impl Fn(&str) -> bool,
+    ) {
+        if self.matchers.is_empty() || extractor_defs.len() != self.extractors.len() {
             return;
         }
-        for (i, extractor) in self.extractors.iter().enumerate() {
-            self.deferred[i] =
-                self.unread_here[i] && extractor.name().is_some_and(|n| !read_elsewhere(n));
+        for i in 0..self.extractors.len() {
+            self.deferred[i] = self.extractors[i]
+                .name()
+                .is_some_and(|n| !read_elsewhere(n))
+                && unread_here(i, &self.extractors, matcher_defs, extractor_defs);
         }
     }
 

@@ -1006,6 +1006,19 @@ fn a_regex_is_not_built_for_a_haystack_without_its_prefixes_or_suffixes() {
 
 const VERSION_PAGE: &str = "<title>Admin Console</title> Version 2.4.1";
 
+/// [`operators`], then [`Operators::defer_unread_extractors`].
+fn deferring(matchers: &str, extractors: &str, read_elsewhere: fn(&str) -> bool) -> Operators {
+    let mut ops = operators(matchers, extractors, None);
+    let m: Vec<MatcherDef> = if matchers.is_empty() {
+        Vec::new()
+    } else {
+        yaml(matchers)
+    };
+    let e: Vec<ExtractorDef> = yaml(extractors);
+    ops.defer_unread_extractors(&m, &e, read_elsewhere);
+    ops
+}
+
 #[test]
 fn a_deferred_extractor_runs_only_on_a_match_and_reports_what_it_did_before() {
     let (matchers, extractors) = (
@@ -1014,8 +1027,7 @@ fn a_deferred_extractor_runs_only_on_a_match_and_reports_what_it_did_before() {
          - type: regex\n  regex: ['Admin [A-Za-z]+']\n",
     );
     let eager = operators(matchers, extractors, None);
-    let mut deferred = operators(matchers, extractors, None);
-    deferred.defer_unread_extractors(|_| false);
+    let deferred = deferring(matchers, extractors, |_| false);
     assert_eq!(deferred.deferred_extractors(), 1);
 
     // No match: the deferred extractor did not run, so it left no value.
@@ -1088,8 +1100,7 @@ fn an_extractor_whose_values_something_may_read_is_not_deferred() {
     ];
     for (what, extractors, matchers) in cases {
         let eager = operators(matchers, &extractors, None);
-        let mut ops = operators(matchers, &extractors, None);
-        ops.defer_unread_extractors(|_| false);
+        let ops = deferring(matchers, &extractors, |_| false);
         assert_eq!(ops.deferred_extractors(), 0, "{what}");
         for status in [200, 404] {
             let page = response(status, &[], VERSION_PAGE);
@@ -1097,7 +1108,6 @@ fn an_extractor_whose_values_something_may_read_is_not_deferred() {
         }
     }
     // Read outside these operators (a later request, another block).
-    let mut ops = operators(status, version, None);
-    ops.defer_unread_extractors(|name| name == "version");
+    let ops = deferring(status, version, |name| name == "version");
     assert_eq!(ops.deferred_extractors(), 0);
 }

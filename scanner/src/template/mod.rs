@@ -16,7 +16,7 @@ pub mod model;
 pub mod summary;
 mod yaml;
 
-pub use check::{check, Reason, Unrunnable};
+pub use check::{check, check_before_compiling, Reason, Unrunnable};
 pub use flow::{FlowError, FlowExpr};
 pub use loader::{
     load_dir, load_dir_with, load_file, load_file_with, parse_str, parse_str_with, LoadError,
