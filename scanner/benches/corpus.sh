@@ -16,6 +16,11 @@
 # BENCH_PROFILE (a file: record the engine with `perf record -g` into it,
 # at BENCH_PROFILE_HZ samples a second, 499 by default; summarise with
 # `perf report -i FILE --no-children --sort symbol`),
+# BENCH_CALLGRIND (a file: run the engine under `valgrind --tool=callgrind`
+# into it, which counts instructions, the same from run to run whatever else
+# the machine is doing; then `callgrind_annotate --inclusive=yes FILE` and
+# read the line of `Engine::start::{{closure}}::{{closure}}::{{closure}}`
+# for the scan's template jobs; the rates printed are then meaningless),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
 # e.g. an earlier build for a before/after comparison), BENCH_TARGETS (1:
 # scan the same nginx as this many targets, one port each, for a longer and
@@ -115,6 +120,8 @@ echo "scanfleet-scanner run -t $corpus ${targets[*]} --allow-private ${BENCH_ARG
 profile=()
 if [ -n "${BENCH_PROFILE:-}" ]; then
     profile=(perf record -F ${BENCH_PROFILE_HZ:-499} -g -o "$BENCH_PROFILE" --)
+elif [ -n "${BENCH_CALLGRIND:-}" ]; then
+    profile=(valgrind --tool=callgrind --callgrind-out-file="$BENCH_CALLGRIND")
 fi
 /usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" "${targets[@]}" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"
