@@ -17,7 +17,7 @@ pub trait Vars {
     }
 }
 
-impl Vars for HashMap<String, Value> {
+impl<S: std::hash::BuildHasher> Vars for HashMap<String, Value, S> {
     fn get(&self, name: &str) -> Option<Value> {
         HashMap::get(self, name).cloned()
     }

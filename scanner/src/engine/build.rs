@@ -113,7 +113,7 @@ fn build_path(
     let scope = scope.with_input(input.layer(path.trailing_slash));
     let input = &input.url;
     let rendered = render(&path.template, &scope, "path", block)?;
-    let rendered = String::from_utf8_lossy(&rendered).into_owned();
+    let rendered = crate::http::utf8_lossy(&rendered).into_owned();
     let (scheme, authority, target) = match split_absolute(&rendered) {
         Some(parts) => parts,
         // A bare path is relative to the input's root.
@@ -128,7 +128,7 @@ fn build_path(
     let target = escape_controls(&join_target(req_path, query.as_deref()));
     let url = TargetUrl::parse(&format!("{scheme}://{authority}"))
         .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
-    let method = String::from_utf8_lossy(&render(&block.method, &scope, "method", block)?)
+    let method = crate::http::utf8_lossy(&render(&block.method, &scope, "method", block)?)
         .trim()
         .to_string();
     let method = if method.is_empty() {
@@ -139,7 +139,7 @@ fn build_path(
     let mut headers = Vec::with_capacity(block.headers.len());
     for (name, value) in &block.headers {
         let v = render(value, &scope, "headers", block)?;
-        headers.push((name.clone(), String::from_utf8_lossy(&v).into_owned()));
+        headers.push((name.clone(), crate::http::utf8_lossy(&v).into_owned()));
     }
     let body = match &block.body {
         Some(b) => render(b, &scope, "body", block)?,
@@ -231,7 +231,7 @@ fn build_raw(
     }
     let text = &text[start..];
     let line_end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
-    let line = String::from_utf8_lossy(&text[..line_end])
+    let line = crate::http::utf8_lossy(&text[..line_end])
         .trim_end_matches('\r')
         .to_string();
     let mut parts: Vec<&str> = line.split(' ').filter(|p| !p.is_empty()).collect();
@@ -309,7 +309,7 @@ pub(crate) fn annotation(text: &[u8], name: &str) -> Option<String> {
     if first.is_none_or(|&b| b.is_ascii() && b != b'@') {
         return None;
     }
-    let text = String::from_utf8_lossy(text);
+    let text = crate::http::utf8_lossy(text);
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

@@ -58,7 +58,7 @@ type Entry = (u64, RedirectPolicy, watch::Receiver<Answer>);
 pub(crate) struct ResponseCache {
     /// Key to answer (or answer in flight). Held only to look up or insert.
     /// Each answer carries the id of the execution that sent it.
-    slots: Mutex<HashMap<Vec<u8>, Entry>>,
+    slots: Mutex<HashMap<Vec<u8>, Entry, ahash::RandomState>>,
     /// Body and header bytes of the answers kept.
     bytes: AtomicUsize,
 }

@@ -384,7 +384,7 @@ fn random_constants(template: &Template) -> VarMap {
         }
     }
     texts.extend(owned.iter().map(String::as_str));
-    let mut out = VarMap::new();
+    let mut out = VarMap::default();
     let mut rng = rand::rng();
     for text in texts {
         let mut rest = text;

@@ -445,7 +445,7 @@ pub(crate) async fn run_template(
         head,
         jar: tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new),
         template_layer: Arc::new(template_vars(&tpl, shared, &target.input.full, None)),
-        dynamic: VarMap::new(),
+        dynamic: VarMap::default(),
         block_history: Vec::new(),
         stopped: false,
         run_id: next_run_id(),
@@ -557,7 +557,7 @@ impl TemplateRun<'_> {
         let mut last_response: Option<(Arc<VarMap>, String)> = None;
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
-        let mut block_extracts = VarMap::new();
+        let mut block_extracts = VarMap::default();
         // Every list extracted in this block, for `iterate-all`.
         let mut gathered = iterate_all::Gathered::default();
         for (ci, combo) in block.payloads.combinations().enumerate() {

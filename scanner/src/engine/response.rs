@@ -17,7 +17,7 @@ use crate::http::Response;
 /// `all_headers` and `body` are views of the one `response` buffer, and
 /// `host`, `request` and `template-id` are the caller's shared values.
 pub fn response_vars(resp: &Response, request_dump: &Bytes, names: &RunNames) -> VarMap {
-    let mut vars = VarMap::with_capacity(16 + resp.headers.len());
+    let mut vars = VarMap::with_capacity_and_hasher(16 + resp.headers.len(), Default::default());
     // Cookies first: a header of the same snake name wins, as in Nuclei.
     for (name, value) in resp.headers.iter() {
         if name.eq_ignore_ascii_case("set-cookie") {

@@ -132,9 +132,14 @@ impl Engine {
                         if target.cancel.is_cancelled() {
                             return;
                         }
+                        // Boxed: the job's state machine is large, and a task
+                        // holding it inline was copied whole on every move
+                        // into the runtime; the box is written once.
                         match unit {
-                            Unit::Single(t) => run_template(&shared, &target, t).await,
-                            Unit::Cluster(members) => run_cluster(&shared, &target, members).await,
+                            Unit::Single(t) => Box::pin(run_template(&shared, &target, t)).await,
+                            Unit::Cluster(members) => {
+                                Box::pin(run_cluster(&shared, &target, members)).await
+                            }
                         }
                         let done = done.fetch_add(1, Ordering::Relaxed) + 1;
                         // A closed receiver only means nobody follows progress.

@@ -78,7 +78,7 @@ struct Idle {
 pub(crate) struct Pool {
     /// Taken by a request before it connects, given back after a complete
     /// response; a connection is owned by one request at a time.
-    idle: Mutex<HashMap<PoolKey, Vec<Idle>>>,
+    idle: Mutex<HashMap<PoolKey, Vec<Idle>, ahash::RandomState>>,
     max_per_key: usize,
     max_total: usize,
     idle_timeout: Duration,
@@ -87,7 +87,7 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn new(max_per_key: usize, max_total: usize, idle_timeout: Duration) -> Pool {
         Pool {
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(HashMap::default()),
             max_per_key,
             max_total,
             idle_timeout,

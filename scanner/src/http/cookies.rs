@@ -107,7 +107,7 @@ impl CookieJar {
 }
 
 fn request_path(target: &[u8]) -> String {
-    let text = String::from_utf8_lossy(target);
+    let text = super::utf8_lossy(target);
     let path = text.split('?').next().unwrap_or("");
     if path.starts_with('/') {
         path.to_string()

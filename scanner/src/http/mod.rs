@@ -50,3 +50,30 @@ pub use error::HttpError;
 pub use request::Request;
 pub use response::{canonical_header_name, Response};
 pub use url::{Scheme, TargetUrl};
+
+/// [`String::from_utf8_lossy`], with the fast check of [`std::str::from_utf8`]
+/// first: request and response text is nearly always valid UTF-8, and the
+/// lossy decoder's own check, byte by byte, cost several times more.
+pub(crate) fn utf8_lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+
+    #[test]
+    fn utf8_lossy_borrows_valid_text_and_replaces_invalid_bytes_as_std_does() {
+        assert!(matches!(
+            super::utf8_lossy("GET /é".as_bytes()),
+            Cow::Borrowed("GET /é")
+        ));
+        for bytes in [&b"a\xffb"[..], b"\xe2\x82", b"ok\xc3(", b""] {
+            assert_eq!(super::utf8_lossy(bytes), String::from_utf8_lossy(bytes));
+        }
+        assert_eq!(super::utf8_lossy(b"a\xffb"), "a\u{fffd}b");
+    }
+}

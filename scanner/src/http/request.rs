@@ -80,7 +80,7 @@ impl Request {
             }
             break trimmed;
         };
-        let line_text = String::from_utf8_lossy(request_line);
+        let line_text = super::utf8_lossy(request_line);
         let mut parts: Vec<&str> = line_text.split_ascii_whitespace().collect();
         if parts.len() == 2 && parts[1].contains("HTTP") {
             parts.insert(1, "");
@@ -104,7 +104,7 @@ impl Request {
             if trimmed.is_empty() {
                 break;
             }
-            let text = String::from_utf8_lossy(trimmed);
+            let text = super::utf8_lossy(trimmed);
             if let Some((name, value)) = text.split_once(':') {
                 headers.push((name.trim().to_string(), value.trim().to_string()));
             }

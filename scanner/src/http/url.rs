@@ -188,7 +188,7 @@ impl TargetUrl {
     /// The URL of a request sent to this origin with `target` as its
     /// request-target (used for `final_url` and redirect chains).
     pub fn with_target(&self, target: &[u8]) -> String {
-        let target = String::from_utf8_lossy(target);
+        let target = super::utf8_lossy(target);
         if target.contains("://") && !(target.starts_with('/') || target.starts_with('?')) {
             return target.into_owned();
         }
@@ -231,7 +231,7 @@ impl TargetUrl {
             query: None,
             ..self.clone()
         };
-        let current = String::from_utf8_lossy(current_target);
+        let current = super::utf8_lossy(current_target);
         let current_path = current.split('?').next().unwrap_or("");
         let target = if location.starts_with('/') {
             location.to_string()

@@ -136,7 +136,7 @@ pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 type Head = (String, u16, String, Vec<(String, String)>);
 
 fn parse_head(head: &[u8]) -> Result<Head, WireError> {
-    let text = String::from_utf8_lossy(head);
+    let text = super::utf8_lossy(head);
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.splitn(3, ' ');

@@ -815,7 +815,7 @@ async fn lab_server() -> std::net::SocketAddr {
     addr
 }
 
-async fn fetch(addr: std::net::SocketAddr, path: &str) -> HashMap<String, Value> {
+async fn fetch(addr: std::net::SocketAddr, path: &str) -> crate::engine::vars::VarMap {
     use crate::http::{ClientConfig, HttpClient, Request, SendOptions, TargetUrl};
     let client = HttpClient::new(ClientConfig {
         allow_private: true,
