@@ -89,7 +89,7 @@ impl Response {
                 out.push_str("\r\n");
             }
         }
-        let mut rest: Vec<(String, &str)> = self
+        let mut rest: Vec<(&str, bool, &str)> = self
             .headers
             .iter()
             .filter(|(n, _)| {
@@ -98,12 +98,13 @@ impl Response {
                     self.content_decoded && n.eq_ignore_ascii_case("content-encoding");
                 !decoded_only && !excluded.iter().any(|e| n.eq_ignore_ascii_case(e))
             })
-            .map(|(n, v)| (canonical_header_name(n), v.as_str()))
+            .map(|(n, v)| (n.as_str(), is_token(n), v.as_str()))
             .collect();
-        // Stable: several values of one header keep their order.
-        rest.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, value) in rest {
-            out.push_str(&name);
+        // By canonical name, compared without building it. Stable: several
+        // values of one header keep their order.
+        rest.sort_by(|a, b| canonical_bytes(a.0, a.1).cmp(canonical_bytes(b.0, b.1)));
+        for (name, _, value) in rest {
+            push_canonical(&mut out, name);
             out.push_str(": ");
             out.push_str(value);
             out.push_str("\r\n");
@@ -129,25 +130,45 @@ impl Response {
 /// hyphen upper case, the rest lower case. Names with characters outside
 /// the token set are left unchanged, as Go does.
 pub fn canonical_header_name(name: &str) -> String {
-    let valid = !name.is_empty()
+    let mut out = String::with_capacity(name.len());
+    push_canonical(&mut out, name);
+    out
+}
+
+/// Whether Go would canonicalize `name`: a non-empty HTTP token.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    if !valid {
-        return name.to_string();
-    }
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// The bytes of [`canonical_header_name`], without building the string;
+/// `token` is [`is_token`] of the name.
+fn canonical_bytes(name: &str, token: bool) -> impl Iterator<Item = u8> + '_ {
     let mut upper = true;
-    name.chars()
-        .map(|c| {
-            let out = if upper {
-                c.to_ascii_uppercase()
-            } else {
-                c.to_ascii_lowercase()
-            };
-            upper = c == '-';
-            out
-        })
-        .collect()
+    name.bytes().map(move |b| {
+        if !token {
+            return b;
+        }
+        let out = if upper {
+            b.to_ascii_uppercase()
+        } else {
+            b.to_ascii_lowercase()
+        };
+        upper = b == b'-';
+        out
+    })
+}
+
+/// Appends [`canonical_header_name`] of `name` to `out`.
+fn push_canonical(out: &mut String, name: &str) {
+    if is_token(name) {
+        // A token is ASCII, so each byte is a char.
+        out.extend(canonical_bytes(name, true).map(char::from));
+    } else {
+        out.push_str(name);
+    }
 }
 
 fn standard_reason(status: u16) -> &'static str {
@@ -234,5 +255,29 @@ mod tests {
         assert_eq!(canonical_header_name("content-type"), "Content-Type");
         assert_eq!(canonical_header_name("X-FORWARDED-FOR"), "X-Forwarded-For");
         assert_eq!(canonical_header_name("bad header"), "bad header");
+    }
+
+    #[test]
+    fn header_part_orders_names_as_sorting_their_canonical_forms_would() {
+        let headers = [
+            ("x-b", "1"),
+            ("X-a", "2"),
+            ("bad header", "3"),
+            ("x-B", "4"),
+            ("a_b", "5"),
+            ("Zeta-", "6"),
+            ("é", "7"),
+        ];
+        let mut expected: Vec<(String, &str)> = headers
+            .iter()
+            .map(|(n, v)| (canonical_header_name(n), *v))
+            .collect();
+        expected.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut want = "HTTP/1.1 200 OK\r\n".to_string();
+        for (n, v) in expected {
+            want.push_str(&format!("{n}: {v}\r\n"));
+        }
+        want.push_str("\r\n");
+        assert_eq!(response(&headers).raw_header(), want);
     }
 }

@@ -137,7 +137,7 @@ type Head = (String, u16, String, Vec<(String, String)>);
 
 fn parse_head(head: &[u8]) -> Result<Head, WireError> {
     let text = super::utf8_lossy(head);
-    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let mut lines = HeadLines(Some(&text));
     let status_line = lines.next().unwrap_or_default();
     let mut parts = status_line.splitn(3, ' ');
     let proto = parts.next().unwrap_or_default().to_string();
@@ -147,7 +147,7 @@ fn parse_head(head: &[u8]) -> Result<Head, WireError> {
         .filter(|s| (100..1000).contains(s))
         .ok_or_else(|| WireError::Protocol(format!("invalid status line {status_line:?}")))?;
     let reason = parts.next().unwrap_or_default().trim().to_string();
-    let mut headers: Vec<(String, String)> = Vec::new();
+    let mut headers: Vec<(String, String)> = Vec::with_capacity(16);
     for line in lines {
         if line.is_empty() {
             break;
@@ -160,11 +160,37 @@ fn parse_head(head: &[u8]) -> Result<Head, WireError> {
             }
             continue;
         }
-        if let Some((name, value)) = line.split_once(':') {
+        if let Some(colon) = memchr::memchr(b':', line.as_bytes()) {
+            let (name, value) = (&line[..colon], &line[colon + 1..]);
             headers.push((name.trim().to_string(), value.trim().to_string()));
         }
     }
     Ok((proto, status, reason, headers))
+}
+
+/// The lines of a response head, split at LF with a CR before it dropped,
+/// as `split('\n')` would give them (also the empty one after a final LF),
+/// found with `memchr`: the generic `str` searcher cost more than the
+/// rest of parsing a head.
+struct HeadLines<'a>(Option<&'a str>);
+
+impl<'a> Iterator for HeadLines<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let rest = self.0?;
+        let line = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(end) => {
+                self.0 = Some(&rest[end + 1..]);
+                &rest[..end]
+            }
+            None => {
+                self.0 = None;
+                rest
+            }
+        };
+        Some(line.strip_suffix('\r').unwrap_or(line))
+    }
 }
 
 pub(crate) fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -486,4 +512,54 @@ fn decode_with<D: Decoder>(
     written.ok()?;
     let sink = decoder.finish_sink().ok()?;
     Some((sink.out, sink.overflowed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_lines_are_the_lines_split_at_lf_without_their_cr() {
+        for text in [
+            "",
+            "a",
+            "a\n",
+            "a\r\nb\r\n\r\n",
+            "\n\n",
+            "x\ry\n\rz",
+            "é\r\nñ",
+        ] {
+            let want: Vec<&str> = text
+                .split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                .collect();
+            assert_eq!(HeadLines(Some(text)).collect::<Vec<_>>(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_head_parses_into_status_reason_and_trimmed_headers_in_order() {
+        let (proto, status, reason, headers) = parse_head(
+            b"HTTP/1.1 404 Not Found\r\nServer: nginx\r\nX-Empty:\r\nX-Folded: a\r\n  b\r\nno colon\r\nX-Time: 10:20 \r\n\r\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            (proto.as_str(), status, reason.as_str()),
+            ("HTTP/1.1", 404, "Not Found")
+        );
+        let pairs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("Server", "nginx"),
+                ("X-Empty", ""),
+                ("X-Folded", "a b"),
+                ("X-Time", "10:20")
+            ]
+        );
+        assert!(parse_head(b"HTTP/1.1 abc\r\n\r\n").is_err());
+    }
 }
