@@ -1,6 +1,7 @@
 //! The client: resolution and safety checks, pooled connections, one
 //! exchange per hop, retries and redirects.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -196,7 +197,7 @@ impl HttpClient {
     /// Sends one request; follows redirects per `opts`; returns the final
     /// response with the chain of URLs and the redirect responses before it.
     pub async fn send(&self, req: &Request, opts: &SendOptions) -> Result<Response, HttpError> {
-        self.run(req.clone(), opts, Vec::new(), Duration::ZERO)
+        self.run(Cow::Borrowed(req), opts, Vec::new(), Duration::ZERO)
             .await
     }
 
@@ -244,7 +245,7 @@ impl HttpClient {
         match next_hop(&current, &resp, opts, 0)? {
             Some(next) => {
                 let hop = into_response(resp, current.full_url(), took, Vec::new(), Vec::new());
-                self.run(next, opts, vec![hop], took).await
+                self.run(Cow::Owned(next), opts, vec![hop], took).await
             }
             None => Ok(into_response(
                 resp,
@@ -256,9 +257,11 @@ impl HttpClient {
         }
     }
 
+    /// `current` is borrowed until a redirect replaces it: the request
+    /// itself is not copied to be sent.
     async fn run(
         &self,
-        mut current: Request,
+        mut current: Cow<'_, Request>,
         opts: &SendOptions,
         mut hops: Vec<Response>,
         mut spent: Duration,
@@ -292,7 +295,7 @@ impl HttpClient {
                         Vec::new(),
                         Vec::new(),
                     ));
-                    current = next;
+                    current = Cow::Owned(next);
                 }
                 None => {
                     let chain = hops.iter().map(|h| h.final_url.clone()).collect();

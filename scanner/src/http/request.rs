@@ -144,8 +144,25 @@ impl Request {
     /// POST/PUT/PATCH (which say `0`, as browsers do). A request that sets
     /// `Transfer-Encoding` frames its own body and is left alone.
     pub fn set_content_length(&mut self) {
-        if self.header("transfer-encoding").is_some() {
+        let Some((value, first)) = self.content_length_plan() else {
             return;
+        };
+        self.headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
+        if let Some(value) = value {
+            let at = first.unwrap_or(self.headers.len()).min(self.headers.len());
+            self.headers
+                .insert(at, ("Content-Length".to_string(), value));
+        }
+    }
+
+    /// What [`Request::set_content_length`] does: `None` when it leaves the
+    /// headers alone (`Transfer-Encoding` is set); otherwise every
+    /// `Content-Length` goes, and the value to write, if any, takes the
+    /// place of the first one (index given), or the end.
+    fn content_length_plan(&self) -> Option<(Option<String>, Option<usize>)> {
+        if self.header("transfer-encoding").is_some() {
+            return None;
         }
         let wants_zero = ["POST", "PUT", "PATCH"]
             .iter()
@@ -159,13 +176,7 @@ impl Request {
             .headers
             .iter()
             .position(|(n, _)| n.eq_ignore_ascii_case("content-length"));
-        self.headers
-            .retain(|(n, _)| !n.eq_ignore_ascii_case("content-length"));
-        if let Some(value) = value {
-            let at = first.unwrap_or(self.headers.len()).min(self.headers.len());
-            self.headers
-                .insert(at, ("Content-Length".to_string(), value));
-        }
+        Some((value, first))
     }
 
     /// The bytes sent: request line with the target as written, `Host`
@@ -173,8 +184,12 @@ impl Request {
     /// then the body. `cookie` (from the jar) is appended to an existing
     /// `Cookie` header or added.
     pub(crate) fn to_wire(&self, defaults: &WireDefaults<'_>, cookie: Option<&str>) -> Vec<u8> {
-        let mut req = self.clone();
-        req.set_content_length();
+        // As if `set_content_length` had run, without copying the request.
+        let req = self;
+        let (mut length, first_length, managed) = match self.content_length_plan() {
+            Some((value, first)) => (value, first, true),
+            None => (None, None, false),
+        };
         let mut out = Vec::with_capacity(256 + req.body.len());
         out.extend_from_slice(req.method.as_bytes());
         out.push(b' ');
@@ -194,7 +209,15 @@ impl Request {
             push("Host", &req.url.authority());
         }
         let mut cookie_sent = false;
-        for (name, value) in &req.headers {
+        for (i, (name, value)) in req.headers.iter().enumerate() {
+            if managed && name.eq_ignore_ascii_case("content-length") {
+                if first_length == Some(i) {
+                    if let Some(length) = length.take() {
+                        push("Content-Length", &length);
+                    }
+                }
+                continue;
+            }
             match cookie {
                 Some(extra) if !cookie_sent && name.eq_ignore_ascii_case("cookie") => {
                     let joined = format!("{}; {}", value.trim_end_matches([';', ' ']), extra);
@@ -203,6 +226,9 @@ impl Request {
                 }
                 _ => push(name, value),
             }
+        }
+        if let Some(length) = length.take() {
+            push("Content-Length", &length);
         }
         if let (Some(extra), false) = (cookie, cookie_sent) {
             push("Cookie", extra);
@@ -396,6 +422,39 @@ mod tests {
             String::from_utf8_lossy(&wire),
             "GET /a/../b HTTP/1.1\r\nHost: h.test:8443\r\nX-Test: 1\r\nCookie: a=1; b=2\r\n\
              User-Agent: ua/1\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nConnection: keep-alive\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn wire_form_sets_content_length_as_set_content_length_would() {
+        let defaults = WireDefaults { user_agent: "ua/1" };
+        let raws: [&[u8]; 7] = [
+            b"POST /a HTTP/1.1\nX-A: 1\nContent-Length: 99\nX-B: 2\ncontent-length: 7\n\nbody",
+            b"POST /a HTTP/1.1\nX-A: 1\n\n",
+            b"GET /a HTTP/1.1\nContent-Length: 5\nX-A: 1\n\n",
+            b"GET /a HTTP/1.1\nX-A: 1\n\nwith body",
+            b"POST /a HTTP/1.1\nTransfer-Encoding: chunked\nContent-Length: 3\n\n0\r\n\r\n",
+            b"PUT /a HTTP/1.1\nCookie: a=1\n\nx",
+            b"DELETE /a HTTP/1.1\n\n",
+        ];
+        for raw in raws {
+            let req = Request::parse_raw(raw, &base("http://h.test")).expect("parses");
+            let mut normalised = req.clone();
+            normalised.set_content_length();
+            for cookie in [None, Some("c=3")] {
+                assert_eq!(
+                    String::from_utf8_lossy(&req.to_wire(&defaults, cookie)),
+                    String::from_utf8_lossy(&normalised.to_wire(&defaults, cookie)),
+                    "{}",
+                    String::from_utf8_lossy(raw)
+                );
+            }
+        }
+        let req = Request::parse_raw(raws[0], &base("http://h.test")).expect("parses");
+        let wire = String::from_utf8_lossy(&req.to_wire(&defaults, None)).into_owned();
+        assert!(
+            wire.contains("X-A: 1\r\nContent-Length: 4\r\nX-B: 2\r\nUser-Agent"),
+            "{wire}"
         );
     }
 }
