@@ -121,6 +121,11 @@ impl TargetUrl {
 
     /// Appends [`TargetUrl::authority`] to `s`.
     fn push_authority(&self, s: &mut String) {
+        self.push_host_port(s, !self.is_default_port());
+    }
+
+    /// Appends the host (IPv6 in brackets) and, if `with_port`, `:port`.
+    fn push_host_port(&self, s: &mut String, with_port: bool) {
         if self.host.contains(':') {
             s.push('[');
             s.push_str(&self.host);
@@ -128,7 +133,7 @@ impl TargetUrl {
         } else {
             s.push_str(&self.host);
         }
-        if !self.is_default_port() {
+        if with_port {
             s.push(':');
             push_u16(s, self.port);
         }
@@ -148,15 +153,7 @@ impl TargetUrl {
     /// `host:port`, always with the port (IPv6 hosts in brackets).
     pub fn host_port(&self) -> String {
         let mut s = String::with_capacity(self.host.len() + 8);
-        if self.host.contains(':') {
-            s.push('[');
-            s.push_str(&self.host);
-            s.push(']');
-        } else {
-            s.push_str(&self.host);
-        }
-        s.push(':');
-        push_u16(&mut s, self.port);
+        self.push_host_port(&mut s, true);
         s
     }
 
