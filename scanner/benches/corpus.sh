@@ -17,8 +17,8 @@
 # at BENCH_PROFILE_HZ samples a second, 499 by default; summarise with
 # `perf report -i FILE --no-children --sort symbol`),
 # BENCH_CALLGRIND (a file: run the engine under `valgrind --tool=callgrind`
-# into it, which counts instructions, the same from run to run whatever else
-# the machine is doing; then `callgrind_annotate --inclusive=yes FILE` and
+# into it, which counts instructions, nearly the same from run to run (within
+# 0.1%) whatever else the machine is doing; then `callgrind_annotate --inclusive=yes FILE` and
 # read the line of `Engine::start::{{closure}}::{{closure}}::{{closure}}`
 # for the scan's template jobs; the rates printed are then meaningless),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
