@@ -185,18 +185,17 @@ impl Request {
     /// `Cookie` header or added.
     pub(crate) fn to_wire(&self, defaults: &WireDefaults<'_>, cookie: Option<&str>) -> Vec<u8> {
         // As if `set_content_length` had run, without copying the request.
-        let req = self;
         let (mut length, first_length, managed) = match self.content_length_plan() {
             Some((value, first)) => (value, first, true),
             None => (None, None, false),
         };
-        let mut out = Vec::with_capacity(256 + req.body.len());
-        out.extend_from_slice(req.method.as_bytes());
+        let mut out = Vec::with_capacity(256 + self.body.len());
+        out.extend_from_slice(self.method.as_bytes());
         out.push(b' ');
-        if req.target.is_empty() {
+        if self.target.is_empty() {
             out.push(b'/');
         } else {
-            out.extend_from_slice(&req.target);
+            out.extend_from_slice(&self.target);
         }
         out.extend_from_slice(b" HTTP/1.1\r\n");
         let mut push = |name: &str, value: &str| {
@@ -205,11 +204,11 @@ impl Request {
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
         };
-        if req.header("host").is_none() {
-            push("Host", &req.url.authority());
+        if self.header("host").is_none() {
+            push("Host", &self.url.authority());
         }
         let mut cookie_sent = false;
-        for (i, (name, value)) in req.headers.iter().enumerate() {
+        for (i, (name, value)) in self.headers.iter().enumerate() {
             if managed && name.eq_ignore_ascii_case("content-length") {
                 if first_length == Some(i) {
                     if let Some(length) = length.take() {
@@ -240,12 +239,12 @@ impl Request {
             ("Connection", "keep-alive"),
         ];
         for (name, value) in defaults {
-            if req.header(name).is_none() {
+            if self.header(name).is_none() {
                 push(name, value);
             }
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&req.body);
+        out.extend_from_slice(&self.body);
         out
     }
 

@@ -2,8 +2,6 @@
 
 use std::time::Duration;
 
-use super::url::push_u16;
-
 /// The final response of a request, after any redirects, with the
 /// redirect responses that led to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +70,7 @@ impl Response {
         let mut out = String::with_capacity(256);
         out.push_str(proto);
         out.push(' ');
-        push_u16(&mut out, self.status);
+        out.push_str(itoa::Buffer::new().format(self.status));
         out.push(' ');
         out.push_str(reason);
         out.push_str("\r\n");

@@ -135,7 +135,7 @@ impl TargetUrl {
         }
         if with_port {
             s.push(':');
-            push_u16(s, self.port);
+            s.push_str(itoa::Buffer::new().format(self.port));
         }
     }
 
@@ -287,25 +287,6 @@ pub(crate) fn split_host_port(authority: &str) -> Result<(String, Option<u16>), 
         }
         Some(_) => Err("IPv6 addresses must be written in brackets".to_string()),
         None => Ok((authority.to_string(), None)),
-    }
-}
-
-/// Appends a number (a port, a status code) in decimal, without the
-/// formatting machinery of `format!`.
-pub(crate) fn push_u16(s: &mut String, number: u16) {
-    let mut digits = [0u8; 5];
-    let mut n = number;
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[start..] {
-        s.push(char::from(d));
     }
 }
 

@@ -188,12 +188,6 @@ impl StringOrList {
     }
 }
 
-/// Unknown fields (kept in `extra`) are taken to mention every name: they
-/// are rare, and reading them as text would cost more than it saves.
-fn extra_mentions(extra: &BTreeMap<String, serde_json::Value>, _name: &str) -> bool {
-    !extra.is_empty()
-}
-
 fn option_mentions(field: &Option<StringOrList>, name: &str) -> bool {
     field.as_ref().is_some_and(|f| f.mentions(name))
 }
@@ -216,7 +210,9 @@ impl MatcherDef {
             ]
             .into_iter()
             .any(|f| option_mentions(f, name))
-            || extra_mentions(&self.extra, name)
+            // Unknown fields are taken to mention every name: they are
+            // rare, and reading them as text would cost more than it saves.
+            || !self.extra.is_empty()
     }
 }
 
@@ -230,7 +226,8 @@ impl ExtractorDef {
             || [&self.regex, &self.kval, &self.json, &self.xpath, &self.dsl]
                 .into_iter()
                 .any(|f| option_mentions(f, name))
-            || extra_mentions(&self.extra, name)
+            // Unknown fields: as for matchers.
+            || !self.extra.is_empty()
     }
 }
 

@@ -16,7 +16,7 @@ use std::fmt;
 use super::flow::FlowExpr;
 use super::model::{HttpBlock, PayloadDef, Template};
 use crate::dsl;
-use crate::operators::{ExtractorDef, MatcherDef, OperatorError};
+use crate::operators::{ExtractorDef, MatcherDef, OperatorError, Operators};
 
 /// One reason a template cannot run. The variants are listed from the most
 /// to the least fundamental; a template's first reason is the one reports
@@ -126,24 +126,24 @@ impl std::error::Error for Unrunnable {}
 
 /// Decides whether the engine can run `template`.
 pub fn check(template: &Template) -> Result<(), Unrunnable> {
-    check_with(template, Operators::Compile)
+    check_with(template, OperatorCheck::Compile)
 }
 
 /// [`check`] without compiling the matchers and extractors, for a caller
 /// that compiles them next and reports their errors itself (the engine's
-/// loader): compiling them twice was a fifth of loading the corpus.
+/// loader), so that they are compiled once.
 pub fn check_before_compiling(template: &Template) -> Result<(), Unrunnable> {
-    check_with(template, Operators::LeaveToCaller)
+    check_with(template, OperatorCheck::LeaveToCaller)
 }
 
 /// Whether [`check_with`] compiles the operators to find their reasons.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Operators {
+enum OperatorCheck {
     Compile,
     LeaveToCaller,
 }
 
-fn check_with(template: &Template, operators: Operators) -> Result<(), Unrunnable> {
+fn check_with(template: &Template, operators: OperatorCheck) -> Result<(), Unrunnable> {
     let mut reasons = BTreeSet::new();
     for p in &template.other_protocols {
         reasons.insert(Reason::UnsupportedProtocol(p.clone()));
@@ -207,7 +207,7 @@ fn unknown_field_feature(path: &str) -> Option<String> {
 fn check_block(
     block: &HttpBlock,
     variables: &[(String, String)],
-    operators: Operators,
+    operators: OperatorCheck,
     reasons: &mut BTreeSet<Reason>,
 ) {
     let mut feature = |name: &str| {
@@ -313,12 +313,12 @@ fn check_block(
     for x in &block.extractors {
         check_extractor(x, reasons);
     }
-    if operators == Operators::LeaveToCaller {
+    if operators == OperatorCheck::LeaveToCaller {
         return;
     }
     // The operators module is the judge of what compiles; it stops at the
     // first problem, which is enough for a reason.
-    let compiled = crate::operators::Operators::compile(
+    let compiled = Operators::compile(
         &block.matchers,
         &block.extractors,
         block.matchers_condition.as_deref(),
