@@ -24,7 +24,7 @@ use super::build::{build, Built, Outgoing, Skip};
 use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::error::{TargetError, TargetErrorKind};
-use super::response::{numbered, prefixed, response_vars, RunNames};
+use super::response::{numbered, prefixed, ResponseVars, RunNames};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
 use super::vars::{string_value, RequestLayers, Scope, TargetInput, VarMap};
@@ -554,7 +554,7 @@ impl TemplateRun<'_> {
         let no_operators = block.operators.is_empty();
         let mut status = false;
         let mut numbered_history: Vec<Arc<VarMap>> = Vec::new();
-        let mut last_response: Option<(Arc<VarMap>, String)> = None;
+        let mut last_response: Option<(Arc<ResponseVars>, String)> = None;
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
         let mut block_extracts = VarMap::default();
@@ -638,11 +638,11 @@ impl TemplateRun<'_> {
                     let request_scope = request_scope.clone();
                     let job = move || {
                         let block = &tpl_job.blocks[bi];
-                        let resp_layer = Arc::new(response_vars(&hop, &dump, &names));
+                        let resp_layer = Arc::new(ResponseVars::new(hop, &dump, &names));
                         // `body_2` and friends name the final response of
                         // request 2, not a redirect before it.
                         let numbered_layer = (is_final && block.needs_history)
-                            .then(|| Arc::new(numbered(&resp_layer, count)));
+                            .then(|| Arc::new(numbered(&resp_layer.to_map(), count)));
                         let mut scope = Scope::new().below(resp_layer.clone());
                         if let Some(n) = &numbered_layer {
                             scope = scope.below(n.clone());
@@ -736,7 +736,7 @@ impl TemplateRun<'_> {
                 }
             }
             if let Some(id) = &block.id {
-                let mut published = prefixed(resp_layer, id);
+                let mut published = prefixed(&resp_layer.to_map(), id);
                 published.extend(prefixed(&block_extracts, id));
                 self.block_history.insert(0, Arc::new(published));
             }
@@ -790,9 +790,10 @@ pub(crate) async fn run_cluster(
         let hops: Vec<(String, Scope)> = judged_responses(resp)
             .into_iter()
             .map(|hop| {
-                let resp_layer = Arc::new(response_vars(&hop, &dump, &names));
+                let matched_at = hop.final_url.clone();
+                let resp_layer = Arc::new(ResponseVars::new(hop, &dump, &names));
                 let scope = Scope::new().below(resp_layer).below_all(&request_scope);
-                (hop.final_url, scope)
+                (matched_at, scope)
             })
             .collect();
         members

@@ -1,71 +1,192 @@
 //! The variables one HTTP response offers to matchers, extractors and later
 //! requests, named as Nuclei names them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::vars::{float_value, int_value, string_value, VarMap};
-use crate::dsl::{Bytes, Value};
+use crate::dsl::{Bytes, Value, Vars};
 use crate::http::Response;
 
-/// Builds the response's variable map: `status_code`, `body`, `header` and
-/// `all_headers` (status line plus headers), `response` (header plus body),
-/// `content_length`, `duration` (seconds), `host`, `matched`, `request`,
-/// every header as a lower_snake name (repeated headers joined by a space)
-/// and every cookie set by the response under its lower-cased name.
+/// The variables of one response, as Nuclei names them: `status_code`,
+/// `body`, `header` and `all_headers` (status line plus headers),
+/// `response` (header plus body), `content_length`, `duration` (seconds),
+/// `host`, `matched`, `request`, `template-id`, `type`, every header as a
+/// lower_snake name (repeated headers joined by a space) and every cookie
+/// set by the response under its lower-cased name. A fixed name wins over a
+/// header of the same name, and a header over a cookie, as in Nuclei.
 ///
-/// Done for every response, so the values share buffers: `header`,
-/// `all_headers` and `body` are views of the one `response` buffer, and
-/// `host`, `request` and `template-id` are the caller's shared values.
-pub fn response_vars(resp: &Response, request_dump: &Bytes, names: &RunNames) -> VarMap {
-    let mut vars = VarMap::with_capacity_and_hasher(16 + resp.headers.len(), Default::default());
-    // Cookies first: a header of the same snake name wins, as in Nuclei.
-    for (name, value) in resp.headers.iter() {
-        if name.eq_ignore_ascii_case("set-cookie") {
-            if let Some((cname, cvalue)) = cookie_pair(value) {
-                vars.insert(cname.to_ascii_lowercase(), string_value(cvalue.to_string()));
-            }
+/// Made for every response, so nothing is built up front: a value is made
+/// when a matcher, an extractor or a later request reads it, and the header
+/// dump and the raw response once, on the first read. The body is shared,
+/// not copied.
+pub struct ResponseVars {
+    /// The response without its body (moved to `body`).
+    resp: Response,
+    body: Bytes,
+    request: Bytes,
+    names: RunNames,
+    head: OnceLock<Bytes>,
+    full: OnceLock<Bytes>,
+}
+
+/// The names every response defines, whatever its headers.
+const FIXED: [&str; 12] = [
+    "host",
+    "matched",
+    "request",
+    "response",
+    "status_code",
+    "body",
+    "all_headers",
+    "header",
+    "duration",
+    "content_length",
+    "template-id",
+    "type",
+];
+
+impl ResponseVars {
+    pub fn new(mut resp: Response, request_dump: &Bytes, names: &RunNames) -> ResponseVars {
+        let body = Bytes::from(std::mem::take(&mut resp.body));
+        ResponseVars {
+            resp,
+            body,
+            request: request_dump.clone(),
+            names: names.clone(),
+            head: OnceLock::new(),
+            full: OnceLock::new(),
         }
     }
-    let mut joined: Vec<(String, String)> = Vec::with_capacity(resp.headers.len());
-    for (name, value) in resp.headers.iter() {
-        let key = name.trim().replace('-', "_").to_ascii_lowercase();
-        match joined.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => {
-                v.push(' ');
-                v.push_str(value);
+
+    /// Status line and headers, as Nuclei dumps them.
+    fn head(&self) -> &Bytes {
+        self.head
+            .get_or_init(|| Bytes::from(self.resp.raw_header().into_bytes()))
+    }
+
+    /// Header dump followed by the body.
+    fn full(&self) -> &Bytes {
+        self.full.get_or_init(|| {
+            let head = self.head();
+            let mut full = Vec::with_capacity(head.len() + self.body.len());
+            full.extend_from_slice(head);
+            full.extend_from_slice(&self.body);
+            Bytes::from(full)
+        })
+    }
+
+    fn fixed(&self, name: &str) -> Option<Value> {
+        Some(match name {
+            "host" => self.names.host.clone(),
+            "matched" => Value::from(self.resp.final_url.as_str()),
+            "request" => Value::Str(self.request.clone()),
+            "response" => Value::Str(self.full().clone()),
+            "status_code" => int_value(i64::from(self.resp.status)),
+            "body" => Value::Str(self.body.clone()),
+            "all_headers" | "header" => Value::Str(self.head().clone()),
+            "duration" => float_value(self.resp.duration.as_secs_f64()),
+            "content_length" => int_value(
+                self.resp
+                    .header("content-length")
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .unwrap_or(self.body.len() as i64),
+            ),
+            "template-id" => self.names.template_id.clone(),
+            "type" => Value::Str(Bytes::from_static(b"http")),
+            _ => return None,
+        })
+    }
+
+    /// The headers whose lower_snake name is `name`, values joined by a space.
+    fn header_named(&self, name: &str) -> Option<Value> {
+        let mut joined: Option<String> = None;
+        for (_, v) in self.resp.headers.iter().filter(|(n, _)| snake_is(n, name)) {
+            match &mut joined {
+                Some(j) => {
+                    j.push(' ');
+                    j.push_str(v);
+                }
+                None => joined = Some(v.clone()),
             }
-            None => joined.push((key, value.to_string())),
         }
+        joined.map(string_value)
     }
-    for (k, v) in joined {
-        vars.insert(k, string_value(v));
+
+    /// The value of the last cookie the response sets under `name` (lower case).
+    fn cookie_named(&self, name: &str) -> Option<Value> {
+        self.cookies()
+            .filter(|(c, _)| lower_is(c, name))
+            .last()
+            .map(|(_, v)| Value::from(v))
     }
-    let header = resp.raw_header();
-    let mut full = Vec::with_capacity(header.len() + resp.body.len());
-    full.extend_from_slice(header.as_bytes());
-    full.extend_from_slice(&resp.body);
-    let full = Bytes::from(full);
-    let body = Value::Str(full.slice(header.len()..));
-    let header = Value::Str(full.slice(..header.len()));
-    let content_length = resp
-        .headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<i64>().ok())
-        .unwrap_or(resp.body.len() as i64);
-    vars.insert("host".into(), names.host.clone());
-    vars.insert("matched".into(), string_value(resp.final_url.clone()));
-    vars.insert("request".into(), Value::Str(request_dump.clone()));
-    vars.insert("response".into(), Value::Str(full));
-    vars.insert("status_code".into(), int_value(i64::from(resp.status)));
-    vars.insert("body".into(), body);
-    vars.insert("all_headers".into(), header.clone());
-    vars.insert("header".into(), header);
-    vars.insert("duration".into(), float_value(resp.duration.as_secs_f64()));
-    vars.insert("content_length".into(), int_value(content_length));
-    vars.insert("template-id".into(), names.template_id.clone());
-    vars.insert("type".into(), Value::Str(Bytes::from_static(b"http")));
-    vars
+
+    fn cookies(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.resp
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+            .filter_map(|(_, v)| cookie_pair(v))
+    }
+
+    /// Every variable as a map, for the `_N` and `{id}_` copies kept as
+    /// history.
+    pub fn to_map(&self) -> VarMap {
+        let names = self
+            .cookies()
+            .map(|(c, _)| c.to_ascii_lowercase())
+            .chain(
+                self.resp
+                    .headers
+                    .iter()
+                    .map(|(n, _)| n.trim().replace('-', "_").to_ascii_lowercase()),
+            )
+            .chain(FIXED.iter().map(|n| n.to_string()));
+        let mut map = VarMap::default();
+        for name in names {
+            if !map.contains_key(&name) {
+                if let Some(v) = self.get(&name) {
+                    map.insert(name, v);
+                }
+            }
+        }
+        map
+    }
+}
+
+impl Vars for ResponseVars {
+    fn get(&self, name: &str) -> Option<Value> {
+        self.fixed(name)
+            .or_else(|| self.header_named(name))
+            .or_else(|| self.cookie_named(name))
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        FIXED.contains(&name)
+            || self.resp.headers.iter().any(|(n, _)| snake_is(n, name))
+            || self.cookies().any(|(c, _)| lower_is(c, name))
+    }
+}
+
+/// Whether header `header`'s lower_snake form (trimmed, `-` as `_`, ASCII
+/// lower case) is `name`, without building it.
+fn snake_is(header: &str, name: &str) -> bool {
+    let header = header.trim();
+    header.len() == name.len()
+        && header.bytes().zip(name.bytes()).all(|(h, n)| {
+            n == if h == b'-' {
+                b'_'
+            } else {
+                h.to_ascii_lowercase()
+            }
+        })
+}
+
+/// Whether `s` in ASCII lower case is `name`.
+fn lower_is(s: &str, name: &str) -> bool {
+    s.len() == name.len()
+        && s.bytes()
+            .zip(name.bytes())
+            .all(|(a, b)| a.to_ascii_lowercase() == b)
 }
 
 /// The `host` and `template-id` values of every response of one template
@@ -110,4 +231,125 @@ pub fn prefixed(vars: &VarMap, id: &str) -> VarMap {
 /// Shares a map as a scope layer.
 pub fn shared(vars: VarMap) -> Arc<VarMap> {
     Arc::new(vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn vars() -> ResponseVars {
+        let headers = [
+            ("Set-Cookie", "SID=abc; Path=/"),
+            ("Set-Cookie", "Theme=dark"),
+            ("Set-Cookie", "x_powered_by=from-cookie"),
+            ("Set-Cookie", "sid=second"),
+            ("X-Powered-By", "PHP/8"),
+            ("Vary", "Accept"),
+            ("Content-Length", "5"),
+            ("vary", "Cookie"),
+            ("Host", "from-header"),
+        ];
+        let resp = Response {
+            status: 404,
+            proto: "HTTP/1.1".into(),
+            reason: "Not Found".into(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body: b"hello".to_vec(),
+            body_truncated: false,
+            content_decoded: false,
+            final_url: "http://h.test/x".into(),
+            duration: Duration::from_millis(1500),
+            redirect_chain: Vec::new(),
+            redirect_responses: Vec::new(),
+        };
+        ResponseVars::new(
+            resp,
+            &Bytes::from_static(b"GET /x HTTP/1.1\r\n\r\n"),
+            &RunNames::new("h.test", "tpl"),
+        )
+    }
+
+    fn text(v: &ResponseVars, name: &str) -> Option<String> {
+        v.get(name).map(|v| v.to_string_lossy())
+    }
+
+    #[test]
+    fn names_resolve_fixed_first_then_headers_then_cookies() {
+        let v = vars();
+        assert_eq!(text(&v, "status_code").as_deref(), Some("404"));
+        assert_eq!(text(&v, "body").as_deref(), Some("hello"));
+        let head = text(&v, "header").unwrap();
+        assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
+        assert!(head.ends_with("\r\n\r\n"), "{head}");
+        assert_eq!(text(&v, "all_headers"), Some(head.clone()));
+        assert_eq!(text(&v, "response"), Some(format!("{head}hello")));
+        assert_eq!(text(&v, "content_length").as_deref(), Some("5"));
+        assert_eq!(text(&v, "duration").as_deref(), Some("1.5"));
+        assert_eq!(text(&v, "matched").as_deref(), Some("http://h.test/x"));
+        assert_eq!(
+            text(&v, "request").as_deref(),
+            Some("GET /x HTTP/1.1\r\n\r\n")
+        );
+        assert_eq!(text(&v, "template-id").as_deref(), Some("tpl"));
+        assert_eq!(text(&v, "type").as_deref(), Some("http"));
+        // A fixed name wins over a header of that name.
+        assert_eq!(text(&v, "host").as_deref(), Some("h.test"));
+        // Headers: lower_snake names, repeated ones joined by a space, and
+        // over a cookie of the same name.
+        assert_eq!(text(&v, "x_powered_by").as_deref(), Some("PHP/8"));
+        assert_eq!(text(&v, "vary").as_deref(), Some("Accept Cookie"));
+        assert_eq!(v.get("X-Powered-By").map(|v| v.to_string_lossy()), None);
+        assert_eq!(v.get("x-powered-by").map(|v| v.to_string_lossy()), None);
+        // Cookies under their lower-cased name; the last one set wins.
+        assert_eq!(text(&v, "sid").as_deref(), Some("second"));
+        assert_eq!(text(&v, "theme").as_deref(), Some("dark"));
+        assert_eq!(text(&v, "Theme"), None);
+        assert_eq!(text(&v, "missing"), None);
+        for name in ["sid", "vary", "host", "body", "x_powered_by"] {
+            assert!(v.contains(name), "{name}");
+        }
+        assert!(!v.contains("missing"));
+        assert!(!v.contains("Theme"));
+    }
+
+    #[test]
+    fn the_map_holds_every_name_with_the_value_a_lookup_gives() {
+        let v = vars();
+        let map = v.to_map();
+        let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let mut expected = vec![
+            "theme",
+            "sid",
+            "x_powered_by",
+            "vary",
+            "content_length",
+            "host",
+            "matched",
+            "request",
+            "response",
+            "status_code",
+            "body",
+            "all_headers",
+            "header",
+            "duration",
+            "template-id",
+            "type",
+            "set_cookie",
+        ];
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+        assert_eq!(map["x_powered_by"].to_string_lossy(), "PHP/8");
+        assert_eq!(map["host"].to_string_lossy(), "h.test");
+        assert_eq!(map["sid"].to_string_lossy(), "second");
+        assert_eq!(
+            map["set_cookie"].to_string_lossy(),
+            "SID=abc; Path=/ Theme=dark x_powered_by=from-cookie sid=second"
+        );
+    }
 }

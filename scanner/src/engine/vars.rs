@@ -17,10 +17,14 @@ use crate::dsl::{Value, Vars};
 /// cost: building and reading these maps is done for every response.
 pub type VarMap = HashMap<String, Value, ahash::RandomState>;
 
+/// One layer of a [`Scope`]: a map, or a response's variables
+/// ([`super::response::ResponseVars`]), which are made as they are read.
+pub type Layer = Arc<dyn Vars + Send + Sync>;
+
 /// Layers looked up from the first to the last: earlier layers win.
 #[derive(Clone, Default)]
 pub struct Scope {
-    layers: Vec<Arc<VarMap>>,
+    layers: Vec<Layer>,
 }
 
 impl Scope {
@@ -29,7 +33,7 @@ impl Scope {
     }
 
     /// Adds a layer below all existing ones (lowest precedence).
-    pub fn below(mut self, layer: Arc<VarMap>) -> Scope {
+    pub fn below(mut self, layer: Layer) -> Scope {
         self.layers.push(layer);
         self
     }
@@ -41,7 +45,7 @@ impl Scope {
     }
 
     /// Adds a layer above all existing ones (highest precedence).
-    pub fn above(mut self, layer: Arc<VarMap>) -> Scope {
+    pub fn above(mut self, layer: Layer) -> Scope {
         self.layers.insert(0, layer);
         self
     }
@@ -49,9 +53,11 @@ impl Scope {
 
 impl Vars for Scope {
     fn get(&self, name: &str) -> Option<Value> {
-        self.layers
-            .iter()
-            .find_map(|l| HashMap::get(&**l, name).cloned())
+        self.layers.iter().find_map(|l| l.get(name))
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.layers.iter().any(|l| l.contains(name))
     }
 }
 
@@ -124,10 +130,10 @@ pub struct RequestLayers {
 impl RequestLayers {
     /// The full scope with the input variables in their place.
     pub fn with_input(&self, input_layer: Arc<VarMap>) -> Scope {
-        let mut layers = Vec::with_capacity(self.upper.len() + 1 + self.lower.len());
-        layers.extend(self.upper.iter().cloned());
+        let mut layers: Vec<Layer> = Vec::with_capacity(self.upper.len() + 1 + self.lower.len());
+        layers.extend(self.upper.iter().map(|l| l.clone() as Layer));
         layers.push(input_layer);
-        layers.extend(self.lower.iter().cloned());
+        layers.extend(self.lower.iter().map(|l| l.clone() as Layer));
         Scope { layers }
     }
 }

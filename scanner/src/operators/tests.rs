@@ -815,7 +815,7 @@ async fn lab_server() -> std::net::SocketAddr {
     addr
 }
 
-async fn fetch(addr: std::net::SocketAddr, path: &str) -> crate::engine::vars::VarMap {
+async fn fetch(addr: std::net::SocketAddr, path: &str) -> crate::engine::response::ResponseVars {
     use crate::http::{ClientConfig, HttpClient, Request, SendOptions, TargetUrl};
     let client = HttpClient::new(ClientConfig {
         allow_private: true,
@@ -828,7 +828,7 @@ async fn fetch(addr: std::net::SocketAddr, path: &str) -> crate::engine::vars::V
         .await
         .expect("response");
     let names = crate::engine::response::RunNames::new(&url.to_string(), "operators-test");
-    crate::engine::response::response_vars(&response, &crate::dsl::Bytes::new(), &names)
+    crate::engine::response::ResponseVars::new(response, &crate::dsl::Bytes::new(), &names)
 }
 
 #[tokio::test]
