@@ -24,7 +24,7 @@ use super::build::{build, Built, Outgoing, Skip};
 use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::error::{TargetError, TargetErrorKind};
-use super::response::{numbered, prefixed, ResponseVars, RunNames};
+use super::response::{prefixed, Numbered, ResponseVars, RunNames};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
 use super::vars::{string_value, RequestLayers, Scope, TargetInput, VarMap};
@@ -553,7 +553,7 @@ impl TemplateRun<'_> {
         let has_matchers = !block.operators.matchers().is_empty();
         let no_operators = block.operators.is_empty();
         let mut status = false;
-        let mut numbered_history: Vec<Arc<VarMap>> = Vec::new();
+        let mut numbered_history: Vec<Arc<Numbered>> = Vec::new();
         let mut last_response: Option<(Arc<ResponseVars>, String)> = None;
         let mut count = 0usize;
         // This block's extracted values, published as `{id}_{name}` too.
@@ -642,7 +642,7 @@ impl TemplateRun<'_> {
                         // `body_2` and friends name the final response of
                         // request 2, not a redirect before it.
                         let numbered_layer = (is_final && block.needs_history)
-                            .then(|| Arc::new(numbered(&resp_layer.to_map(), count)));
+                            .then(|| Arc::new(Numbered::new(resp_layer.clone(), count)));
                         let mut scope = Scope::new().below(resp_layer.clone());
                         if let Some(n) = &numbered_layer {
                             scope = scope.below(n.clone());

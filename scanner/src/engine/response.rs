@@ -143,9 +143,9 @@ impl ResponseVars {
             .chain(FIXED.iter().map(|n| n.to_string()));
         let mut map = VarMap::default();
         for name in names {
-            if !map.contains_key(&name) {
-                if let Some(v) = self.get(&name) {
-                    map.insert(name, v);
+            if let std::collections::hash_map::Entry::Vacant(slot) = map.entry(name) {
+                if let Some(v) = self.get(slot.key()) {
+                    slot.insert(v);
                 }
             }
         }
@@ -214,11 +214,31 @@ fn cookie_pair(header: &str) -> Option<(&str, &str)> {
     (!name.is_empty()).then_some((name, value.trim()))
 }
 
-/// The `_N` history copy of a response's variables (`body_1`, `status_code_2`).
-pub fn numbered(vars: &VarMap, n: usize) -> VarMap {
-    vars.iter()
-        .map(|(k, v)| (format!("{k}_{n}"), v.clone()))
-        .collect()
+/// A response's variables as the `_N` history names them (`body_1`,
+/// `status_code_2`): a view, nothing is copied.
+pub struct Numbered {
+    vars: Arc<ResponseVars>,
+    suffix: String,
+}
+
+impl Numbered {
+    pub fn new(vars: Arc<ResponseVars>, n: usize) -> Numbered {
+        Numbered {
+            vars,
+            suffix: format!("_{n}"),
+        }
+    }
+}
+
+impl Vars for Numbered {
+    fn get(&self, name: &str) -> Option<Value> {
+        self.vars.get(name.strip_suffix(self.suffix.as_str())?)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        name.strip_suffix(self.suffix.as_str())
+            .is_some_and(|base| self.vars.contains(base))
+    }
 }
 
 /// The block-id copy of a response's variables (`login_body`).
@@ -315,6 +335,31 @@ mod tests {
         }
         assert!(!v.contains("missing"));
         assert!(!v.contains("Theme"));
+    }
+
+    #[test]
+    fn the_numbered_view_names_each_variable_with_its_request_number() {
+        let v = Numbered::new(Arc::new(vars()), 2);
+        assert_eq!(
+            v.get("status_code_2")
+                .map(|v| v.to_string_lossy())
+                .as_deref(),
+            Some("404")
+        );
+        assert_eq!(
+            v.get("vary_2").map(|v| v.to_string_lossy()).as_deref(),
+            Some("Accept Cookie")
+        );
+        assert_eq!(
+            v.get("sid_2").map(|v| v.to_string_lossy()).as_deref(),
+            Some("second")
+        );
+        assert!(v.get("status_code").is_none());
+        assert!(v.get("status_code_1").is_none());
+        assert!(v.get("missing_2").is_none());
+        assert!(v.contains("body_2"));
+        assert!(!v.contains("body"));
+        assert!(!v.contains("_2"));
     }
 
     #[test]
