@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 use scanfleet_scanner::dsl::{Bytes, Vars};
-use scanfleet_scanner::engine::response::{response_vars, RunNames};
+use scanfleet_scanner::engine::response::{ResponseVars, RunNames};
 use scanfleet_scanner::engine::vars::Scope;
 use scanfleet_scanner::engine::CompiledTemplate;
 use scanfleet_scanner::http::Response;
@@ -126,7 +126,7 @@ fn main() {
     let contexts: Vec<Scope> = (0..responses)
         .map(|i| {
             let resp = synthetic_response(i);
-            Scope::new().below(Arc::new(response_vars(&resp, &request, &names)))
+            Scope::new().below(Arc::new(ResponseVars::new(resp, &request, &names)))
         })
         .collect();
     // Warm-up: lazily built regexes and caches.
