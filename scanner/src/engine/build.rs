@@ -111,6 +111,7 @@ fn build_path(
     // Input variables sit below payloads, template and option variables and
     // above extracted values, as in Nuclei's merge order.
     let scope = scope.with_input(input.layer(path.trailing_slash));
+    let target_input = input;
     let input = &input.url;
     let rendered = render(&path.template, &scope, "path", block)?;
     let rendered = crate::http::utf8_lossy(&rendered).into_owned();
@@ -126,7 +127,8 @@ fn build_path(
     let (req_path, req_query) = split_target(&target);
     let query = merge_query(input.query.as_deref(), req_query);
     let target = escape_controls(&join_target(req_path, query.as_deref()));
-    let url = TargetUrl::parse(&format!("{scheme}://{authority}"))
+    let url = target_input
+        .origin_url(&scheme, &authority)
         .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
     let method = crate::http::utf8_lossy(&render(&block.method, &scope, "method", block)?)
         .trim()
@@ -145,7 +147,7 @@ fn build_path(
         Some(b) => render(b, &scope, "body", block)?,
         None => Vec::new(),
     };
-    let full_url = format!("{scheme}://{authority}{target}");
+    let full_url = [scheme.as_str(), "://", &authority, &target].concat();
     let request = Request {
         url,
         method,
@@ -170,25 +172,25 @@ fn build_raw(
     scope: &RequestLayers,
 ) -> Result<Built, Skip> {
     let scope = scope.with_input(input.full.clone());
+    let target_input = input;
     let input = &input.url;
     let text = render(raw, &scope, "raw request", block)?;
     // `@Host:` sends the request elsewhere; the runnability check admits
     // only values built from the target's own name.
-    let annotated;
-    let input = match annotation(&text, "Host") {
+    let annotated = match annotation(&text, "Host") {
         Some(value) if !names_host(&value, &input.host) => {
             return Err(Skip(format!(
                 "@Host annotation {value:?} names another host than the target"
             )));
         }
-        Some(value) => {
-            annotated = input
+        Some(value) => Some(
+            input
                 .with_host_annotation(&value)
-                .ok_or_else(|| Skip(format!("bad @Host annotation {value:?}")))?;
-            &annotated
-        }
-        None => input,
+                .ok_or_else(|| Skip(format!("bad @Host annotation {value:?}")))?,
+        ),
+        None => None,
     };
+    let input = annotated.as_ref().unwrap_or(input);
     // `@tls-sni:` names the TLS server name. The client already sends the
     // target's own name (none for an address, as Go does), and nothing else
     // is admitted: a handshake must never name a third party.
@@ -199,7 +201,11 @@ fn build_raw(
             )));
         }
     }
-    let base = TargetUrl::parse(&input.original).map_err(|e| Skip(format!("bad target: {e}")))?;
+    let base = match &annotated {
+        Some(annotated) => TargetUrl::parse(&annotated.original),
+        None => target_input.parsed_url(),
+    }
+    .map_err(|e| Skip(format!("bad target: {e}")))?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto
         // the input path and query, Host defaulted, CRLF line ends,
@@ -246,7 +252,9 @@ fn build_raw(
             bytes.splice(at..at + template_target.len(), new_target.bytes());
         }
     }
-    let url = TargetUrl::parse(&input.root_url()).map_err(|e| Skip(format!("bad target: {e}")))?;
+    let url = target_input
+        .origin_url(&input.scheme, &input.authority)
+        .map_err(|e| Skip(format!("bad target: {e}")))?;
     let full_url = format!(
         "{}{}",
         input.root_url(),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::url::InputUrl;
 use crate::dsl::{Value, Vars};
+use crate::http::{HttpError, TargetUrl};
 
 /// One layer of variables. Hashed with aHash, keyed at random per process
 /// like the standard library's SipHash (names from responses, such as
@@ -91,12 +92,18 @@ pub fn layer_from_strings<I: IntoIterator<Item = (String, String)>>(items: I) ->
 
 /// A target's input URL with its variables (`BaseURL`, `Hostname`, ...)
 /// made once rather than per request: as the input gives them, and with
-/// the input path's trailing slash trimmed (for `{{BaseURL}}/x`).
+/// the input path's trailing slash trimmed (for `{{BaseURL}}/x`). The input
+/// and its origin are parsed as client URLs once too: most requests go to
+/// the input's own origin.
 #[derive(Clone)]
 pub struct TargetInput {
     pub url: InputUrl,
     pub full: Arc<VarMap>,
     pub trimmed: Arc<VarMap>,
+    /// `scheme://authority` of the input, parsed.
+    origin: Option<TargetUrl>,
+    /// The input as given, parsed.
+    parsed: Option<TargetUrl>,
 }
 
 impl TargetInput {
@@ -104,6 +111,8 @@ impl TargetInput {
         TargetInput {
             full: Arc::new(layer_from_strings(url.variables(false))),
             trimmed: Arc::new(layer_from_strings(url.variables(true))),
+            origin: TargetUrl::parse(&url.root_url()).ok(),
+            parsed: TargetUrl::parse(&url.original).ok(),
             url,
         }
     }
@@ -113,6 +122,25 @@ impl TargetInput {
             self.trimmed.clone()
         } else {
             self.full.clone()
+        }
+    }
+
+    /// `scheme://authority` as a client URL: the input's own origin as
+    /// parsed once, any other parsed now.
+    pub fn origin_url(&self, scheme: &str, authority: &str) -> Result<TargetUrl, HttpError> {
+        match &self.origin {
+            Some(origin) if scheme == self.url.scheme && authority == self.url.authority => {
+                Ok(origin.clone())
+            }
+            _ => TargetUrl::parse(&[scheme, "://", authority].concat()),
+        }
+    }
+
+    /// The input as given, as a client URL.
+    pub fn parsed_url(&self) -> Result<TargetUrl, HttpError> {
+        match &self.parsed {
+            Some(parsed) => Ok(parsed.clone()),
+            None => TargetUrl::parse(&self.url.original),
         }
     }
 }
@@ -135,5 +163,28 @@ impl RequestLayers {
         layers.push(input_layer);
         layers.extend(self.lower.iter().map(|l| l.clone() as Layer));
         Scope { layers }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_and_input_urls_parse_as_the_client_parses_them() {
+        let input = TargetInput::of(InputUrl::parse("https://Shop.test:8443/app/?q=1").unwrap());
+        let own = input.origin_url("https", "Shop.test:8443").unwrap();
+        assert_eq!(own, TargetUrl::parse("https://Shop.test:8443").unwrap());
+        assert_eq!(
+            (own.host.as_str(), own.port, own.path.as_str()),
+            ("shop.test", 8443, "")
+        );
+        let other = input.origin_url("http", "shop.test:8080").unwrap();
+        assert_eq!(other, TargetUrl::parse("http://shop.test:8080").unwrap());
+        assert!(input.origin_url("https", "").is_err());
+        assert_eq!(
+            input.parsed_url().unwrap(),
+            TargetUrl::parse("https://Shop.test:8443/app/?q=1").unwrap()
+        );
     }
 }
