@@ -119,18 +119,17 @@ pub(crate) async fn read_response(
     }
 }
 
-/// Index just past the blank line ending the head (`\r\n\r\n` or `\n\n`).
+/// Index just past the blank line ending the head: the first `\r\n\r\n`
+/// or `\n\n`, whichever ends first. Found from the line feeds (`memchr`):
+/// the buffer may already hold the body, and this runs on every read.
 fn find_head_end(buf: &[u8]) -> Option<usize> {
-    let crlf = find(buf, b"\r\n\r\n").map(|i| i + 4);
-    let lf = find(buf, b"\n\n").map(|i| i + 2);
-    match (crlf, lf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memchr_iter(b'\n', buf).find_map(|i| match buf.get(i + 1) {
+        Some(b'\n') => Some(i + 2),
+        Some(b'\r') if i > 0 && buf[i - 1] == b'\r' && buf.get(i + 2) == Some(&b'\n') => {
+            Some(i + 3)
+        }
+        _ => None,
+    })
 }
 
 type Head = (String, u16, String, Vec<(String, String)>);
@@ -517,6 +516,45 @@ fn decode_with<D: Decoder>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_head_ends_after_the_first_crlf_crlf_or_lf_lf() {
+        // The earliest end of either blank line, searched naively.
+        fn naive(buf: &[u8]) -> Option<usize> {
+            let at = |needle: &[u8]| buf.windows(needle.len()).position(|w| w == needle);
+            let crlf = at(b"\r\n\r\n").map(|i| i + 4);
+            let lf = at(b"\n\n").map(|i| i + 2);
+            match (crlf, lf) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        let cases: [&[u8]; 14] = [
+            b"",
+            b"\n",
+            b"\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody\r\n\r\nmore",
+            b"HTTP/1.1 200 OK\nA: b\n\nbody",
+            b"a\r\n\nb",
+            b"a\n\r\nb",
+            b"a\r\n\r",
+            b"a\r\n\r\r\n",
+            b"\n\r\n\r\n",
+            b"a\r\r\n\r\n",
+            b"a\n\r\n\n",
+            b"x\r\ny\n\nz\r\n\r\n",
+            b"\r\n\n",
+        ];
+        for buf in cases {
+            assert_eq!(
+                find_head_end(buf),
+                naive(buf),
+                "{:?}",
+                String::from_utf8_lossy(buf)
+            );
+        }
+        assert_eq!(find_head_end(b"HTTP/1.1 200 OK\r\n\r\nx"), Some(19));
+    }
 
     #[test]
     fn head_lines_are_the_lines_split_at_lf_without_their_cr() {
