@@ -42,7 +42,7 @@ fn synthetic_response(i: usize) -> Response {
             ("Set-Cookie".into(), "PHPSESSID=abc; path=/".into()),
             ("X-Powered-By".into(), "PHP/7.4".into()),
         ],
-        body: body.clone().into_bytes(),
+        body: body.clone().into_bytes().into(),
         body_truncated: false,
         content_decoded: false,
         final_url: format!("http://bench.test/path/{i}"),
@@ -126,7 +126,11 @@ fn main() {
     let contexts: Vec<Scope> = (0..responses)
         .map(|i| {
             let resp = synthetic_response(i);
-            Scope::new().below(Arc::new(ResponseVars::new(resp, &request, &names)))
+            Scope::new().below(Arc::new(ResponseVars::new(
+                Arc::new(resp),
+                &request,
+                &names,
+            )))
         })
         .collect();
     // Warm-up: lazily built regexes and caches.

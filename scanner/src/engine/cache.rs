@@ -107,11 +107,11 @@ impl ResponseCache {
         &self,
         slot: watch::Sender<Answer>,
         key: Vec<u8>,
-        outcome: Option<&Response>,
+        outcome: Option<&Arc<Response>>,
     ) {
-        let size = outcome.map_or(0, response_size);
+        let size = outcome.map_or(0, |r| response_size(r));
         // Nobody waiting is fine: the receiver in the map stays.
-        let _ = slot.send(Some(outcome.map(|r| Arc::new(r.clone()))));
+        let _ = slot.send(Some(outcome.cloned()));
         let keep = outcome.is_some()
             && self.bytes.fetch_add(size, Ordering::Relaxed) + size <= BUDGET_BYTES;
         if !keep {
@@ -128,11 +128,10 @@ impl ResponseCache {
         mut answer: watch::Receiver<Answer>,
         leader: RedirectPolicy,
         options: &SendOptions,
-    ) -> Option<Response> {
+    ) -> Option<Arc<Response>> {
         let known = answer.wait_for(Option::is_some).await.ok()?;
         let response = known.as_ref()?.as_ref()?;
-        fits_policy(response, leader, RedirectPolicy::of(options))
-            .then(|| Response::clone(response))
+        fits_policy(response, leader, RedirectPolicy::of(options)).then(|| response.clone())
     }
 }
 

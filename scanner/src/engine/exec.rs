@@ -148,7 +148,7 @@ async fn send(
     (template_id, run_id): (&str, u64),
     built: &Built,
     options: &SendOptions,
-) -> Option<Response> {
+) -> Option<Arc<Response>> {
     if target.cancel.is_cancelled() {
         return None;
     }
@@ -163,7 +163,9 @@ async fn send(
         }
     }
     if let Some(credentials) = &built.digest {
-        return digest::send(shared, target, template_id, built, options, credentials).await;
+        return digest::send(shared, target, template_id, built, options, credentials)
+            .await
+            .map(Arc::new);
     }
     let cookie = match (&built.outgoing, &options.cookie_jar) {
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
@@ -173,9 +175,13 @@ async fn send(
         .cache
         .lookup(built, options, cookie.as_deref(), run_id)
     {
-        Lookup::Bypass => send_now(shared, target, template_id, built, options).await,
+        Lookup::Bypass => send_now(shared, target, template_id, built, options)
+            .await
+            .map(Arc::new),
         Lookup::Leader(slot, key) => {
-            let outcome = send_now(shared, target, template_id, built, options).await;
+            let outcome = send_now(shared, target, template_id, built, options)
+                .await
+                .map(Arc::new);
             target.cache.publish(slot, key, outcome.as_ref());
             outcome
         }
@@ -197,7 +203,9 @@ async fn send(
                 }
                 // The first sender failed, or its answer does not fit our
                 // redirect policy: send on our own.
-                None => send_now(shared, target, template_id, built, options).await,
+                None => send_now(shared, target, template_id, built, options)
+                    .await
+                    .map(Arc::new),
             }
         }
     }
@@ -387,11 +395,15 @@ fn carry_extracts(
 /// order in which Nuclei walks a followed chain. Each is judged on its own,
 /// so an intermediate hop's status or headers can match, reported at that
 /// hop's URL.
-fn judged_responses(mut resp: Response) -> Vec<Response> {
-    let earlier = std::mem::take(&mut resp.redirect_responses);
-    let mut out = Vec::with_capacity(earlier.len() + 1);
-    out.push(resp);
-    out.extend(earlier.into_iter().rev());
+fn judged_responses(resp: Arc<Response>) -> Vec<Arc<Response>> {
+    let mut out = Vec::with_capacity(resp.redirect_responses.len() + 1);
+    out.extend(
+        resp.redirect_responses
+            .iter()
+            .rev()
+            .map(|hop| Arc::new(hop.clone())),
+    );
+    out.insert(0, resp);
     out
 }
 

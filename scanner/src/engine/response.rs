@@ -20,9 +20,7 @@ use crate::http::Response;
 /// dump and the raw response once, on the first read. The body is shared,
 /// not copied.
 pub struct ResponseVars {
-    /// The response without its body (moved to `body`).
-    resp: Response,
-    body: Bytes,
+    resp: Arc<Response>,
     request: Bytes,
     names: RunNames,
     head: OnceLock<Bytes>,
@@ -46,11 +44,9 @@ const FIXED: [&str; 12] = [
 ];
 
 impl ResponseVars {
-    pub fn new(mut resp: Response, request_dump: &Bytes, names: &RunNames) -> ResponseVars {
-        let body = Bytes::from(std::mem::take(&mut resp.body));
+    pub fn new(resp: Arc<Response>, request_dump: &Bytes, names: &RunNames) -> ResponseVars {
         ResponseVars {
             resp,
-            body,
             request: request_dump.clone(),
             names: names.clone(),
             head: OnceLock::new(),
@@ -68,9 +64,9 @@ impl ResponseVars {
     fn full(&self) -> &Bytes {
         self.full.get_or_init(|| {
             let head = self.head();
-            let mut full = Vec::with_capacity(head.len() + self.body.len());
+            let mut full = Vec::with_capacity(head.len() + self.resp.body.len());
             full.extend_from_slice(head);
-            full.extend_from_slice(&self.body);
+            full.extend_from_slice(&self.resp.body);
             Bytes::from(full)
         })
     }
@@ -82,14 +78,14 @@ impl ResponseVars {
             "request" => Value::Str(self.request.clone()),
             "response" => Value::Str(self.full().clone()),
             "status_code" => int_value(i64::from(self.resp.status)),
-            "body" => Value::Str(self.body.clone()),
+            "body" => Value::Str(self.resp.body.clone()),
             "all_headers" | "header" => Value::Str(self.head().clone()),
             "duration" => float_value(self.resp.duration.as_secs_f64()),
             "content_length" => int_value(
                 self.resp
                     .header("content-length")
                     .and_then(|v| v.trim().parse::<i64>().ok())
-                    .unwrap_or(self.body.len() as i64),
+                    .unwrap_or(self.resp.body.len() as i64),
             ),
             "template-id" => self.names.template_id.clone(),
             "type" => Value::Str(Bytes::from_static(b"http")),
@@ -279,7 +275,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
-            body: b"hello".to_vec(),
+            body: Bytes::from_static(b"hello"),
             body_truncated: false,
             content_decoded: false,
             final_url: "http://h.test/x".into(),
@@ -288,7 +284,7 @@ mod tests {
             redirect_responses: Vec::new(),
         };
         ResponseVars::new(
-            resp,
+            Arc::new(resp),
             &Bytes::from_static(b"GET /x HTTP/1.1\r\n\r\n"),
             &RunNames::new("h.test", "tpl"),
         )

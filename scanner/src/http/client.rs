@@ -23,6 +23,7 @@ use super::response::Response;
 use super::tls;
 use super::url::{Scheme, TargetUrl};
 use super::wire::{header_value, read_response, WireError, WireResponse};
+use bytes::Bytes;
 
 /// Idle connections kept per (scheme, host, port, address). As many as
 /// requests may be in flight to one host at the default concurrency: with
@@ -541,7 +542,7 @@ fn into_response(
         proto: resp.proto,
         reason: resp.reason,
         headers: resp.headers,
-        body: resp.body,
+        body: Bytes::from(resp.body),
         body_truncated: resp.body_truncated,
         content_decoded: resp.content_decoded,
         final_url,

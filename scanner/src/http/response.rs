@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+
 /// The final response of a request, after any redirects, with the
 /// redirect responses that led to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,8 +14,9 @@ pub struct Response {
     pub reason: String,
     /// In order, names as received.
     pub headers: Vec<(String, String)>,
-    /// Decoded (gzip/deflate) body, at most `ClientConfig::body_cap` bytes.
-    pub body: Vec<u8>,
+    /// Decoded (gzip/deflate) body, at most `ClientConfig::body_cap` bytes;
+    /// shared, not copied, by clones and by the variables matched against.
+    pub body: Bytes,
     pub body_truncated: bool,
     /// Whether the body arrived compressed and was decoded.
     pub content_decoded: bool,
@@ -212,7 +215,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
-            body: b"hello".to_vec(),
+            body: Bytes::from_static(b"hello"),
             body_truncated: false,
             content_decoded: false,
             final_url: "http://h.test/".into(),

@@ -828,7 +828,11 @@ async fn fetch(addr: std::net::SocketAddr, path: &str) -> crate::engine::respons
         .await
         .expect("response");
     let names = crate::engine::response::RunNames::new(&url.to_string(), "operators-test");
-    crate::engine::response::ResponseVars::new(response, &crate::dsl::Bytes::new(), &names)
+    crate::engine::response::ResponseVars::new(
+        std::sync::Arc::new(response),
+        &crate::dsl::Bytes::new(),
+        &names,
+    )
 }
 
 #[tokio::test]
