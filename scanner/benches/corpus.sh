@@ -21,6 +21,11 @@
 # 0.1%) whatever else the machine is doing; then `callgrind_annotate --inclusive=yes FILE` and
 # read the line of `Engine::start::{{closure}}::{{closure}}::{{closure}}`
 # for the scan's template jobs; the rates printed are then meaningless),
+# BENCH_SPLIT (1: record both cores with `perf record -a` during wrk's run
+# and the engine's, and print where a request's CPU time went: the
+# engine's own code and the kernel on its behalf, nginx, and wrk, in
+# microseconds per request; BENCH_SPLIT_HZ samples a second, 1999 by
+# default),
 # BENCH_BIN (a scanner binary to measure instead of building this checkout,
 # e.g. an earlier build for a before/after comparison), BENCH_TARGETS (1:
 # scan the same nginx as this many targets, one port each, for a longer and
@@ -109,8 +114,22 @@ else
     scanner=$target_dir/release/scanfleet-scanner
 fi
 
-echo "wrk -t2 -c64 -d${wrk_seconds}s http://127.0.0.1:$port/"
-wrk_rps=$(wrk -t2 -c64 -d"${wrk_seconds}s" "http://127.0.0.1:$port/" | awk '/^Requests\/sec/ {print $2}')
+split_hz=${BENCH_SPLIT_HZ:-1999}
+# `perf record -a` on both cores, stamped with the wall clock (as nginx's
+# access log is), around a command.
+split_record() {
+    local out=$1
+    shift
+    perf record -q -a -k CLOCK_REALTIME -F "$split_hz" -o "$out" -- "$@"
+}
+wrk_cmd=(wrk -t2 -c64 -d"${wrk_seconds}s" "http://127.0.0.1:$port/")
+echo "${wrk_cmd[*]}"
+if [ -n "${BENCH_SPLIT:-}" ]; then
+    split_record "$work/wrk.perf" "${wrk_cmd[@]}" >"$work/wrk.txt" 2>/dev/null
+else
+    "${wrk_cmd[@]}" >"$work/wrk.txt"
+fi
+wrk_rps=$(awk '/^Requests\/sec/ {print $2}' "$work/wrk.txt")
 sleep 2 # let the buffered access log reach the disk
 : >"$work/logs/access.log"
 kill -USR1 "$nginx_pid" # reopen the truncated log
@@ -122,6 +141,8 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
     profile=(perf record -F ${BENCH_PROFILE_HZ:-499} -g -o "$BENCH_PROFILE" --)
 elif [ -n "${BENCH_CALLGRIND:-}" ]; then
     profile=(valgrind --tool=callgrind --callgrind-out-file="$BENCH_CALLGRIND")
+elif [ -n "${BENCH_SPLIT:-}" ]; then
+    profile=(perf record -q -a -k CLOCK_REALTIME -F "$split_hz" -o "$work/engine.perf" --)
 fi
 /usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" "${targets[@]}" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"
@@ -169,3 +190,43 @@ awk -v wrk="$wrk_rps" -v server_rate="$server_rate" -v span="$span" -v sent="$se
     printf "engine CPU (user + system)  %10.2f s\n", cpu
     printf "peak RSS                    %10.1f MiB\n", rss / 1024
 }'
+
+# CPU time per request by where it was spent, from samples of both cores:
+# the engine (its threads; user space and kernel apart), nginx, the load
+# generator (wrk), and idle. Only samples from `from` to `to` (wall clock)
+# count, over `requests` requests.
+split_per_request() {
+    local data=$1 from=$2 to=$3 requests=$4 label=$5
+    perf script -i "$data" -F comm,tid,time,ip 2>/dev/null | awk -v from="$from" -v to="$to" \
+        -v hz="$split_hz" -v n="$requests" -v label="$label" '
+        {
+            t = $3 + 0
+            if (t < from || t > to) next
+            who = $1
+            if (who == "tokio-rt-worker" || who ~ /^scanfleet/ || who ~ /^rayon/) who = "engine"
+            else if (who == "swapper") who = "idle"
+            else if (who != "nginx" && who != "wrk") who = "other"
+            side = ($4 ~ /^ffffffff/) ? "kernel" : "user"
+            us[who " " side] += 1e6 / hz / n
+        }
+        END {
+            printf "%s: CPU per request (us)\n", label
+            split("engine wrk nginx other idle", order, " ")
+            for (i = 1; i <= 5; i++) {
+                w = order[i]
+                if (us[w " user"] + us[w " kernel"] == 0) continue
+                printf "  %-8s %6.1f user %6.1f kernel\n", w, us[w " user"], us[w " kernel"]
+            }
+        }'
+}
+if [ -n "${BENCH_SPLIT:-}" ]; then
+    # wrk: its whole run, over the requests it made.
+    read -r wrk_from wrk_to < <(perf script -i "$work/wrk.perf" -F time 2>/dev/null |
+        awk 'NR == 1 {f = $1 + 0} {l = $1 + 0} END {printf "%.6f %.6f\n", f, l}')
+    wrk_requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
+    split_per_request "$work/wrk.perf" "$wrk_from" "$wrk_to" "$wrk_requests" "wrk"
+    # The engine: from the first request to 99.9% of them, as the rate above.
+    read -r scan_from scan_to scan_requests < <(sort -n "$work/logs/access.log" | awk '
+        {t[NR] = $1} END {k = int(NR * 0.999); print t[1], t[k], k}')
+    split_per_request "$work/engine.perf" "$scan_from" "$scan_to" "$scan_requests" "engine scan"
+fi
