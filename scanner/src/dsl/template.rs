@@ -41,6 +41,9 @@ struct Marker {
     /// The expression has neither variables nor helper calls, so it is
     /// left as written (computed once here, not per render).
     literal_only: bool,
+    /// `inner` is a bare name, looked up as is before anything else
+    /// (computed once here, not per render).
+    simple: bool,
 }
 
 /// A parsed template string.
@@ -118,6 +121,7 @@ impl TemplateString {
                             expr: None,
                             name_only: true,
                             literal_only: false,
+                            simple: true,
                         }));
                         i = end;
                         text_start = end;
@@ -173,7 +177,20 @@ impl TemplateString {
     /// Renders against a scope. Never fails: what cannot be resolved is
     /// kept verbatim and reported in the result.
     pub fn render(&self, vars: &dyn Vars) -> Rendered {
-        let mut out = Rendered::default();
+        // Room for the text and a short value per marker: most renders then
+        // never grow the buffer.
+        let room = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.len(),
+                Part::Marker(_) => 32,
+            })
+            .sum();
+        let mut out = Rendered {
+            bytes: Vec::with_capacity(room),
+            ..Rendered::default()
+        };
         for part in &self.parts {
             match part {
                 Part::Text(t) => out.bytes.extend_from_slice(t),
@@ -198,7 +215,7 @@ impl Marker {
     fn render(&self, vars: &dyn Vars, out: &mut Rendered) {
         // Exact-name substitution first (Nuclei's replacer); only names can
         // be keys, so expressions skip the lookup.
-        if is_simple_name(&self.inner) {
+        if self.simple {
             if let Some(v) = vars.get(&self.inner) {
                 out.bytes.extend_from_slice(&v.as_bytes());
                 return;
@@ -285,6 +302,7 @@ fn brace_marker(src: &str, open: usize) -> Option<(Marker, usize)> {
                         literal_only: expr.is_literal_only(),
                         expr: Some(expr),
                         name_only: false,
+                        simple: is_simple_name(inner),
                     },
                     close + 2,
                 ));
@@ -304,6 +322,7 @@ fn brace_marker(src: &str, open: usize) -> Option<(Marker, usize)> {
             expr: None,
             name_only: false,
             literal_only: false,
+            simple: is_simple_name(inner),
         },
         close + 2,
     ))

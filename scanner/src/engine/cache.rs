@@ -162,6 +162,11 @@ fn response_size(r: &Response) -> usize {
         .sum::<usize>()
 }
 
+/// A name's bytes in ASCII lower case.
+fn lower_bytes(name: &str) -> impl Iterator<Item = u8> + '_ {
+    name.bytes().map(|b| b.to_ascii_lowercase())
+}
+
 /// The sharing key, or `None` for a request that must go out itself.
 fn key(built: &Built, cookie: Option<&str>) -> Option<Vec<u8>> {
     let Outgoing::Normal(req) = &built.outgoing else {
@@ -171,31 +176,115 @@ fn key(built: &Built, cookie: Option<&str>) -> Option<Vec<u8>> {
     if !safe || !req.body.is_empty() {
         return None;
     }
-    let authority = req.url.authority();
-    let mut headers: Vec<(String, &str)> = req
+    // A Host header written as the one the client would send anyway.
+    let default_host = |value: &str| value.trim().eq_ignore_ascii_case(&req.url.authority());
+    let mut headers: Vec<(&str, &str)> = req
         .headers
         .iter()
-        .map(|(n, v)| (n.to_ascii_lowercase(), v.as_str()))
-        // A Host header written as the one the client would send anyway.
-        .filter(|(n, v)| !(n == "host" && v.trim().eq_ignore_ascii_case(&authority)))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .filter(|(n, v)| !(n.eq_ignore_ascii_case("host") && default_host(v)))
         .collect();
     // Header order and name case do not change what a server answers;
     // the order of repeated headers of one name might, so it is kept.
-    headers.sort_by(|a, b| a.0.cmp(&b.0));
+    headers.sort_by(|a, b| lower_bytes(a.0).cmp(lower_bytes(b.0)));
     let mut key = Vec::with_capacity(256);
-    let mut field = |bytes: &[u8]| {
+    // Each field is followed by a NUL; names are written in one case.
+    let field = |key: &mut Vec<u8>, bytes: &[u8]| {
         key.extend_from_slice(bytes);
         key.push(0);
     };
-    field(req.method.to_ascii_uppercase().as_bytes());
-    field(req.url.scheme.as_str().as_bytes());
-    field(req.url.host.to_ascii_lowercase().as_bytes());
-    field(req.url.port.to_string().as_bytes());
-    field(&req.target);
+    let cased = |key: &mut Vec<u8>, bytes: &[u8], upper: bool| {
+        key.extend(bytes.iter().map(|b| {
+            if upper {
+                b.to_ascii_uppercase()
+            } else {
+                b.to_ascii_lowercase()
+            }
+        }));
+        key.push(0);
+    };
+    cased(&mut key, req.method.as_bytes(), true);
+    field(&mut key, req.url.scheme.as_str().as_bytes());
+    cased(&mut key, req.url.host.as_bytes(), false);
+    field(
+        &mut key,
+        itoa::Buffer::new().format(req.url.port).as_bytes(),
+    );
+    field(&mut key, &req.target);
     for (name, value) in &headers {
-        field(name.as_bytes());
-        field(value.as_bytes());
+        cased(&mut key, name.as_bytes(), false);
+        field(&mut key, value.as_bytes());
     }
-    field(cookie.unwrap_or("").as_bytes());
+    field(&mut key, cookie.unwrap_or("").as_bytes());
     Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::http::{Request, TargetUrl};
+
+    fn built(method: &str, target: &str, headers: &[(&str, &str)]) -> Built {
+        let url = TargetUrl::parse("http://Shop.test:8080").unwrap();
+        Built {
+            outgoing: Outgoing::Normal(Request {
+                url,
+                method: method.to_string(),
+                target: target.as_bytes().to_vec(),
+                headers: headers
+                    .iter()
+                    .map(|(n, v)| (n.to_string(), v.to_string()))
+                    .collect(),
+                body: Vec::new(),
+            }),
+            url: String::new(),
+            dump: Vec::new(),
+            wait: Duration::ZERO,
+            digest: None,
+        }
+    }
+
+    #[test]
+    fn the_key_ignores_header_order_name_case_and_a_default_host_only() {
+        let base = key(&built("GET", "/a", &[("Accept", "x"), ("X-Id", "1")]), None).unwrap();
+        for same in [
+            built("get", "/a", &[("x-id", "1"), ("ACCEPT", "x")]),
+            built(
+                "GET",
+                "/a",
+                &[("Accept", "x"), ("Host", " shop.test:8080"), ("X-Id", "1")],
+            ),
+        ] {
+            assert_eq!(key(&same, None).as_ref(), Some(&base));
+        }
+        for other in [
+            built("HEAD", "/a", &[("Accept", "x"), ("X-Id", "1")]),
+            built("GET", "/b", &[("Accept", "x"), ("X-Id", "1")]),
+            built("GET", "/a", &[("Accept", "y"), ("X-Id", "1")]),
+            built(
+                "GET",
+                "/a",
+                &[("Accept", "x"), ("X-Id", "1"), ("Host", "other.test")],
+            ),
+            built("GET", "/a", &[("Accept", "x")]),
+        ] {
+            assert_ne!(key(&other, None).as_ref(), Some(&base));
+        }
+        assert_ne!(
+            key(
+                &built("GET", "/a", &[("Accept", "x"), ("X-Id", "1")]),
+                Some("s=1")
+            ),
+            Some(base)
+        );
+        // Repeated headers of one name keep their order.
+        assert_ne!(
+            key(&built("GET", "/", &[("A", "1"), ("a", "2")]), None),
+            key(&built("GET", "/", &[("a", "2"), ("A", "1")]), None)
+        );
+        // Unsafe methods and bodies are never shared.
+        assert!(key(&built("POST", "/a", &[]), None).is_none());
+    }
 }

@@ -134,6 +134,18 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
 
 type Head = (String, u16, String, Vec<(String, String)>);
 
+/// `str::trim`, quick for the usual header name or value: leading spaces
+/// and tabs dropped, then nothing more to do when both ends are printable
+/// ASCII (the general trim decodes and classifies characters one by one).
+fn trim(s: &str) -> &str {
+    let start = s.bytes().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    let s = &s[start..];
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(first), Some(last)) if first.is_ascii_graphic() && last.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
 fn parse_head(head: &[u8]) -> Result<Head, WireError> {
     let text = super::utf8_lossy(head);
     let mut lines = HeadLines(Some(&text));
@@ -161,7 +173,7 @@ fn parse_head(head: &[u8]) -> Result<Head, WireError> {
         }
         if let Some(colon) = memchr::memchr(b':', line.as_bytes()) {
             let (name, value) = (&line[..colon], &line[colon + 1..]);
-            headers.push((name.trim().to_string(), value.trim().to_string()));
+            headers.push((trim(name).to_string(), trim(value).to_string()));
         }
     }
     Ok((proto, status, reason, headers))
@@ -516,6 +528,27 @@ fn decode_with<D: Decoder>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_trimming_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "\t \t",
+            "a",
+            " nginx",
+            "\tnginx \r",
+            "10:20 ",
+            " \u{a0}value\u{2003}",
+            "\u{3000}x",
+            "é",
+            " é ",
+            "x\u{b}",
+            "\u{85}",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
 
     #[test]
     fn the_head_ends_after_the_first_crlf_crlf_or_lf_lf() {
