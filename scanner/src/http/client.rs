@@ -537,12 +537,17 @@ fn into_response(
     redirect_chain: Vec<String>,
     redirect_responses: Vec<Response>,
 ) -> Response {
+    // A response may be kept for the rest of the scan (the response cache
+    // shares it): without the room its buffers grew into.
+    let (mut headers, mut body) = (resp.headers, resp.body);
+    headers.shrink_to_fit();
+    body.shrink_to_fit();
     Response {
         status: resp.status,
         proto: resp.proto,
         reason: resp.reason,
-        headers: resp.headers,
-        body: Bytes::from(resp.body),
+        headers,
+        body: Bytes::from(body),
         body_truncated: resp.body_truncated,
         content_decoded: resp.content_decoded,
         final_url,
