@@ -21,7 +21,7 @@
 # 0.1%) whatever else the machine is doing; then `callgrind_annotate --inclusive=yes FILE` and
 # read the line of `Engine::start::{{closure}}::{{closure}}::{{closure}}`
 # for the scan's template jobs; the rates printed are then meaningless),
-# BENCH_SPLIT (1: record both cores with `perf record -a` during wrk's run
+# BENCH_SPLIT (1: record both cores with `perf record -a` (Debian: linux-perf) during wrk's run
 # and the engine's, and print where a request's CPU time went: the
 # engine's own code and the kernel on its behalf, nginx, and wrk, in
 # microseconds per request; BENCH_SPLIT_HZ samples a second, 1999 by
