@@ -99,7 +99,10 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let list = idle.get_mut(key)?;
         let now = Instant::now();
-        list.retain(|c| now.duration_since(c.since) < self.idle_timeout);
+        // Kept in the order they were put back, so the expired ones are a
+        // prefix: found by bisection, not by checking every one.
+        let expired = list.partition_point(|c| now.duration_since(c.since) >= self.idle_timeout);
+        list.drain(..expired);
         let conn = list.pop().map(|c| c.conn);
         if list.is_empty() {
             idle.remove(key);
@@ -127,5 +130,44 @@ impl Pool {
     pub(crate) fn idle_count(&self) -> usize {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         idle.values().map(Vec::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(port: u16) -> Conn {
+        let (ours, _theirs) = tokio::io::duplex(64);
+        Conn::new(Box::new(ours), SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn key() -> PoolKey {
+        PoolKey {
+            scheme: Scheme::Http,
+            host: "shop.test".into(),
+            port: 80,
+            addr: SocketAddr::from(([127, 0, 0, 1], 80)),
+        }
+    }
+
+    #[test]
+    fn take_gives_the_newest_live_connection_and_drops_the_expired_ones() {
+        let pool = Pool::new(8, 64, Duration::from_millis(500));
+        pool.put(key(), conn(1));
+        pool.put(key(), conn(2));
+        std::thread::sleep(Duration::from_millis(700));
+        pool.put(key(), conn(3));
+        pool.put(key(), conn(4));
+        assert_eq!(pool.idle_count(), 4);
+        assert_eq!(pool.take(&key()).map(|c| c.peer.port()), Some(4));
+        // The two that idled past the timeout went with that look.
+        assert_eq!(pool.idle_count(), 1);
+        assert_eq!(pool.take(&key()).map(|c| c.peer.port()), Some(3));
+        assert!(pool.take(&key()).is_none());
+        pool.put(key(), conn(5));
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(pool.take(&key()).is_none());
+        assert_eq!(pool.idle_count(), 0);
     }
 }
