@@ -48,6 +48,8 @@ pub use config::{ClientConfig, ConnectOverride, HostsMap};
 pub use cookies::CookieJar;
 pub use error::HttpError;
 pub use request::Request;
+#[cfg(test)]
+pub(crate) use response::test_response;
 pub use response::{canonical_header_name, Response};
 pub use url::{Scheme, TargetUrl};
 

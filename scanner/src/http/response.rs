@@ -202,27 +202,34 @@ fn standard_reason(status: u16) -> &'static str {
     }
 }
 
+/// A response for tests: `HTTP/1.1 200 OK` from `http://h.test/` with
+/// `headers` and the body `hello`, received at once.
+#[cfg(test)]
+pub(crate) fn test_response(headers: &[(&str, &str)]) -> Response {
+    Response {
+        status: 200,
+        proto: "HTTP/1.1".into(),
+        reason: "OK".into(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        body: Bytes::from_static(b"hello"),
+        body_truncated: false,
+        content_decoded: false,
+        final_url: "http://h.test/".into(),
+        duration: Duration::ZERO,
+        redirect_chain: Vec::new(),
+        redirect_responses: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn response(headers: &[(&str, &str)]) -> Response {
-        Response {
-            status: 200,
-            proto: "HTTP/1.1".into(),
-            reason: "OK".into(),
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
-            body: Bytes::from_static(b"hello"),
-            body_truncated: false,
-            content_decoded: false,
-            final_url: "http://h.test/".into(),
-            duration: Duration::ZERO,
-            redirect_chain: Vec::new(),
-            redirect_responses: Vec::new(),
-        }
+        test_response(headers)
     }
 
     #[test]
