@@ -116,16 +116,12 @@ fi
 
 split_hz=${BENCH_SPLIT_HZ:-1999}
 # `perf record -a` on both cores, stamped with the wall clock (as nginx's
-# access log is), around a command.
-split_record() {
-    local out=$1
-    shift
-    perf record -q -a -k CLOCK_REALTIME -F "$split_hz" -o "$out" -- "$@"
-}
+# access log is); the output file and `--` follow.
+split_record=(perf record -q -a -k CLOCK_REALTIME -F "$split_hz" -o)
 wrk_cmd=(wrk -t2 -c64 -d"${wrk_seconds}s" "http://127.0.0.1:$port/")
 echo "${wrk_cmd[*]}"
 if [ -n "${BENCH_SPLIT:-}" ]; then
-    split_record "$work/wrk.perf" "${wrk_cmd[@]}" >"$work/wrk.txt" 2>/dev/null
+    "${split_record[@]}" "$work/wrk.perf" -- "${wrk_cmd[@]}" >"$work/wrk.txt" 2>/dev/null
 else
     "${wrk_cmd[@]}" >"$work/wrk.txt"
 fi
@@ -142,7 +138,7 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
 elif [ -n "${BENCH_CALLGRIND:-}" ]; then
     profile=(valgrind --tool=callgrind --callgrind-out-file="$BENCH_CALLGRIND")
 elif [ -n "${BENCH_SPLIT:-}" ]; then
-    profile=(perf record -q -a -k CLOCK_REALTIME -F "$split_hz" -o "$work/engine.perf" --)
+    profile=("${split_record[@]}" "$work/engine.perf" --)
 fi
 /usr/bin/time -v -o "$work/time.txt" "${profile[@]}" "$scanner" run -t "$corpus" "${targets[@]}" \
     --allow-private ${BENCH_ARGS:-} >"$work/findings.txt" 2>"$work/stderr.txt"
@@ -155,9 +151,14 @@ received=$(wc -l <"$work/logs/access.log")
 # until 99.9% of them had arrived. Unlike the engine's own wall time, this
 # leaves out waits for answers that never come (the corpus has a malformed
 # request that the server holds until the engine's 10 s timeout).
-read -r span server_rate < <(sort -n "$work/logs/access.log" | awk '
+# Also the window itself (first request, 99.9% mark, requests in it) for
+# BENCH_SPLIT.
+read -r span server_rate scan_from scan_to scan_requests < <(sort -n "$work/logs/access.log" | awk '
     {t[NR] = $1}
-    END {k = int(NR * 0.999); d = t[k] - t[1]; printf "%.2f %.0f\n", d, (d > 0 ? k / d : 0)}')
+    END {
+        k = int(NR * 0.999); d = t[k] - t[1]
+        printf "%.2f %.0f %s %s %d\n", d, (d > 0 ? k / d : 0), t[1], t[k], k
+    }')
 if [ -n "${BENCH_KEEP:-}" ]; then
     cp "$work/logs/access.log" "$BENCH_KEEP.access.log"
     cp "$work/stderr.txt" "$BENCH_KEEP.stderr.txt"
@@ -226,7 +227,5 @@ if [ -n "${BENCH_SPLIT:-}" ]; then
     wrk_requests=$(awk '/requests in/ {print $1}' "$work/wrk.txt")
     split_per_request "$work/wrk.perf" "$wrk_from" "$wrk_to" "$wrk_requests" "wrk"
     # The engine: from the first request to 99.9% of them, as the rate above.
-    read -r scan_from scan_to scan_requests < <(sort -n "$work/logs/access.log" | awk '
-        {t[NR] = $1} END {k = int(NR * 0.999); print t[1], t[k], k}')
     split_per_request "$work/engine.perf" "$scan_from" "$scan_to" "$scan_requests" "engine scan"
 fi

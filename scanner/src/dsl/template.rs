@@ -51,6 +51,9 @@ struct Marker {
 pub struct TemplateString {
     src: Box<str>,
     parts: Vec<Part>,
+    /// Room a render starts with: the text and a short value per marker,
+    /// so that most renders never grow their buffer.
+    room: usize,
 }
 
 /// The result of rendering a [`TemplateString`].
@@ -136,9 +139,17 @@ impl TemplateString {
         if text_start < bytes.len() {
             parts.push(Part::Text(Bytes::copy_from_slice(&bytes[text_start..])));
         }
+        let room = parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.len(),
+                Part::Marker(_) => 32,
+            })
+            .sum();
         Ok(TemplateString {
             src: src.into(),
             parts,
+            room,
         })
     }
 
@@ -177,18 +188,8 @@ impl TemplateString {
     /// Renders against a scope. Never fails: what cannot be resolved is
     /// kept verbatim and reported in the result.
     pub fn render(&self, vars: &dyn Vars) -> Rendered {
-        // Room for the text and a short value per marker: most renders then
-        // never grow the buffer.
-        let room = self
-            .parts
-            .iter()
-            .map(|p| match p {
-                Part::Text(t) => t.len(),
-                Part::Marker(_) => 32,
-            })
-            .sum();
         let mut out = Rendered {
-            bytes: Vec::with_capacity(room),
+            bytes: Vec::with_capacity(self.room),
             ..Rendered::default()
         };
         for part in &self.parts {

@@ -162,6 +162,12 @@ fn response_size(r: &Response) -> usize {
         .sum::<usize>()
 }
 
+/// Appends one field of a sharing key, ended by a NUL.
+fn push_field(key: &mut Vec<u8>, bytes: impl IntoIterator<Item = u8>) {
+    key.extend(bytes);
+    key.push(0);
+}
+
 /// A name's bytes in ASCII lower case.
 fn lower_bytes(name: &str) -> impl Iterator<Item = u8> + '_ {
     name.bytes().map(|b| b.to_ascii_lowercase())
@@ -188,34 +194,16 @@ fn key(built: &Built, cookie: Option<&str>) -> Option<Vec<u8>> {
     // the order of repeated headers of one name might, so it is kept.
     headers.sort_by(|a, b| lower_bytes(a.0).cmp(lower_bytes(b.0)));
     let mut key = Vec::with_capacity(256);
-    // Each field is followed by a NUL; names are written in one case.
-    let field = |key: &mut Vec<u8>, bytes: &[u8]| {
-        key.extend_from_slice(bytes);
-        key.push(0);
-    };
-    let cased = |key: &mut Vec<u8>, bytes: &[u8], upper: bool| {
-        key.extend(bytes.iter().map(|b| {
-            if upper {
-                b.to_ascii_uppercase()
-            } else {
-                b.to_ascii_lowercase()
-            }
-        }));
-        key.push(0);
-    };
-    cased(&mut key, req.method.as_bytes(), true);
-    field(&mut key, req.url.scheme.as_str().as_bytes());
-    cased(&mut key, req.url.host.as_bytes(), false);
-    field(
-        &mut key,
-        itoa::Buffer::new().format(req.url.port).as_bytes(),
-    );
-    field(&mut key, &req.target);
+    push_field(&mut key, req.method.bytes().map(|b| b.to_ascii_uppercase()));
+    push_field(&mut key, req.url.scheme.as_str().bytes());
+    push_field(&mut key, lower_bytes(&req.url.host));
+    push_field(&mut key, itoa::Buffer::new().format(req.url.port).bytes());
+    push_field(&mut key, req.target.iter().copied());
     for (name, value) in &headers {
-        cased(&mut key, name.as_bytes(), false);
-        field(&mut key, value.as_bytes());
+        push_field(&mut key, lower_bytes(name));
+        push_field(&mut key, value.bytes());
     }
-    field(&mut key, cookie.unwrap_or("").as_bytes());
+    push_field(&mut key, cookie.unwrap_or("").bytes());
     Some(key)
 }
 

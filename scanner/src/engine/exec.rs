@@ -163,9 +163,7 @@ async fn send(
         }
     }
     if let Some(credentials) = &built.digest {
-        return digest::send(shared, target, template_id, built, options, credentials)
-            .await
-            .map(Arc::new);
+        return digest::send(shared, target, template_id, built, options, credentials).await;
     }
     let cookie = match (&built.outgoing, &options.cookie_jar) {
         (Outgoing::Normal(req), Some(jar)) => jar.header_for(&req.url, &req.target),
@@ -175,13 +173,9 @@ async fn send(
         .cache
         .lookup(built, options, cookie.as_deref(), run_id)
     {
-        Lookup::Bypass => send_now(shared, target, template_id, built, options)
-            .await
-            .map(Arc::new),
+        Lookup::Bypass => send_now(shared, target, template_id, built, options).await,
         Lookup::Leader(slot, key) => {
-            let outcome = send_now(shared, target, template_id, built, options)
-                .await
-                .map(Arc::new);
+            let outcome = send_now(shared, target, template_id, built, options).await;
             target.cache.publish(slot, key, outcome.as_ref());
             outcome
         }
@@ -203,9 +197,7 @@ async fn send(
                 }
                 // The first sender failed, or its answer does not fit our
                 // redirect policy: send on our own.
-                None => send_now(shared, target, template_id, built, options)
-                    .await
-                    .map(Arc::new),
+                None => send_now(shared, target, template_id, built, options).await,
             }
         }
     }
@@ -218,7 +210,7 @@ async fn send_now(
     template_id: &str,
     built: &Built,
     options: &SendOptions,
-) -> Option<Response> {
+) -> Option<Arc<Response>> {
     let fut = async {
         match &built.outgoing {
             Outgoing::Normal(req) => shared.client.send(req, options).await,
@@ -232,7 +224,7 @@ async fn send_now(
     match outcome {
         Ok(resp) => {
             target.failures.store(0, Ordering::Relaxed);
-            Some(resp)
+            Some(Arc::new(resp))
         }
         Err(e @ HttpError::ForbiddenAddress { .. }) => {
             if !target.refused.swap(true, Ordering::SeqCst) {

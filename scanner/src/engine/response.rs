@@ -124,8 +124,8 @@ impl ResponseVars {
             .filter_map(|(_, v)| cookie_pair(v))
     }
 
-    /// Every variable as a map, for the `_N` and `{id}_` copies kept as
-    /// history.
+    /// Every variable as a map, for the `{id}_` copy a block with an id
+    /// leaves as history.
     pub fn to_map(&self) -> VarMap {
         let names = self
             .cookies()

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
@@ -23,7 +24,6 @@ use super::response::Response;
 use super::tls;
 use super::url::{Scheme, TargetUrl};
 use super::wire::{header_value, read_response, WireError, WireResponse};
-use bytes::Bytes;
 
 /// Idle connections kept per (scheme, host, port, address). As many as
 /// requests may be in flight to one host at the default concurrency: with

@@ -9,6 +9,8 @@
 //! none (RFC 2069 style). The challenge comes from the target itself, so
 //! nothing here can send traffic elsewhere.
 
+use std::sync::Arc;
+
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
@@ -26,7 +28,7 @@ pub(super) async fn send(
     built: &Built,
     options: &SendOptions,
     credentials: &DigestCredentials,
-) -> Option<Response> {
+) -> Option<Arc<Response>> {
     let first = send_now(shared, target, template_id, built, options).await?;
     let Outgoing::Normal(request) = &built.outgoing else {
         // Raw bytes go out untouched (`unsafe: true`); nothing to add to.
