@@ -211,12 +211,14 @@ async fn send_now(
     built: &Built,
     options: &SendOptions,
 ) -> Option<Arc<Response>> {
-    let fut = async {
+    // Boxed: the client's future is a few kilobytes, and every future that
+    // awaits this one would otherwise carry it and copy it when moved.
+    let fut = Box::pin(async {
         match &built.outgoing {
             Outgoing::Normal(req) => shared.client.send(req, options).await,
             Outgoing::Unsafe { url, bytes } => shared.client.send_raw(url, bytes, options).await,
         }
-    };
+    });
     let outcome = tokio::select! {
         _ = target.cancel.cancelled() => return None,
         r = fut => r,
