@@ -26,7 +26,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use regex::bytes::{Regex, RegexBuilder};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
-use super::error::OperatorError;
+/// A pattern that neither engine accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid regex `{pattern}`: {reason}")]
+pub struct RegexError {
+    /// The pattern as written.
+    pub pattern: String,
+    /// What the parser said.
+    pub reason: String,
+}
 
 /// Compiled size ceiling. The default (10 MiB) rejects a few large
 /// alternations from the corpus that Go accepts.
@@ -38,12 +46,16 @@ fn cache() -> &'static Mutex<HashMap<String, Regex>> {
 }
 
 /// Compiles a Go-dialect pattern for matching on raw response bytes.
-pub fn compile(pattern: &str) -> Result<Regex, OperatorError> {
-    cached(cache(), pattern, || {
-        build(&translate(pattern)).map_err(|e| OperatorError::BadRegex {
-            pattern: pattern.to_string(),
-            reason: e.to_string(),
-        })
+pub fn compile(pattern: &str) -> Result<Regex, RegexError> {
+    cached(cache(), pattern, || compile_uncached(pattern))
+}
+
+/// [`compile`] without the process-wide cache, for patterns computed at run
+/// time, which would otherwise fill it without bound.
+pub fn compile_uncached(pattern: &str) -> Result<Regex, RegexError> {
+    build(&translate(pattern)).map_err(|e| RegexError {
+        pattern: pattern.to_string(),
+        reason: e.to_string(),
     })
 }
 
@@ -52,8 +64,8 @@ pub fn compile(pattern: &str) -> Result<Regex, OperatorError> {
 fn cached<T: Clone>(
     cache: &Mutex<HashMap<String, T>>,
     pattern: &str,
-    make: impl FnOnce() -> Result<T, OperatorError>,
-) -> Result<T, OperatorError> {
+    make: impl FnOnce() -> Result<T, RegexError>,
+) -> Result<T, RegexError> {
     if let Ok(cache) = cache.lock() {
         if let Some(found) = cache.get(pattern) {
             return Ok(found.clone());
@@ -223,10 +235,10 @@ fn lazy_cache() -> &'static Mutex<HashMap<String, Arc<LazyRegex>>> {
 
 /// Checks a Go-dialect pattern now and builds it on first use. The same
 /// pattern gives the same shared [`LazyRegex`], so it is built at most once.
-pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, OperatorError> {
+pub fn compile_lazy(pattern: &str) -> Result<Arc<LazyRegex>, RegexError> {
     cached(lazy_cache(), pattern, || {
         let translated = translate(pattern);
-        let hir = parse_hir(&translated).map_err(|reason| OperatorError::BadRegex {
+        let hir = parse_hir(&translated).map_err(|reason| RegexError {
             pattern: pattern.to_string(),
             reason,
         })?;
@@ -511,5 +523,143 @@ fn repetition_len(chars: &[char]) -> Option<usize> {
         Some(i + 1)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_patterns_translate_to_equivalent_rust_patterns() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            // (pattern, must match, must not match)
+            (
+                r#"{"version":"\d+"}"#,
+                &[r#"{"version":"12"}"#],
+                &[r#"{"version":"x"}"#],
+            ),
+            (r"a{2}b{1,}c{0,1}", &["aabbc", "aab"], &["ab"]),
+            (r"[[]x]", &["[x]"], &["x]", "y"]),
+            (r"\Qa.b*c\E+", &["a.b*cc"], &["axbc"]),
+            (r"\p{Greek}+\x{41}", &["αβA"], &["abA"]),
+            (r"[[:alpha:]]+[[:^alpha:]]", &["ab1"], &["ab"]),
+            (r"\bword\b", &["a word here"], &["swordfish"]),
+            (r"[^\S\n]x", &[" x", "\tx"], &["\nx", "ax"]),
+            (
+                r"[\w.-]+@[\w-]+\.com",
+                &["first.last@ex-ample.com"],
+                &["@.com"],
+            ),
+            (r"\/admin\/", &["/admin/"], &["admin"]),
+            (r"[a&&b]", &["&", "a"], &["c"]),
+        ];
+        for (pattern, yes, no) in cases {
+            let re = compile(pattern)
+                .unwrap_or_else(|e| panic!("{pattern} -> {}: {e}", translate(pattern)));
+            for text in *yes {
+                assert!(
+                    re.is_match(text.as_bytes()),
+                    "{pattern} should match {text:?}"
+                );
+            }
+            for text in *no {
+                assert!(
+                    !re.is_match(text.as_bytes()),
+                    "{pattern} should not match {text:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn template_regexes_are_checked_at_once_and_built_on_first_use() {
+        assert!(matches!(
+            compile_lazy(r"unclosed(group"),
+            Err(RegexError { .. })
+        ));
+        // Bytes semantics, as the built regex has: a class may match non-UTF-8.
+        assert!(compile_lazy(r"(?-u:\xFF)").is_ok());
+        let lazy = compile_lazy(r"lazy-\d+-probe").expect("valid");
+        assert!(!lazy.is_built());
+        assert!(lazy.get().is_match(b"a lazy-42-probe"));
+        assert!(lazy.is_built());
+        let again = compile_lazy(r"lazy-\d+-probe").expect("valid");
+        assert!(
+            std::sync::Arc::ptr_eq(&lazy, &again),
+            "one instance per pattern"
+        );
+    }
+
+    #[test]
+    fn a_regex_is_not_built_for_a_haystack_without_its_prefixes_or_suffixes() {
+        let lazy = compile_lazy(r"<title>Tomcat-probe/(\d+)").expect("valid");
+        assert!(lazy.get_for(b"<html>404 Not Found</html>").is_none());
+        assert!(
+            !lazy.is_built(),
+            "a haystack without the prefix builds nothing"
+        );
+        let built = lazy
+            .get_for(b"x <title>Tomcat-probe/9</title>")
+            .expect("the prefix is there");
+        assert!(built.is_match(b"x <title>Tomcat-probe/9</title>"));
+        assert!(lazy.is_built());
+        // Built, the regex answers on its own, also where the prefix is absent.
+        assert!(lazy.get_for(b"nothing here").is_some());
+
+        // Case-insensitive patterns keep every spelling of their prefix.
+        let folded = compile_lazy(r"(?i)jboss-probe").expect("valid");
+        assert!(folded.get_for(b"nginx").is_none());
+        let haystack = b"Server: JBoss-Probe 7";
+        assert!(folded
+            .get_for(haystack)
+            .is_some_and(|r| r.is_match(haystack)));
+
+        // Open at the start, a pattern is still checked for the literals
+        // every match ends with.
+        let suffixed = compile_lazy(r"[a-z]+-suffix-probe\.php").expect("valid");
+        assert!(suffixed.get_for(b"<html>index.html</html>").is_none());
+        assert!(!suffixed.is_built());
+        let text = b"GET /admin-suffix-probe.php";
+        assert!(suffixed.get_for(text).is_some_and(|r| r.is_match(text)));
+
+        // Open at both ends (`.` repeats): every haystack reaches the regex.
+        for pattern in [r".+open-probe.+", r".*dot-star-probe.*"] {
+            let open = compile_lazy(pattern).expect("valid");
+            assert!(open.get_for(b"unrelated").is_some(), "{pattern}");
+        }
+
+        // The check and the regex agree on what a match is, through matchers
+        // and extractors alike.
+        for (pattern, text, expected) in [
+            (r"ver(sion)?[=:] ?(\d+)", "version: 12", true),
+            (r"ver(sion)?[=:] ?(\d+)", "ver=3", true),
+            (r"ver(sion)?[=:] ?(\d+)", "release 3", false),
+            (r"(?m)^X-Probe: on$", "A: b\nX-Probe: on\n", true),
+            (r"\x{212A}elvin-probe", "\u{212A}elvin-probe", true),
+            (r"(?i)kelvin-probe", "\u{212A}ELVIN-PROBE", true),
+            (r"(?:|x)empty-branch-probe", "empty-branch-probe", true),
+            (r"(?i)<title>folded-probe", "<TiTlE>Folded-Probe", true),
+            (r"(?i)<title>folded-probe", "<title>folded-prob", false),
+            (
+                r"[0-9]+\.suffix-agree-probe",
+                "v 12.suffix-agree-probe",
+                true,
+            ),
+            (
+                r"[0-9]+\.suffix-agree-probe",
+                "v 12.suffix-agree-prob",
+                false,
+            ),
+            (r"(?i)[a-z]+ tail-agree-probe", "X TAIL-AGREE-PROBE", true),
+            (r"\w+-kelvin-tail\x{212A}", "ab-kelvin-tail\u{212A}", true),
+            (r"(?i)\w+-kelvin-tail-k", "ab-KELVIN-TAIL-\u{212A}", true),
+        ] {
+            let lazy = compile_lazy(pattern).expect("valid");
+            let got = lazy
+                .get_for(text.as_bytes())
+                .is_some_and(|r| r.is_match(text.as_bytes()));
+            assert_eq!(got, expected, "{pattern} on {text:?}");
+        }
     }
 }

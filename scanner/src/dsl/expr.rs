@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use regex::bytes::Regex;
 
-use crate::operators::goregex::LazyRegex;
+use crate::goregex::{self, LazyRegex};
 
 use super::error::DslError;
 use super::eval;
@@ -685,31 +685,21 @@ fn string_literal(bytes: &[u8]) -> Node {
 /// (most expressions of a scan never get that far; see `goregex`).
 fn fixed_regex(pattern: &[u8]) -> Result<Arc<LazyRegex>, DslError> {
     let text = String::from_utf8_lossy(pattern);
-    crate::operators::goregex::compile_lazy(&text).map_err(|e| DslError::InvalidRegex {
-        pattern: text.into_owned(),
-        message: match e {
-            crate::operators::OperatorError::BadRegex { reason, .. } => reason,
-            other => other.to_string(),
-        },
+    goregex::compile_lazy(&text).map_err(|e| DslError::InvalidRegex {
+        pattern: e.pattern,
+        message: e.reason,
     })
 }
 
-/// Compiles a template regex. Templates are written for Go's RE2; the
-/// operators' translator bridges the dialect differences (ASCII `\d`/`\w`/
-/// `\b`, literal `[` and `{`, `\Q...\E`) so DSL `regex()` and `=~` agree with
-/// `regex` matchers on the same pattern.
+/// Compiles a template regex. Templates are written for Go's RE2;
+/// `goregex` bridges the dialect differences (ASCII `\d`/`\w`/`\b`, literal
+/// `[` and `{`, `\Q...\E`) so DSL `regex()` and `=~` agree with `regex`
+/// matchers on the same pattern.
 pub(crate) fn compile_regex(pattern: &[u8]) -> Result<Arc<Regex>, DslError> {
-    /// Go accepts some large alternations the default limit (10 MiB) rejects.
-    const SIZE_LIMIT: usize = 64 * 1024 * 1024;
-    let text = String::from_utf8_lossy(pattern);
-    let translated = crate::operators::goregex::translate(&text);
-    regex::bytes::RegexBuilder::new(&translated)
-        .octal(true)
-        .size_limit(SIZE_LIMIT)
-        .build()
+    goregex::compile_uncached(&String::from_utf8_lossy(pattern))
         .map(Arc::new)
         .map_err(|e| DslError::InvalidRegex {
-            pattern: text.into_owned(),
-            message: e.to_string(),
+            pattern: e.pattern,
+            message: e.reason,
         })
 }

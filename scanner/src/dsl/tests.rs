@@ -179,7 +179,7 @@ fn regex_operators_match_and_negate() {
 
 #[test]
 fn regex_helpers_leave_a_pattern_unbuilt_when_the_subject_cannot_match_it() {
-    use crate::operators::goregex::compile_lazy;
+    use crate::goregex::compile_lazy;
     let page = scope(&[("body", Value::from("<html>404 Not Found</html>"))]);
     let hit = scope(&[("body", Value::from("<title>dsl-gate-probe 7</title>"))]);
     let pattern = r"<title>dsl-gate-probe (\d+)";

@@ -26,8 +26,8 @@ pub enum OperatorError {
     MissingValues { kind: String, field: &'static str },
     /// A regular expression that does not compile (after translation from
     /// Go's RE2 dialect).
-    #[error("invalid regex `{pattern}`: {reason}")]
-    BadRegex { pattern: String, reason: String },
+    #[error(transparent)]
+    BadRegex(#[from] crate::goregex::RegexError),
     /// A `binary` value that is not valid hexadecimal.
     #[error("invalid hex in binary matcher `{value}`: {reason}")]
     BadHex { value: String, reason: String },

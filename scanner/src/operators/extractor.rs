@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use super::defs::{ExtractorDef, StringOrList};
 use super::error::OperatorError;
-use super::goregex::{self, LazyRegex};
 use super::json::{self, JsonQuery};
 use super::matcher::compile_dsl;
 use super::part::{Part, PartCache};
 use super::xpath::{self, XPathQueries};
 use crate::dsl::{Expr, Value, Vars};
+use crate::goregex::{self, LazyRegex};
 
 /// A compiled extractor, shared across rayon workers.
 #[derive(Debug)]

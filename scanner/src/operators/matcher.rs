@@ -12,12 +12,12 @@ use memchr::memmem;
 
 use super::defs::{MatcherDef, StringOrList};
 use super::error::OperatorError;
-use super::goregex::{self, LazyRegex};
 use super::part::{Part, PartCache};
 use super::render::Word as RenderedWord;
 use super::xpath::{self, XPathQueries};
 use super::Condition;
 use crate::dsl::{Expr, Value, Vars};
+use crate::goregex::{self, LazyRegex};
 
 /// The verdict of one matcher on one response.
 #[derive(Debug, Clone, Default, PartialEq)]

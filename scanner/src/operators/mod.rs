@@ -10,7 +10,6 @@
 //! - [`evaluate`] — a request's operators together (`matchers-condition`,
 //!   extracted values visible to matchers).
 //! - `part` — which response variable a matcher reads.
-//! - `goregex` — Go RE2 patterns compiled with the `regex` crate.
 //! - `render` — `{{...}}` markers in matcher words (the DSL's template strings).
 //! - `json` — jq queries (jaq).
 //! - `xpath` — XPath over HTML and XML.
@@ -20,7 +19,6 @@ pub mod defs;
 pub mod error;
 pub mod evaluate;
 pub mod extractor;
-pub(crate) mod goregex;
 mod json;
 pub mod matcher;
 mod part;

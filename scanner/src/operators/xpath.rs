@@ -29,7 +29,7 @@ use sxd_xpath::nodeset::Node;
 use sxd_xpath::{Context, Factory, Value as XValue};
 
 use super::error::OperatorError;
-use super::goregex;
+use crate::goregex;
 
 /// Elements nested deeper than this are attached to their ancestor at this
 /// depth: the XPath engine recurses over the tree, and hostile bodies must

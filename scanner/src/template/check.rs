@@ -340,7 +340,7 @@ fn operator_reason(e: OperatorError) -> Option<Reason> {
         OperatorError::UnknownCondition(_) => "condition",
         OperatorError::UnknownEncoding(_) => "encoding",
         OperatorError::MissingValues { .. } => "no values",
-        OperatorError::BadRegex { .. } => "regex",
+        OperatorError::BadRegex(_) => "regex",
         OperatorError::BadHex { .. } => "hex",
         OperatorError::BadXPath { .. } => "xpath",
         OperatorError::BadJsonPath { .. } => "json path",

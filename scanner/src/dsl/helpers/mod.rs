@@ -30,7 +30,7 @@ use regex::bytes::Regex;
 use super::error::DslError;
 use super::expr::compile_regex;
 use super::value::Value;
-use crate::operators::goregex::LazyRegex;
+use crate::goregex::LazyRegex;
 
 pub use hashing::mmh3_hash;
 pub use time::RequestedWait;
