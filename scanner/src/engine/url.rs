@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use super::error::EngineError;
+use crate::http::{split_host_port, UrlParts};
 
 /// An absolute http(s) input URL split into the parts the request variables
 /// are made of.
@@ -35,41 +36,30 @@ impl InputUrl {
             reason: reason.to_string(),
         };
         let trimmed = input.trim();
-        let (scheme, rest) = trimmed
-            .split_once("://")
-            .ok_or_else(|| invalid("expected scheme://host"))?;
-        let scheme = scheme.to_ascii_lowercase();
+        let parts = UrlParts::split(trimmed);
+        let scheme = parts
+            .scheme
+            .ok_or_else(|| invalid("expected scheme://host"))?
+            .to_ascii_lowercase();
         if scheme != "http" && scheme != "https" {
             return Err(invalid("only http and https targets are supported"));
         }
-        // A fragment never reaches the server.
-        let rest = rest.split('#').next().unwrap_or_default();
-        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let mut authority = &rest[..auth_end];
-        if let Some(at) = authority.rfind('@') {
-            authority = &authority[at + 1..];
-        }
-        if authority.is_empty() {
+        if parts.authority.is_empty() {
             return Err(invalid("missing host"));
         }
-        let after = &rest[auth_end..];
-        let (path, query) = match after.split_once('?') {
-            Some((p, q)) => (p.to_string(), Some(q.to_string())),
-            None => (after.to_string(), None),
-        };
-        let (host, port) = split_host_port(authority).ok_or_else(|| invalid("bad port"))?;
+        let (host, port) = split_host_port(parts.authority).map_err(|reason| invalid(&reason))?;
         let port = match port {
-            Some(p) => p.to_string(),
+            Some(written) => written.text.to_string(),
             None if scheme == "https" => "443".to_string(),
             None => "80".to_string(),
         };
         Ok(InputUrl {
             scheme,
-            authority: authority.to_string(),
+            authority: parts.authority.to_string(),
             host: host.to_string(),
             port,
-            path,
-            query: query.filter(|q| !q.is_empty()),
+            path: parts.path.to_string(),
+            query: parts.query.filter(|q| !q.is_empty()).map(str::to_string),
             original: trimmed.to_string(),
         })
     }
@@ -113,8 +103,8 @@ impl InputUrl {
             (self.scheme.as_str(), value)
         };
         let rest = rest.trim_end_matches('/');
-        let explicit_port = matches!(split_host_port(rest), Some((_, Some(_))));
-        let input_named_port = matches!(split_host_port(&self.authority), Some((_, Some(_))));
+        let explicit_port = matches!(split_host_port(rest), Ok((_, Some(_))));
+        let input_named_port = matches!(split_host_port(&self.authority), Ok((_, Some(_))));
         let authority = if explicit_port || !input_named_port {
             rest.to_string()
         } else {
@@ -244,32 +234,6 @@ impl DnsNames {
             subdomain: labels[..name_at].join("."),
         })
     }
-}
-
-/// Splits `host[:port]`, keeping IPv6 literals intact; the host comes back
-/// without brackets.
-fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
-    if let Some(rest) = authority.strip_prefix('[') {
-        let end = rest.find(']')?;
-        let host = &rest[..end];
-        let tail = &rest[end + 1..];
-        return match tail.strip_prefix(':') {
-            Some(p) if valid_port(p) => Some((host, Some(p))),
-            Some(_) => None,
-            None if tail.is_empty() => Some((host, None)),
-            None => None,
-        };
-    }
-    match authority.rsplit_once(':') {
-        Some((h, p)) if valid_port(p) => Some((h, Some(p))),
-        Some((_, "")) => None,
-        Some(_) => None,
-        None => Some((authority, None)),
-    }
-}
-
-fn valid_port(p: &str) -> bool {
-    !p.is_empty() && p.parse::<u16>().is_ok()
 }
 
 /// Go's `path.Dir`: everything before the last slash, cleaned.
@@ -470,6 +434,45 @@ mod tests {
         let u = InputUrl::parse("http://h/app/").unwrap();
         assert_eq!(u.variables(true)["BaseURL"], "http://h/app");
         assert_eq!(u.variables(false)["BaseURL"], "http://h/app/");
+    }
+
+    #[test]
+    fn the_input_and_the_client_read_a_url_alike() {
+        for text in [
+            "http://h:8080/a/b?q=1#f",
+            "https://user@h/x?",
+            "http://[::1]:9/",
+            "https://h",
+            "HTTP://H.test:0080/..;/%2e?a=b?c",
+        ] {
+            let input = InputUrl::parse(text).unwrap();
+            let target = crate::http::TargetUrl::parse(text).unwrap();
+            assert_eq!(input.scheme, target.scheme.as_str(), "{text}");
+            assert_eq!(input.host.to_ascii_lowercase(), target.host, "{text}");
+            assert_eq!(input.port.parse::<u16>().ok(), Some(target.port), "{text}");
+            assert_eq!(input.path, target.path, "{text}");
+            assert_eq!(
+                input.query,
+                target.query.filter(|q| !q.is_empty()),
+                "{text}"
+            );
+        }
+        // As written: `{{Port}}` keeps its digits, `{{Hostname}}` its case.
+        let u = InputUrl::parse("http://H.test:0080/").unwrap();
+        assert_eq!(
+            (u.authority.as_str(), u.port.as_str()),
+            ("H.test:0080", "0080")
+        );
+        for bad in [
+            "h/x",
+            "ftp://h",
+            "http://",
+            "http://h:x/",
+            "http://::1/",
+            "http://[::1",
+        ] {
+            assert!(InputUrl::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

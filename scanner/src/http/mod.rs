@@ -51,6 +51,7 @@ pub use request::Request;
 #[cfg(test)]
 pub(crate) use response::test_response;
 pub use response::{canonical_header_name, Response};
+pub(crate) use url::{split_host_port, UrlParts};
 pub use url::{Scheme, TargetUrl};
 
 /// [`String::from_utf8_lossy`], with the fast check of [`std::str::from_utf8`]

@@ -61,46 +61,22 @@ impl TargetUrl {
             input: input.to_string(),
             reason: reason.to_string(),
         };
-        let trimmed = input.trim();
-        let (scheme, rest) = match trimmed.find("://") {
-            Some(i) => {
-                let scheme = match trimmed[..i].to_ascii_lowercase().as_str() {
-                    "http" => Scheme::Http,
-                    "https" => Scheme::Https,
-                    _ => return Err(invalid("only http and https are supported")),
-                };
-                (scheme, &trimmed[i + 3..])
-            }
-            None => (Scheme::Http, trimmed),
+        let parts = UrlParts::split(input.trim());
+        let scheme = match parts.scheme.map(str::to_ascii_lowercase).as_deref() {
+            None | Some("http") => Scheme::Http,
+            Some("https") => Scheme::Https,
+            Some(_) => return Err(invalid("only http and https are supported")),
         };
-        let rest = match rest.find('#') {
-            Some(i) => &rest[..i],
-            None => rest,
-        };
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        let after = &rest[authority_end..];
-        // Credentials in the authority are not supported; drop them rather
-        // than mistake `user@host` for a host name.
-        let authority = match authority.rfind('@') {
-            Some(i) => &authority[i + 1..],
-            None => authority,
-        };
-        let (host, port) = split_host_port(authority).map_err(|r| invalid(&r))?;
+        let (host, port) = split_host_port(parts.authority).map_err(|r| invalid(&r))?;
         if host.is_empty() {
             return Err(invalid("missing host"));
         }
-        let port = port.unwrap_or(scheme.default_port());
-        let (path, query) = match after.find('?') {
-            Some(i) => (after[..i].to_string(), Some(after[i + 1..].to_string())),
-            None => (after.to_string(), None),
-        };
         Ok(TargetUrl {
             scheme,
             host: host.to_ascii_lowercase(),
-            port,
-            path,
-            query,
+            port: port.map_or(scheme.default_port(), |p| p.number),
+            path: parts.path.to_string(),
+            query: parts.query.map(str::to_string),
         })
     }
 
@@ -257,16 +233,69 @@ impl fmt::Display for TargetUrl {
     }
 }
 
-/// Splits `host[:port]` or `[v6][:port]`.
-pub(crate) fn split_host_port(authority: &str) -> Result<(String, Option<u16>), String> {
-    let parse_port = |p: &str| -> Result<Option<u16>, String> {
-        if p.is_empty() {
+/// A URL cut at its delimiters, each part as written (nothing decoded or
+/// normalised): the one place both the client's [`TargetUrl`] and the
+/// engine's input URL are parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UrlParts<'a> {
+    /// What precedes `://`, when the text has it.
+    pub(crate) scheme: Option<&'a str>,
+    /// Host and port; credentials (`user@`) are dropped rather than taken
+    /// for a host name.
+    pub(crate) authority: &'a str,
+    /// From the first `/` after the authority to the query, possibly empty.
+    pub(crate) path: &'a str,
+    /// After the first `?`, without it.
+    pub(crate) query: Option<&'a str>,
+}
+
+impl<'a> UrlParts<'a> {
+    /// Splits `[scheme://]authority[path][?query][#fragment]`. The fragment
+    /// is dropped: it never goes on the wire.
+    pub(crate) fn split(text: &'a str) -> UrlParts<'a> {
+        let (scheme, rest) = match text.find("://") {
+            Some(i) => (Some(&text[..i]), &text[i + 3..]),
+            None => (None, text),
+        };
+        let rest = rest.find('#').map_or(rest, |i| &rest[..i]);
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        let authority = authority
+            .rfind('@')
+            .map_or(authority, |i| &authority[i + 1..]);
+        let after = &rest[authority_end..];
+        let (path, query) = match after.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (after, None),
+        };
+        UrlParts {
+            scheme,
+            authority,
+            path,
+            query,
+        }
+    }
+}
+
+/// A port as the authority wrote it (`0080`), with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WrittenPort<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) number: u16,
+}
+
+/// Splits `host[:port]` or `[v6][:port]`: the host without brackets, and
+/// the port. An empty port (`host:`) is no port.
+pub(crate) fn split_host_port(authority: &str) -> Result<(&str, Option<WrittenPort<'_>>), String> {
+    fn parse_port(text: &str) -> Result<Option<WrittenPort<'_>>, String> {
+        if text.is_empty() {
             return Ok(None);
         }
-        p.parse::<u16>()
-            .map(Some)
-            .map_err(|_| format!("invalid port {p:?}"))
-    };
+        match text.parse::<u16>() {
+            Ok(number) => Ok(Some(WrittenPort { text, number })),
+            Err(_) => Err(format!("invalid port {text:?}")),
+        }
+    }
     if let Some(rest) = authority.strip_prefix('[') {
         let end = rest.find(']').ok_or("unclosed '[' in host")?;
         let host = &rest[..end];
@@ -279,14 +308,14 @@ pub(crate) fn split_host_port(authority: &str) -> Result<(String, Option<u16>), 
             None if after.is_empty() => None,
             None => return Err("unexpected text after IPv6 address".to_string()),
         };
-        return Ok((host.to_string(), port));
+        return Ok((host, port));
     }
     match authority.rfind(':') {
         Some(i) if !authority[..i].contains(':') => {
-            Ok((authority[..i].to_string(), parse_port(&authority[i + 1..])?))
+            Ok((&authority[..i], parse_port(&authority[i + 1..])?))
         }
         Some(_) => Err("IPv6 addresses must be written in brackets".to_string()),
-        None => Ok((authority.to_string(), None)),
+        None => Ok((authority, None)),
     }
 }
 
@@ -355,6 +384,44 @@ mod tests {
                 "http://other/p",
                 "{input}"
             );
+        }
+    }
+
+    #[test]
+    fn url_parts_are_cut_at_the_delimiters_and_kept_as_written() {
+        let parts = |scheme, authority, path, query| UrlParts {
+            scheme,
+            authority,
+            path,
+            query,
+        };
+        for (text, expected) in [
+            (
+                "HTTP://Ex.com:81/a/../b?x=1#f",
+                parts(Some("HTTP"), "Ex.com:81", "/a/../b", Some("x=1")),
+            ),
+            ("host/p", parts(None, "host", "/p", None)),
+            ("http://u:pw@h/p", parts(Some("http"), "h", "/p", None)),
+            (
+                "http://h?q=/a?b",
+                parts(Some("http"), "h", "", Some("q=/a?b")),
+            ),
+            ("http://h/#x?y", parts(Some("http"), "h", "/", None)),
+            ("http://[::1]:8/", parts(Some("http"), "[::1]:8", "/", None)),
+            ("https://h?", parts(Some("https"), "h", "", Some(""))),
+            ("", parts(None, "", "", None)),
+        ] {
+            assert_eq!(UrlParts::split(text), expected, "{text}");
+        }
+        let written = WrittenPort {
+            text: "0080",
+            number: 80,
+        };
+        assert_eq!(split_host_port("h:0080"), Ok(("h", Some(written))));
+        assert_eq!(split_host_port("[::1]"), Ok(("::1", None)));
+        assert_eq!(split_host_port("h:"), Ok(("h", None)));
+        for bad in ["h:x", "h:70000", "::1", "[::1", "[::1]x", "[zz]:1"] {
+            assert!(split_host_port(bad).is_err(), "{bad}");
         }
     }
 
