@@ -6,6 +6,7 @@
 //! host-only vs domain cookies, path matching, `Secure`, expiry by
 //! `Max-Age`/`Expires`.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -71,10 +72,14 @@ impl CookieJar {
 
     /// The `Cookie` header value for a request, or `None` when no cookie applies.
     pub fn header_for(&self, url: &TargetUrl, target: &[u8]) -> Option<String> {
-        let now = SystemTime::now();
-        let path = request_path(target);
         let mut jar = self.cookies.lock().unwrap_or_else(|p| p.into_inner());
+        // Most jars of a scan stay empty: nothing to look up, no clock read.
+        if jar.is_empty() {
+            return None;
+        }
+        let now = SystemTime::now();
         jar.retain(|c| c.expires.is_none_or(|t| t > now));
+        let path = request_path(target);
         let mut matching: Vec<&Cookie> = jar
             .iter()
             .filter(|c| domain_matches(c, &url.host))
@@ -106,13 +111,14 @@ impl CookieJar {
     }
 }
 
-fn request_path(target: &[u8]) -> String {
-    let text = super::utf8_lossy(target);
-    let path = text.split('?').next().unwrap_or("");
-    if path.starts_with('/') {
-        path.to_string()
+/// The path of a request target: up to the first `?`, or `/` when the
+/// target is not a path (`*`, an absolute URL).
+fn request_path(target: &[u8]) -> Cow<'_, str> {
+    let path = memchr::memchr(b'?', target).map_or(target, |i| &target[..i]);
+    if path.starts_with(b"/") {
+        super::utf8_lossy(path)
     } else {
-        "/".to_string()
+        Cow::Borrowed("/")
     }
 }
 
@@ -248,6 +254,32 @@ mod tests {
             Some("session=abc; wide=1; tls=1")
         );
         assert_eq!(jar.header_for(&url("http://other.test"), b"/"), None);
+    }
+
+    #[test]
+    fn the_request_path_is_the_target_up_to_its_query() {
+        for (target, path) in [
+            (&b"/a/b?x=/c"[..], "/a/b"),
+            (b"/", "/"),
+            (b"/a\xff/b?q", "/a\u{fffd}/b"),
+            (b"/\xe2?x", "/\u{fffd}"),
+            (b"*", "/"),
+            (b"http://h/x", "/"),
+            (b"?q=1", "/"),
+            (b"", "/"),
+        ] {
+            assert_eq!(request_path(target), path, "{target:?}");
+        }
+        // An empty jar answers without a cookie for any target.
+        let jar = CookieJar::new();
+        assert_eq!(jar.header_for(&url("http://h.test"), b"/a?b"), None);
+        jar.store(&url("http://h.test"), b"/a/login", ["sid=1"]);
+        assert_eq!(
+            jar.header_for(&url("http://h.test"), b"/a/x?y=/")
+                .as_deref(),
+            Some("sid=1")
+        );
+        assert_eq!(jar.header_for(&url("http://h.test"), b"/b?/a/"), None);
     }
 
     #[test]
