@@ -7,6 +7,7 @@
 //! the input's query is merged in, Host defaults to the input's.
 //! Anything still holding `{{...}}` after rendering is not sent.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,21 +115,16 @@ fn build_path(
     let target_input = input;
     let input = &input.url;
     let rendered = render(&path.template, &scope, "path", block)?;
-    let rendered = crate::http::utf8_lossy(&rendered).into_owned();
-    let (scheme, authority, target) = match split_absolute(&rendered) {
-        Some(parts) => parts,
+    let rendered = crate::http::utf8_lossy(&rendered);
+    let (scheme, authority, target) = split_absolute(&rendered).unwrap_or(
         // A bare path is relative to the input's root.
-        None => (
-            input.scheme.clone(),
-            input.authority.clone(),
-            rendered.clone(),
-        ),
-    };
-    let (req_path, req_query) = split_target(&target);
+        (Cow::Borrowed(&input.scheme), &input.authority, &rendered),
+    );
+    let (req_path, req_query) = split_target(target);
     let query = merge_query(input.query.as_deref(), req_query);
     let target = escape_controls(&join_target(req_path, query.as_deref()));
     let url = target_input
-        .origin_url(&scheme, &authority)
+        .origin_url(&scheme, authority)
         .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
     let method = crate::http::utf8_lossy(&render(&block.method, &scope, "method", block)?)
         .trim()
@@ -147,7 +143,7 @@ fn build_path(
         Some(b) => render(b, &scope, "body", block)?,
         None => Vec::new(),
     };
-    let full_url = [scheme.as_str(), "://", &authority, &target].concat();
+    let full_url = [&scheme, "://", authority, &target].concat();
     let request = Request {
         url,
         method,
@@ -391,7 +387,7 @@ pub(crate) fn merged_raw_target(
     let relative = if lower.starts_with("http://") || lower.starts_with("https://") {
         // A full URL in the request line: only its path and query are used.
         match split_absolute(template_target) {
-            Some((_, _, t)) => t,
+            Some((_, _, t)) => t.to_string(),
             None => template_target.to_string(),
         }
     } else {

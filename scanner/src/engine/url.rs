@@ -4,6 +4,7 @@
 //! Nothing here normalises: paths and queries stay byte for byte as written,
 //! because templates depend on sending `/..;/` or `%2e` unchanged.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::error::EngineError;
@@ -355,20 +356,27 @@ pub fn join_target(path: &str, query: Option<&str>) -> String {
 }
 
 /// Splits an absolute URL produced by rendering a template path into
-/// `scheme`, `authority` and request target. `None` for a relative path.
-pub fn split_absolute(url: &str) -> Option<(String, String, String)> {
-    let (scheme, rest) = url.split_once("://")?;
+/// `scheme` (lower case), `authority` and request target, borrowed from
+/// `url`. `None` for a relative path. (A scheme holds no `:`, so the first
+/// `:` is the one of `://` when there is a scheme at all.)
+pub fn split_absolute(url: &str) -> Option<(Cow<'_, str>, &str, &str)> {
+    let colon = memchr::memchr(b':', url.as_bytes())?;
+    let scheme = &url[..colon];
+    let rest = url[colon + 1..].strip_prefix("//")?;
     if scheme.is_empty()
         || !scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'))
     {
         return None;
     }
+    let scheme = if scheme.bytes().any(|c| c.is_ascii_uppercase()) {
+        Cow::Owned(scheme.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(scheme)
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = rest[..end].to_string();
-    let target = rest[end..].to_string();
-    Some((scheme.to_ascii_lowercase(), authority, target))
+    Some((scheme, &rest[..end], &rest[end..]))
 }
 
 /// Position of `needle` in `haystack`.
@@ -434,6 +442,26 @@ mod tests {
         let u = InputUrl::parse("http://h/app/").unwrap();
         assert_eq!(u.variables(true)["BaseURL"], "http://h/app");
         assert_eq!(u.variables(false)["BaseURL"], "http://h/app/");
+    }
+
+    #[test]
+    fn an_absolute_path_splits_into_scheme_authority_and_target() {
+        let split = |url| split_absolute(url).map(|(s, a, t)| (s.into_owned(), a, t));
+        for (url, expected) in [
+            ("http://h:81/a?b#c", Some(("http", "h:81", "/a?b#c"))),
+            ("HTTPS://H/x", Some(("https", "H", "/x"))),
+            ("svn+ssh://h", Some(("svn+ssh", "h", ""))),
+            ("http://h?q=1", Some(("http", "h", "?q=1"))),
+            ("/path?next=http://h/", None),
+            ("h:80/x", None),
+            ("a:b://h/", None),
+            ("://h/", None),
+            ("http:/h", None),
+            ("", None),
+        ] {
+            let expected = expected.map(|(s, a, t)| (s.to_string(), a, t));
+            assert_eq!(split(url), expected, "{url}");
+        }
     }
 
     #[test]
