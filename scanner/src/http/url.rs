@@ -162,12 +162,15 @@ impl TargetUrl {
     /// request-target (used for `final_url` and redirect chains).
     pub fn with_target(&self, target: &[u8]) -> String {
         let target = super::utf8_lossy(target);
-        if target.contains("://") && !(target.starts_with('/') || target.starts_with('?')) {
+        // A path or query (nearly every target) is checked first: the
+        // substring search is only for the rest.
+        let relative = target.starts_with(['/', '?']);
+        if !relative && target.contains("://") {
             return target.into_owned();
         }
         let mut s = String::with_capacity(self.host.len() + 16 + target.len());
         self.push_root(&mut s);
-        if !(target.starts_with('/') || target.starts_with('?')) {
+        if !relative {
             s.push('/');
         }
         s.push_str(&target);
