@@ -13,6 +13,7 @@
 //! of a trip to rayon and back.
 
 use std::collections::{HashSet, VecDeque};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -426,6 +427,43 @@ struct TemplateRun<'a> {
     names: RunNames,
 }
 
+/// What one block's run has gathered so far.
+#[derive(Default)]
+struct BlockRun {
+    /// Whether the block counts as matched (Nuclei's flow rule, see
+    /// `run_block`).
+    status: bool,
+    /// `_N` views of the final responses so far.
+    numbered_history: Vec<Arc<Numbered>>,
+    /// The last final response, with the URL it came from.
+    last_response: Option<(Arc<ResponseVars>, String)>,
+    /// Responses received.
+    count: usize,
+    /// This block's extracted values, published as `{id}_{name}` too.
+    block_extracts: VarMap,
+    /// Every list extracted in this block, for `iterate-all`.
+    gathered: iterate_all::Gathered,
+}
+
+/// One request of a block to run: block and request index, the payload
+/// combination's values, the `iterate-all` round's values.
+struct Step<'s> {
+    bi: usize,
+    ri: usize,
+    payload_layer: &'s Arc<VarMap>,
+    round: Option<Arc<VarMap>>,
+    options: &'s SendOptions,
+}
+
+/// What every response of one sent request is judged with.
+struct RequestContext {
+    bi: usize,
+    /// The request's variables, the input's included.
+    scope: Scope,
+    /// The request as sent, for the `request` variable.
+    dump: Bytes,
+}
+
 /// A new id for one template execution (or cluster send).
 fn next_run_id() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -550,37 +588,24 @@ impl TemplateRun<'_> {
     /// true when a response matched, or the block has no matchers and
     /// extracted something, or it has no operators and got a response.
     async fn run_block(&mut self, bi: usize) -> bool {
-        let shared = self.shared;
-        let target = self.target;
         let tpl = self.tpl.clone();
         let block = &tpl.blocks[bi];
-        let tid = self.tid.clone();
         let options = send_options(block, self.jar.as_ref());
-        let has_matchers = !block.operators.matchers().is_empty();
-        let no_operators = block.operators.is_empty();
-        let mut status = false;
-        let mut numbered_history: Vec<Arc<Numbered>> = Vec::new();
-        let mut last_response: Option<(Arc<ResponseVars>, String)> = None;
-        let mut count = 0usize;
-        // This block's extracted values, published as `{id}_{name}` too.
-        let mut block_extracts = VarMap::default();
-        // Every list extracted in this block, for `iterate-all`.
-        let mut gathered = iterate_all::Gathered::default();
+        let mut run = BlockRun::default();
         for (ci, combo) in block.payloads.combinations().enumerate() {
             let payload_layer = Arc::new(payload_values(
                 combo,
                 &self.template_layer,
-                shared,
-                &target.input.full,
+                self.shared,
+                &self.target.input.full,
             ));
             // Requests in order; with `iterate-all` a request meets values
             // extracted before it and is queued again once per round.
             let mut pending: VecDeque<(usize, Option<Arc<VarMap>>)> =
                 (0..block.requests.len()).map(|ri| (ri, None)).collect();
             while let Some((ri, round)) = pending.pop_front() {
-                let spec = &block.requests[ri];
-                if round.is_none() && block.iterate_all && !gathered.is_empty() {
-                    for layer in gathered.rounds().into_iter().rev() {
+                if round.is_none() && block.iterate_all && !run.gathered.is_empty() {
+                    for layer in run.gathered.rounds().into_iter().rev() {
                         pending.push_front((ri, Some(Arc::new(layer))));
                     }
                     continue;
@@ -588,166 +613,246 @@ impl TemplateRun<'_> {
                 if ci > 0 && block.once[ri] {
                     continue;
                 }
-                if target.cancel.is_cancelled() {
+                let request = Step {
+                    bi,
+                    ri,
+                    payload_layer: &payload_layer,
+                    round,
+                    options: &options,
+                };
+                if self.run_request(request, &mut run).await.is_break() {
                     self.stopped = true;
-                    return status;
-                }
-                let dynamic_layer = Arc::new(self.dynamic.clone());
-                let mut lower: Vec<Arc<VarMap>> = round.into_iter().collect();
-                lower.push(dynamic_layer);
-                lower.extend(self.block_history.iter().cloned());
-                let layers = RequestLayers {
-                    upper: vec![
-                        payload_layer.clone(),
-                        self.template_layer.clone(),
-                        shared.option_vars.clone(),
-                    ],
-                    lower,
-                };
-                let built = match build(block, spec, &target.input, &layers) {
-                    Ok(b) => b,
-                    Err(Skip(reason)) => {
-                        report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
-                        continue;
-                    }
-                };
-                let Some(resp) = send(shared, target, (&tid, self.run_id), &built, &options).await
-                else {
-                    if target.cancel.is_cancelled() {
-                        self.stopped = true;
-                        return status;
-                    }
-                    continue;
-                };
-                count += 1;
-                if no_operators {
-                    status = true;
-                }
-                let request_scope = layers.with_input(target.input.full.clone());
-                let dump = Bytes::from(built.dump);
-                // Names this request's responses already set, so an earlier
-                // hop does not overwrite what the final response extracted.
-                let mut carried = HashSet::new();
-                for (hi, hop) in judged_responses(resp).into_iter().enumerate() {
-                    let is_final = hi == 0;
-                    // A `req-condition` block is judged once, on the final
-                    // responses of all its requests, after the loop.
-                    if !is_final && block.req_condition {
-                        break;
-                    }
-                    let matched_at = hop.final_url.clone();
-                    let hop_bytes = hop.body.len();
-                    let history_now = numbered_history.clone();
-                    let tpl_job = tpl.clone();
-                    let names = self.names.clone();
-                    let dump = dump.clone();
-                    let request_scope = request_scope.clone();
-                    let job = move || {
-                        let block = &tpl_job.blocks[bi];
-                        let resp_layer = Arc::new(ResponseVars::new(hop, &dump, &names));
-                        // `body_2` and friends name the final response of
-                        // request 2, not a redirect before it.
-                        let numbered_layer = (is_final && block.needs_history)
-                            .then(|| Arc::new(Numbered::new(resp_layer.clone(), count)));
-                        let mut scope = Scope::new().below(resp_layer.clone());
-                        if let Some(n) = &numbered_layer {
-                            scope = scope.below(n.clone());
-                        }
-                        for h in history_now.iter().rev() {
-                            scope = scope.below(h.clone());
-                        }
-                        let scope = scope.below_all(&request_scope);
-                        let result = block.operators.evaluate(&scope);
-                        (resp_layer, numbered_layer, result)
-                    };
-                    let Some((resp_layer, numbered_layer, result)) =
-                        match_job(hop_bytes, job).await
-                    else {
-                        report(
-                            shared,
-                            target,
-                            Some(&tid),
-                            TargetErrorKind::Request,
-                            "matching panicked".into(),
-                        )
-                        .await;
-                        continue;
-                    };
-                    if let Some(n) = numbered_layer {
-                        numbered_history.push(n);
-                    }
-                    carry_extracts(
-                        &result,
-                        &mut self.dynamic,
-                        &mut block_extracts,
-                        &mut carried,
-                    );
-                    self.note_flow_extracts(&result);
-                    if block.iterate_all {
-                        gathered.add(&result);
-                    }
-                    if is_final {
-                        last_response = Some((resp_layer, matched_at.clone()));
-                    }
-                    if block.req_condition {
-                        continue;
-                    }
-                    status |= step_matched(&result, has_matchers);
-                    let outcome = outcome_of(&result, &block.operators);
-                    for r in build_results(&self.head, &matched_at, &outcome) {
-                        emit(shared, Event::Result(r)).await;
-                    }
-                    // Nuclei stops on a matcher match only: values found by
-                    // extractors alone do not end the template.
-                    if result.matched && block.stop_at_first_match {
-                        self.stopped = true;
-                        return status;
-                    }
+                    return run.status;
                 }
             }
         }
-        if let Some((resp_layer, matched_at)) = &last_response {
+        if let Some((resp_layer, matched_at)) = run.last_response.take() {
             if block.req_condition {
-                let tpl_job = tpl.clone();
-                let history = numbered_history.clone();
-                let last = resp_layer.clone();
-                let layers = RequestLayers {
-                    upper: vec![self.template_layer.clone(), shared.option_vars.clone()],
-                    lower: std::iter::once(Arc::new(self.dynamic.clone()))
-                        .chain(self.block_history.iter().cloned())
-                        .collect(),
-                };
-                let request_scope = layers.with_input(target.input.full.clone());
-                let job = move || {
-                    let mut scope = Scope::new().below(last);
-                    for h in history.iter().rev() {
-                        scope = scope.below(h.clone());
-                    }
-                    let scope = scope.below_all(&request_scope);
-                    tpl_job.blocks[bi].operators.evaluate(&scope)
-                };
-                if let Some(result) = on_rayon(job).await {
-                    carry_extracts(
-                        &result,
-                        &mut self.dynamic,
-                        &mut block_extracts,
-                        &mut HashSet::new(),
-                    );
-                    self.note_flow_extracts(&result);
-                    status |= step_matched(&result, has_matchers);
-                    let outcome = outcome_of(&result, &block.operators);
-                    for r in build_results(&self.head, matched_at, &outcome) {
-                        emit(shared, Event::Result(r)).await;
-                    }
-                }
+                self.judge_req_condition(bi, &resp_layer, &matched_at, &mut run)
+                    .await;
             }
             if let Some(id) = &block.id {
                 let mut published = prefixed(&resp_layer.to_map(), id);
-                published.extend(prefixed(&block_extracts, id));
+                published.extend(prefixed(&run.block_extracts, id));
                 self.block_history.insert(0, Arc::new(published));
             }
         }
-        status
+        run.status
+    }
+
+    /// The variables of one request: payload, template and option values
+    /// above the input's; this round's `iterate-all` values, the extracted
+    /// values and earlier blocks' history below.
+    fn request_layers(
+        &self,
+        payload_layer: &Arc<VarMap>,
+        round: Option<Arc<VarMap>>,
+    ) -> RequestLayers {
+        let mut lower: Vec<Arc<VarMap>> = round.into_iter().collect();
+        lower.push(Arc::new(self.dynamic.clone()));
+        lower.extend(self.block_history.iter().cloned());
+        RequestLayers {
+            upper: vec![
+                payload_layer.clone(),
+                self.template_layer.clone(),
+                self.shared.option_vars.clone(),
+            ],
+            lower,
+        }
+    }
+
+    /// Builds, sends and judges one request of a block. `Break` when the
+    /// template must stop: the target was cancelled, or a match ended a
+    /// `stop-at-first-match` template.
+    async fn run_request(&mut self, step: Step<'_>, run: &mut BlockRun) -> ControlFlow<()> {
+        let (shared, target) = (self.shared, self.target);
+        if target.cancel.is_cancelled() {
+            return ControlFlow::Break(());
+        }
+        let tpl = self.tpl.clone();
+        let block = &tpl.blocks[step.bi];
+        let layers = self.request_layers(step.payload_layer, step.round);
+        let built = match build(block, &block.requests[step.ri], &target.input, &layers) {
+            Ok(b) => b,
+            Err(Skip(reason)) => {
+                report(
+                    shared,
+                    target,
+                    Some(&self.tid),
+                    TargetErrorKind::Skipped,
+                    reason,
+                )
+                .await;
+                return ControlFlow::Continue(());
+            }
+        };
+        let Some(resp) = send(
+            shared,
+            target,
+            (&self.tid, self.run_id),
+            &built,
+            step.options,
+        )
+        .await
+        else {
+            return if target.cancel.is_cancelled() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            };
+        };
+        run.count += 1;
+        if block.operators.is_empty() {
+            run.status = true;
+        }
+        let request = RequestContext {
+            bi: step.bi,
+            scope: layers.with_input(target.input.full.clone()),
+            dump: Bytes::from(built.dump),
+        };
+        // Names this request's responses already set, so an earlier hop
+        // does not overwrite what the final response extracted.
+        let mut carried = HashSet::new();
+        for (hi, hop) in judged_responses(resp).into_iter().enumerate() {
+            let is_final = hi == 0;
+            // A `req-condition` block is judged once, on the final
+            // responses of all its requests, after the loop.
+            if !is_final && block.req_condition {
+                break;
+            }
+            self.judge_hop(&request, hop, is_final, run, &mut carried)
+                .await?;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Evaluates a block's operators on one response of a request (the
+    /// final one, or a redirect hop before it) and reports what matched.
+    async fn judge_hop(
+        &mut self,
+        request: &RequestContext,
+        hop: Arc<Response>,
+        is_final: bool,
+        run: &mut BlockRun,
+        carried: &mut HashSet<String>,
+    ) -> ControlFlow<()> {
+        let tpl = self.tpl.clone();
+        let bi = request.bi;
+        let block = &tpl.blocks[bi];
+        let matched_at = hop.final_url.clone();
+        let hop_bytes = hop.body.len();
+        let history_now = run.numbered_history.clone();
+        let tpl_job = tpl.clone();
+        let names = self.names.clone();
+        let dump = request.dump.clone();
+        let request_scope = request.scope.clone();
+        let count = run.count;
+        let job = move || {
+            let block = &tpl_job.blocks[bi];
+            let resp_layer = Arc::new(ResponseVars::new(hop, &dump, &names));
+            // `body_2` and friends name the final response of request 2,
+            // not a redirect before it.
+            let numbered_layer = (is_final && block.needs_history)
+                .then(|| Arc::new(Numbered::new(resp_layer.clone(), count)));
+            let mut scope = Scope::new().below(resp_layer.clone());
+            if let Some(n) = &numbered_layer {
+                scope = scope.below(n.clone());
+            }
+            for h in history_now.iter().rev() {
+                scope = scope.below(h.clone());
+            }
+            let scope = scope.below_all(&request_scope);
+            let result = block.operators.evaluate(&scope);
+            (resp_layer, numbered_layer, result)
+        };
+        let Some((resp_layer, numbered_layer, result)) = match_job(hop_bytes, job).await else {
+            report(
+                self.shared,
+                self.target,
+                Some(&self.tid),
+                TargetErrorKind::Request,
+                "matching panicked".into(),
+            )
+            .await;
+            return ControlFlow::Continue(());
+        };
+        if let Some(n) = numbered_layer {
+            run.numbered_history.push(n);
+        }
+        carry_extracts(&result, &mut self.dynamic, &mut run.block_extracts, carried);
+        self.note_flow_extracts(&result);
+        if block.iterate_all {
+            run.gathered.add(&result);
+        }
+        if is_final {
+            run.last_response = Some((resp_layer, matched_at.clone()));
+        }
+        if block.req_condition {
+            return ControlFlow::Continue(());
+        }
+        let has_matchers = !block.operators.matchers().is_empty();
+        run.status |= step_matched(&result, has_matchers);
+        self.emit_results(&matched_at, &result, &block.operators)
+            .await;
+        // Nuclei stops on a matcher match only: values found by extractors
+        // alone do not end the template.
+        if result.matched && block.stop_at_first_match {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Judges a `req-condition` block once, on the last final response with
+    /// every earlier one as `_N` history.
+    async fn judge_req_condition(
+        &mut self,
+        bi: usize,
+        last: &Arc<ResponseVars>,
+        matched_at: &str,
+        run: &mut BlockRun,
+    ) {
+        let tpl = self.tpl.clone();
+        let block = &tpl.blocks[bi];
+        let tpl_job = tpl.clone();
+        let history = run.numbered_history.clone();
+        let last = last.clone();
+        let layers = RequestLayers {
+            upper: vec![self.template_layer.clone(), self.shared.option_vars.clone()],
+            lower: std::iter::once(Arc::new(self.dynamic.clone()))
+                .chain(self.block_history.iter().cloned())
+                .collect(),
+        };
+        let request_scope = layers.with_input(self.target.input.full.clone());
+        let job = move || {
+            let mut scope = Scope::new().below(last);
+            for h in history.iter().rev() {
+                scope = scope.below(h.clone());
+            }
+            let scope = scope.below_all(&request_scope);
+            tpl_job.blocks[bi].operators.evaluate(&scope)
+        };
+        let Some(result) = on_rayon(job).await else {
+            return;
+        };
+        carry_extracts(
+            &result,
+            &mut self.dynamic,
+            &mut run.block_extracts,
+            &mut HashSet::new(),
+        );
+        self.note_flow_extracts(&result);
+        let has_matchers = !block.operators.matchers().is_empty();
+        run.status |= step_matched(&result, has_matchers);
+        self.emit_results(matched_at, &result, &block.operators)
+            .await;
+    }
+
+    /// Sends the results an evaluation gives, as Nuclei would report them.
+    async fn emit_results(&self, matched_at: &str, result: &OperatorResult, operators: &Operators) {
+        let outcome = outcome_of(result, operators);
+        for r in build_results(&self.head, matched_at, &outcome) {
+            emit(self.shared, Event::Result(r)).await;
+        }
     }
 }
 
