@@ -374,4 +374,8 @@ http:
     assert!(lab.requests().is_empty());
     assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
     assert_eq!(report.errors[0].kind, TargetErrorKind::Skipped);
+    assert_eq!(
+        report.errors[0].message,
+        "@Host annotation \"http://other.test:80\" names another host than the target"
+    );
 }

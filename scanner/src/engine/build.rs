@@ -14,8 +14,8 @@ use std::time::Duration;
 use super::compile::{CompiledBlock, DigestCredentials, PathSpec, RequestSpec};
 use super::url::{join_target, merge_paths, merge_query, split_absolute, split_target, InputUrl};
 use super::vars::{RequestLayers, TargetInput};
-use crate::dsl::{RequestedWait, TemplateString, Vars};
-use crate::http::{Request, TargetUrl};
+use crate::dsl::{DslError, RequestedWait, TemplateString, Vars};
+use crate::http::{HttpError, Request, TargetUrl};
 
 /// How a built request goes out.
 #[derive(Debug, Clone)]
@@ -41,34 +41,68 @@ pub struct Built {
     pub digest: Option<Arc<DigestCredentials>>,
 }
 
-/// Why a request was not sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Skip(pub String);
+/// Why a request was not sent; its text is what the scan reports.
+#[derive(Debug, thiserror::Error)]
+pub enum Skip {
+    /// `{{...}}` markers left after rendering.
+    #[error("unresolved variables {markers} in {part}")]
+    Unresolved { markers: String, part: &'static str },
+    /// A marker's expression failed (a helper rejected its input...).
+    #[error("could not evaluate {{{{{expr}}}}} in {part}: {source}")]
+    Evaluation {
+        expr: String,
+        part: &'static str,
+        #[source]
+        source: DslError,
+    },
+    /// An `@Host` or `@tls-sni` annotation naming another host.
+    #[error("@{annotation} annotation {value:?} names another host than the target")]
+    OtherHost {
+        annotation: &'static str,
+        value: String,
+    },
+    /// An `@Host` annotation that is not a host.
+    #[error("bad @Host annotation {value:?}")]
+    BadHostAnnotation { value: String },
+    /// A rendered path that is not a usable URL.
+    #[error("bad URL {rendered:?}: {source}")]
+    BadUrl {
+        rendered: String,
+        #[source]
+        source: HttpError,
+    },
+    /// The target (or its annotated replacement) is not a usable URL.
+    #[error("bad target: {0}")]
+    BadTarget(#[source] HttpError),
+    /// A raw request the client's parser refused.
+    #[error("invalid raw request: {0}")]
+    InvalidRaw(#[source] HttpError),
+}
 
 /// Renders `tpl`, refusing results that still contain variables.
 fn render(
     tpl: &TemplateString,
     scope: &dyn Vars,
-    what: &str,
+    part: &'static str,
     block: &CompiledBlock,
 ) -> Result<Vec<u8>, Skip> {
     let rendered = tpl.render(scope);
     // `skip-variables-check: true` sends unresolved markers as written.
     if !rendered.unresolved.is_empty() && !block.skip_variables_check {
-        return Err(Skip(format!(
-            "unresolved variables {} in {what}",
-            rendered
-                .unresolved
-                .iter()
-                .map(|v| format!("{{{{{v}}}}}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        let markers = rendered
+            .unresolved
+            .iter()
+            .map(|v| format!("{{{{{v}}}}}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(Skip::Unresolved { markers, part });
     }
-    if let Some((expr, err)) = rendered.errors.first() {
-        return Err(Skip(format!(
-            "could not evaluate {{{{{expr}}}}} in {what}: {err}"
-        )));
+    if let Some((expr, err)) = rendered.errors.into_iter().next() {
+        return Err(Skip::Evaluation {
+            expr,
+            part,
+            source: err,
+        });
     }
     Ok(rendered.bytes)
 }
@@ -125,7 +159,10 @@ fn build_path(
     let target = escape_controls(&join_target(req_path, query.as_deref()));
     let url = target_input
         .origin_url(&scheme, authority)
-        .map_err(|e| Skip(format!("bad URL {rendered:?}: {e}")))?;
+        .map_err(|source| Skip::BadUrl {
+            rendered: rendered.to_string(),
+            source,
+        })?;
     let method = crate::http::utf8_lossy(&render(&block.method, &scope, "method", block)?)
         .trim()
         .to_string();
@@ -175,14 +212,15 @@ fn build_raw(
     // only values built from the target's own name.
     let annotated = match annotation(&text, "Host") {
         Some(value) if !names_host(&value, &input.host) => {
-            return Err(Skip(format!(
-                "@Host annotation {value:?} names another host than the target"
-            )));
+            return Err(Skip::OtherHost {
+                annotation: "Host",
+                value,
+            });
         }
         Some(value) => Some(
             input
                 .with_host_annotation(&value)
-                .ok_or_else(|| Skip(format!("bad @Host annotation {value:?}")))?,
+                .ok_or(Skip::BadHostAnnotation { value })?,
         ),
         None => None,
     };
@@ -192,22 +230,22 @@ fn build_raw(
     // is admitted: a handshake must never name a third party.
     if let Some(value) = annotation(&text, "tls-sni") {
         if !names_host(&value, &input.host) {
-            return Err(Skip(format!(
-                "@tls-sni annotation {value:?} names another host than the target"
-            )));
+            return Err(Skip::OtherHost {
+                annotation: "tls-sni",
+                value,
+            });
         }
     }
     let base = match &annotated {
         Some(annotated) => TargetUrl::parse(&annotated.original),
         None => target_input.parsed_url(),
     }
-    .map_err(|e| Skip(format!("bad target: {e}")))?;
+    .map_err(Skip::BadTarget)?;
     if !block.unsafe_raw {
         // The client's raw parser applies Nuclei's rules: target merged onto
         // the input path and query, Host defaulted, CRLF line ends,
         // Content-Length recomputed.
-        let request = Request::parse_raw(&text, &base)
-            .map_err(|e| Skip(format!("invalid raw request: {e}")))?;
+        let request = Request::parse_raw(&text, &base).map_err(Skip::InvalidRaw)?;
         let dump = dump(&request);
         return Ok(Built {
             url: request.full_url(),
@@ -250,7 +288,7 @@ fn build_raw(
     }
     let url = target_input
         .origin_url(&input.scheme, &input.authority)
-        .map_err(|e| Skip(format!("bad target: {e}")))?;
+        .map_err(Skip::BadTarget)?;
     let full_url = format!(
         "{}{}",
         input.root_url(),
@@ -418,6 +456,22 @@ mod tests {
 
     fn input(s: &str) -> InputUrl {
         InputUrl::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_skip_keeps_the_error_behind_it_as_its_source() {
+        let base = TargetUrl::parse("http://h.test").unwrap();
+        let cause = Request::parse_raw(b"\n", &base).unwrap_err();
+        let skip = Skip::InvalidRaw(cause);
+        assert_eq!(
+            skip.to_string(),
+            "invalid raw request: invalid request: raw request is empty"
+        );
+        let source = std::error::Error::source(&skip).expect("the cause is kept");
+        assert!(matches!(
+            source.downcast_ref::<HttpError>(),
+            Some(HttpError::InvalidRequest { .. })
+        ));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::build::{build, Built, Outgoing, Skip};
+use super::build::{build, Built, Outgoing};
 use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::error::{TargetError, TargetErrorKind};
@@ -674,13 +674,13 @@ impl TemplateRun<'_> {
         let layers = self.request_layers(step.payload_layer, step.round);
         let built = match build(block, &block.requests[step.ri], &target.input, &layers) {
             Ok(b) => b,
-            Err(Skip(reason)) => {
+            Err(skip) => {
                 report(
                     shared,
                     target,
                     Some(&self.tid),
                     TargetErrorKind::Skipped,
-                    reason,
+                    skip.to_string(),
                 )
                 .await;
                 return ControlFlow::Continue(());
@@ -882,7 +882,8 @@ pub(crate) async fn run_cluster(
     };
     let built = match build(block, spec, &target.input, &layers) {
         Ok(b) => b,
-        Err(Skip(reason)) => {
+        Err(skip) => {
+            let reason = skip.to_string();
             report(shared, target, Some(&tid), TargetErrorKind::Skipped, reason).await;
             return;
         }
