@@ -80,3 +80,12 @@ impl DslError {
         )
     }
 }
+
+impl From<crate::goregex::RegexError> for DslError {
+    fn from(e: crate::goregex::RegexError) -> DslError {
+        DslError::InvalidRegex {
+            pattern: e.pattern,
+            message: e.reason,
+        }
+    }
+}

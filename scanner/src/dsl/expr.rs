@@ -685,10 +685,7 @@ fn string_literal(bytes: &[u8]) -> Node {
 /// (most expressions of a scan never get that far; see `goregex`).
 fn fixed_regex(pattern: &[u8]) -> Result<Arc<LazyRegex>, DslError> {
     let text = String::from_utf8_lossy(pattern);
-    goregex::compile_lazy(&text).map_err(|e| DslError::InvalidRegex {
-        pattern: e.pattern,
-        message: e.reason,
-    })
+    Ok(goregex::compile_lazy(&text)?)
 }
 
 /// Compiles a template regex. Templates are written for Go's RE2;
@@ -696,10 +693,7 @@ fn fixed_regex(pattern: &[u8]) -> Result<Arc<LazyRegex>, DslError> {
 /// `[` and `{`, `\Q...\E`) so DSL `regex()` and `=~` agree with `regex`
 /// matchers on the same pattern.
 pub(crate) fn compile_regex(pattern: &[u8]) -> Result<Arc<Regex>, DslError> {
-    goregex::compile_uncached(&String::from_utf8_lossy(pattern))
-        .map(Arc::new)
-        .map_err(|e| DslError::InvalidRegex {
-            pattern: e.pattern,
-            message: e.reason,
-        })
+    Ok(Arc::new(goregex::compile_uncached(
+        &String::from_utf8_lossy(pattern),
+    )?))
 }

@@ -391,15 +391,13 @@ fn carry_extracts(
 /// so an intermediate hop's status or headers can match, reported at that
 /// hop's URL.
 fn judged_responses(resp: Arc<Response>) -> Vec<Arc<Response>> {
-    let mut out = Vec::with_capacity(resp.redirect_responses.len() + 1);
-    out.extend(
-        resp.redirect_responses
-            .iter()
-            .rev()
-            .map(|hop| Arc::new(hop.clone())),
-    );
-    out.insert(0, resp);
-    out
+    let earlier: Vec<Arc<Response>> = resp
+        .redirect_responses
+        .iter()
+        .rev()
+        .map(|hop| Arc::new(hop.clone()))
+        .collect();
+    std::iter::once(resp).chain(earlier).collect()
 }
 
 /// One template's execution against one target: the state its blocks
@@ -640,25 +638,21 @@ impl TemplateRun<'_> {
         run.status
     }
 
-    /// The variables of one request: payload, template and option values
-    /// above the input's; this round's `iterate-all` values, the extracted
-    /// values and earlier blocks' history below.
+    /// The variables of one request: payload (when there is one), template
+    /// and option values above the input's; this round's `iterate-all`
+    /// values, the extracted values and earlier blocks' history below.
     fn request_layers(
         &self,
-        payload_layer: &Arc<VarMap>,
+        payload_layer: Option<&Arc<VarMap>>,
         round: Option<Arc<VarMap>>,
     ) -> RequestLayers {
         let mut lower: Vec<Arc<VarMap>> = round.into_iter().collect();
         lower.push(Arc::new(self.dynamic.clone()));
         lower.extend(self.block_history.iter().cloned());
-        RequestLayers {
-            upper: vec![
-                payload_layer.clone(),
-                self.template_layer.clone(),
-                self.shared.option_vars.clone(),
-            ],
-            lower,
-        }
+        let mut upper: Vec<Arc<VarMap>> = payload_layer.into_iter().cloned().collect();
+        upper.push(self.template_layer.clone());
+        upper.push(self.shared.option_vars.clone());
+        RequestLayers { upper, lower }
     }
 
     /// Builds, sends and judges one request of a block. `Break` when the
@@ -671,7 +665,7 @@ impl TemplateRun<'_> {
         }
         let tpl = self.tpl.clone();
         let block = &tpl.blocks[step.bi];
-        let layers = self.request_layers(step.payload_layer, step.round);
+        let layers = self.request_layers(Some(step.payload_layer), step.round);
         let built = match build(block, &block.requests[step.ri], &target.input, &layers) {
             Ok(b) => b,
             Err(skip) => {
@@ -790,8 +784,7 @@ impl TemplateRun<'_> {
         if block.req_condition {
             return ControlFlow::Continue(());
         }
-        let has_matchers = !block.operators.matchers().is_empty();
-        run.status |= step_matched(&result, has_matchers);
+        run.status |= step_matched(&result, &block.operators);
         self.emit_results(&matched_at, &result, &block.operators)
             .await;
         // Nuclei stops on a matcher match only: values found by extractors
@@ -816,13 +809,9 @@ impl TemplateRun<'_> {
         let tpl_job = tpl.clone();
         let history = run.numbered_history.clone();
         let last = last.clone();
-        let layers = RequestLayers {
-            upper: vec![self.template_layer.clone(), self.shared.option_vars.clone()],
-            lower: std::iter::once(Arc::new(self.dynamic.clone()))
-                .chain(self.block_history.iter().cloned())
-                .collect(),
-        };
-        let request_scope = layers.with_input(self.target.input.full.clone());
+        let request_scope = self
+            .request_layers(None, None)
+            .with_input(self.target.input.full.clone());
         let job = move || {
             let mut scope = Scope::new().below(last);
             for h in history.iter().rev() {
@@ -841,8 +830,7 @@ impl TemplateRun<'_> {
             &mut HashSet::new(),
         );
         self.note_flow_extracts(&result);
-        let has_matchers = !block.operators.matchers().is_empty();
-        run.status |= step_matched(&result, has_matchers);
+        run.status |= step_matched(&result, &block.operators);
         self.emit_results(matched_at, &result, &block.operators)
             .await;
     }
@@ -858,9 +846,10 @@ impl TemplateRun<'_> {
 
 /// Whether one evaluation makes its flow step true: a match, or, for a
 /// block without matchers, anything extracted (Nuclei's flow callback).
-fn step_matched(result: &OperatorResult, has_matchers: bool) -> bool {
+fn step_matched(result: &OperatorResult, operators: &Operators) -> bool {
     result.matched
-        || (!has_matchers && (!result.extracts.is_empty() || !result.internal.is_empty()))
+        || (operators.matchers().is_empty()
+            && (!result.extracts.is_empty() || !result.internal.is_empty()))
 }
 
 /// Sends the one request shared by a cluster of templates and matches its
