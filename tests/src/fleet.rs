@@ -129,7 +129,7 @@ impl Fleet {
             ("SCANFLEET_RATE__ENABLED", "false".into()),
             ("SCANFLEET_SCANNER__HEARTBEAT_SECS", "1".into()),
             ("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "3".into()),
-            ("RUST_LOG", "info,apalis_core=warn".into()),
+            ("RUST_LOG", "info".into()),
         ] {
             env.insert(k.into(), v);
         }
@@ -376,16 +376,11 @@ impl Fleet {
         self.redis().await.get(key).await.expect("attempts")
     }
 
-    /// The node currently running `scan` (its heartbeat names it).
+    /// The node currently holding the job of `scan` in the queue.
     pub async fn running_node(&self, scan: &str) -> Option<String> {
-        use fred::interfaces::KeysInterface;
-        let key = format!("{}:scan:{scan}:heartbeat", self.prefix);
-        self.redis()
-            .await
-            .get::<Option<String>, _>(key)
-            .await
-            .ok()
-            .flatten()
+        let keys = scanfleet_common::keys::Keys::new(self.prefix.clone());
+        let queue = scanfleet_bus::ScanQueue::new(self.redis().await, &keys);
+        queue.holder(scan.parse().ok()?).await.ok().flatten()
     }
 }
 
