@@ -73,11 +73,11 @@ pub struct ScannerSettings {
     pub dns_server: Option<SocketAddr>,
     /// Directory of templates replacing the built-in pack, when set.
     pub templates_dir: Option<String>,
-    /// How often an idle node asks the queue for a job (apalis otherwise
-    /// asks only on its heartbeat).
+    /// How often an idle node asks the queue for a job.
     pub poll_interval_ms: u64,
-    /// apalis worker heartbeat; a node silent for `orphan_after_secs` has
-    /// its taken jobs put back in the queue by the other nodes.
+    /// How often a node renews the lease of each job it holds; a job's
+    /// lease lasts `orphan_after_secs`, after which the other nodes put it
+    /// back in the queue.
     pub heartbeat_secs: u64,
     pub orphan_after_secs: u64,
     /// Whole-scan deadlines per engine, enforced by the node itself.

@@ -376,12 +376,39 @@ impl Fleet {
         self.redis().await.get(key).await.expect("attempts")
     }
 
+    /// Waits until `scan` is in VALIDATE on some node, and returns that node.
+    pub async fn running_on(&self, token: &str, scan: &str) -> String {
+        self.wait_scan(token, scan, Duration::from_secs(60), |s| {
+            s["stage"] == "VALIDATE"
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(node) = self.running_node(scan).await {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "no node holds {scan}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The node currently holding the job of `scan` in the queue.
     pub async fn running_node(&self, scan: &str) -> Option<String> {
         let keys = scanfleet_common::keys::Keys::new(self.prefix.clone());
         let queue = scanfleet_bus::ScanQueue::new(self.redis().await, &keys);
         queue.holder(scan.parse().ok()?).await.ok().flatten()
     }
+}
+
+/// A fleet whose nodes send `hosts` to `lab`, with `extra` settings.
+pub async fn fleet_with_lab(
+    lab: &crate::lab::Lab,
+    hosts: &[&str],
+    extra: &[(&str, &str)],
+) -> Fleet {
+    let mut env = lab.node_env(hosts);
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Fleet::new(&env).await
 }
 
 impl Drop for Fleet {

@@ -2,7 +2,7 @@
 //! process is built here, with a reconnect policy, so a Redis restart or a
 //! Sentinel failover costs a pause, never a client that stays broken.
 //!
-//! - **Reconnects** forever, 50 ms to 1 s apart. Commands issued while the
+//! - **Reconnects** forever, 50 to 500 ms apart. Commands issued while the
 //!   connection is down wait in the client's queue and run once it is back,
 //!   up to [`COMMAND_TIMEOUT`]; callers that must not wait (the rate
 //!   limiter, a scan push) look at [`ClientLike::is_connected`] first.
@@ -109,7 +109,7 @@ impl RedisTarget {
             .with_performance_config(|p| {
                 p.default_command_timeout = COMMAND_TIMEOUT;
             })
-            .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 500, 2));
         builder
     }
 }

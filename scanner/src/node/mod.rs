@@ -1,4 +1,4 @@
-//! The scanner node: takes [`ScanJob`]s from the apalis Redis queue, runs
+//! The scanner node: takes [`ScanJob`]s from the Redis scan queue, runs
 //! each scan's stages with the template engine, and appends what happens to
 //! the scan's Redis event stream. A node holds only Redis settings and its
 //! own scanner settings; it never talks to Postgres.
