@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use scanfleet_api::store::{self, dashboard, migrate};
+use scanfleet_core::store::{self, dashboard, migrate};
 use uuid::Uuid;
 
 const SCANS: i64 = 100_000;

@@ -6,27 +6,25 @@ use std::net::TcpListener as StdTcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use poem::endpoint::make_sync;
 use poem::listener::{Acceptor, TcpAcceptor};
 use poem::middleware::Tracing;
 use poem::{get, Endpoint, EndpointExt, Response, Route, Server};
-use scanfleet_bus::{RedisTarget, ScanQueue};
-use scanfleet_common::keys::Keys;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
+use scanfleet_core::{Core, Links};
 
 use crate::auth::cache::AuthCache;
 use crate::auth::password;
 use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
-use crate::ingest::Ingester;
 use crate::problem::problem_guard;
 use crate::routes::{self, health};
-use crate::startup;
 use crate::state::AppState;
-use crate::store::{self, migrate, users};
 use crate::ws::Hub;
+use scanfleet_core::ingest::Ingester;
+use scanfleet_core::startup;
+use scanfleet_core::store::users;
 use tokio_util::sync::CancellationToken;
 
 pub struct Application {
@@ -102,27 +100,20 @@ impl Application {
 }
 
 impl AppState {
-    /// Connects to Postgres (applying migrations) and Redis and builds the
-    /// shared state; the api and the scheduler both start from here.
+    /// Connects the core (checking Postgres and Redis, applying migrations)
+    /// and builds the api's own state on it.
     pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
-        // Both services are checked before the migrations change anything.
-        startup::check_database(&settings).await?;
-        let redis_target = RedisTarget::from_settings(&settings)?;
-        let url = settings.redis_url.expose();
-        let redis = startup::connect_redis(&redis_target, url, "api").await?;
-        let db = store::connect(settings.database_url.expose())?;
-        migrate::run(&db)
-            .await
-            .context("applying database migrations")?;
-
-        let keys = Keys::new(settings.redis_prefix.clone());
+        let api_url = format!("{}/api/v1", settings.api.public_url);
+        let links = Links {
+            tiers_url: format!("{api_url}/subscriptions/tiers"),
+            api_url,
+        };
+        let core = Core::connect(&settings, links, "api").await?;
         let hub = Arc::new(Hub::new(
-            startup::connect_redis(&redis_target, url, "hub").await?,
-            redis.clone(),
-            keys.clone(),
+            core.redis_client(&settings, "hub").await?,
+            core.redis.clone(),
+            core.keys.clone(),
         ));
-        let scan_queue = ScanQueue::new(redis.clone(), &keys);
-
         let secret = match &settings.jwt_secret {
             Some(s) => s.expose().to_string(),
             None => {
@@ -137,16 +128,9 @@ impl AppState {
         };
         let jwt = JwtKeys::new(secret.as_bytes(), settings.api.access_token_ttl_secs);
         let dummy_password_hash: Arc<str> = password::hash(random_token("")).await?.into();
-        let ownership = crate::ownership::Ownership::from_settings(&settings)
-            .context("the scanner network settings (used by ownership checks)")?;
         Ok(AppState {
-            ownership,
-            db,
-            redis,
-            redis_target,
-            scan_queue,
+            core,
             hub,
-            keys,
             settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
@@ -156,22 +140,13 @@ impl AppState {
     }
 }
 
-/// A Redis client on a connection of its own, for `role` (a metrics label).
-async fn redis_client(
-    state: &AppState,
-    role: &'static str,
-) -> Result<fred::clients::Client, startup::StartupError> {
-    let url = state.settings.redis_url.expose();
-    startup::connect_redis(&state.redis_target, url, role).await
-}
-
 /// The process's ingester, with its own blocking connection and a consumer
 /// name unique to the process.
 async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
     Ok(Ingester {
         db: state.db.clone(),
         index: scanfleet_bus::events::IngestIndex::new(
-            redis_client(state, "ingester").await?,
+            state.redis_client(&state.settings, "ingester").await?,
             &state.keys,
             format!("api-{}", uuid::Uuid::new_v4().simple()),
         ),

@@ -50,6 +50,37 @@ pub struct VerificationHelp {
     pub instructions: String,
 }
 
+impl From<scanfleet_core::error::FieldError> for FieldError {
+    fn from(e: scanfleet_core::error::FieldError) -> Self {
+        FieldError {
+            field: e.field,
+            message: e.message,
+        }
+    }
+}
+
+impl From<scanfleet_core::error::Upgrade> for Upgrade {
+    fn from(u: scanfleet_core::error::Upgrade) -> Self {
+        Upgrade {
+            tier_slug: u.tier_slug,
+            url: u.url,
+            message: u.message,
+        }
+    }
+}
+
+impl From<scanfleet_core::error::VerificationHelp> for VerificationHelp {
+    fn from(h: scanfleet_core::error::VerificationHelp) -> Self {
+        VerificationHelp {
+            value: h.value,
+            dns_txt_names: h.dns_txt_names,
+            file_url: h.file_url,
+            verify_url: h.verify_url,
+            instructions: h.instructions,
+        }
+    }
+}
+
 /// RFC 9457 problem details.
 #[derive(Debug, Clone, Object)]
 pub struct Problem {

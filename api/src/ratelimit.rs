@@ -23,7 +23,7 @@
 //! seconds, so a limited request costs one Redis round trip and, at most
 //! every [`CACHE_TTL`], one indexed query. A tier change, made by this
 //! process or announced by the database to its auth-cache listener
-//! ([`crate::auth::cache::note_change`]), drops the user's cached tier at
+//! ([`scanfleet_core::store::changes::note_change`]), drops the user's cached tier at
 //! once.
 //!
 //! The payment webhook, `/healthz`, `/readyz`, the docs and the OpenAPI
@@ -41,9 +41,9 @@ use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
 use uuid::Uuid;
 
 use crate::auth::tokens::sha256;
-use crate::error::Error;
+use crate::error::{ApiError, Error};
 use crate::state::AppState;
-use crate::store::api_keys;
+use scanfleet_core::store::api_keys;
 
 /// How long a user's tier, or an API key's owner, is reused without asking
 /// Postgres again.
@@ -318,7 +318,7 @@ fn cached<K: std::hash::Hash + Eq + Clone, V: Clone>(
 /// Whether a cache entry for `user_id` made at `cached_at` predates a tier
 /// change.
 fn outdated(user_id: Uuid, cached_at: Instant) -> bool {
-    crate::auth::cache::changed_since(user_id, cached_at)
+    scanfleet_core::store::changes::changed_since(user_id, cached_at)
 }
 
 fn remember<K: std::hash::Hash + Eq, V>(map: &Mutex<HashMap<K, Cached<V>>>, key: K, value: V) {
@@ -497,9 +497,9 @@ impl<E: Endpoint> Endpoint for RateLimited<E> {
         };
         let mut resp = if count.exceeded() {
             metrics::counter!("scanfleet_rate_limited_total").increment(1);
-            Error::RateLimited {
+            ApiError(Error::RateLimited {
                 retry_after_secs: count.reset_secs,
-            }
+            })
             .into_response()
         } else {
             match self.inner.call(req).await {
@@ -551,7 +551,7 @@ mod tests {
         let user = Uuid::new_v4();
         let before = Instant::now();
         assert!(!outdated(user, before));
-        crate::auth::cache::note_change(user);
+        scanfleet_core::store::changes::note_change(user);
         assert!(outdated(user, before));
         assert!(!outdated(user, Instant::now()));
         assert!(!outdated(Uuid::new_v4(), before));

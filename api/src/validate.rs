@@ -1,7 +1,15 @@
 //! Parsing at the edge: request values are checked and normalised here, and
 //! each failure names the request field at fault (422).
 
+use scanfleet_core::domain::Domain;
+
 use crate::error::Error;
+
+/// Parses a target's domain; a failure is a 422 naming `field` (`domain`,
+/// or `domains[3]` on import).
+pub fn domain(raw: &str, field: &str) -> Result<Domain, Error> {
+    Domain::try_parse(raw).map_err(|e| Error::invalid(field, e.message()))
+}
 
 /// Lower-cases and checks an email address. Deliberately simple: one `@`, a
 /// non-empty local part without spaces, and a dotted domain of valid labels.
@@ -86,6 +94,14 @@ mod tests {
                 Err(Error::Validation(errs)) => assert_eq!(errs[0].field, "email", "{bad}"),
                 other => panic!("{bad:?} gave {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_bad_domain_names_the_field_it_came_in() {
+        match domain("http://x.com", "domains[2]") {
+            Err(Error::Validation(e)) => assert_eq!(e[0].field, "domains[2]"),
+            other => panic!("{other:?}"),
         }
     }
 

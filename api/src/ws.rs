@@ -34,9 +34,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::auth::scheme::BearerAuth;
-use crate::error::Error;
+use crate::error::{ApiError, Error};
 use crate::state::AppState;
-use crate::store::scans::{self, ScanRow};
+use scanfleet_core::store::scans::{self, ScanRow};
 
 /// How long the hub's read blocks when nothing happens.
 const BLOCK: Duration = Duration::from_millis(250);
@@ -301,11 +301,11 @@ pub async fn scan_websocket(
     ws: poem::Result<WebSocket>,
 ) -> Response {
     match accept(&state, &scan_id, query.token).await {
-        Err(e) => e.into_response(),
+        Err(e) => ApiError(e).into_response(),
         Ok(row) => match ws {
-            Err(_) => Error::BadRequest(
-                "this endpoint speaks WebSocket: send an Upgrade: websocket request".into(),
-            )
+            Err(_) => ApiError(Error::bad_request(
+                "this endpoint speaks WebSocket: send an Upgrade: websocket request",
+            ))
             .into_response(),
             Ok(ws) => {
                 let hub = state.hub.clone();

@@ -1,5 +1,10 @@
 //! The scanfleet scheduler: turns due cron schedules into scans through the
-//! api crate's storage layer, so limits and queueing exist once.
+//! core's use case (`scanfleet_core::scans::start_scan`), so limits and
+//! queueing exist once, and reaps stuck scans.
+//!
+//! It may import `scanfleet-core`, `scanfleet-bus` and `scanfleet-common`;
+//! it must not import the api (no HTTP server, no tokens, no password
+//! hashing, no reports) or the scanner engine.
 //!
 //! Data flow: Postgres `schedules` -> **scheduler** -> scan row + Redis job
 //! queue -> scanner nodes.
@@ -28,17 +33,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use scanfleet_api::cron::CronSpec;
-use scanfleet_api::state::AppState;
-use scanfleet_api::store::{notifications, scans, schedules, users};
-use scanfleet_api::Error;
-use scanfleet_common::Settings;
+use scanfleet_common::settings::SchedulerSettings;
+use scanfleet_common::{Secret, Settings};
+use scanfleet_core::cron::CronSpec;
+use scanfleet_core::store::{notifications, schedules, users};
+use scanfleet_core::{Core, Error, Links};
 
 /// Due schedules claimed per transaction.
 const BATCH: i64 = 100;
 
 pub struct Scheduler {
-    state: AppState,
+    core: Core,
+    config: SchedulerSettings,
+    /// For the `LISTEN` connection of schedule changes.
+    database_url: Secret,
 }
 
 /// The longest the scheduler sleeps even with nothing due, in case a
@@ -57,14 +65,28 @@ pub struct TickReport {
 }
 
 impl Scheduler {
-    /// Connects like the api does (migrations run under an advisory lock, so
-    /// start order does not matter).
+    /// Connects the core like the api does (migrations run under an
+    /// advisory lock, so start order does not matter).
     pub async fn build(settings: Settings) -> anyhow::Result<Scheduler> {
-        Ok(Scheduler::from_state(AppState::connect(settings).await?))
+        let api_url = format!("{}/api/v1", settings.api.public_url);
+        let links = Links {
+            tiers_url: format!("{api_url}/subscriptions/tiers"),
+            api_url,
+        };
+        let core = Core::connect(&settings, links, "scheduler").await?;
+        Ok(Scheduler::new(
+            core,
+            settings.scheduler.clone(),
+            settings.database_url.clone(),
+        ))
     }
 
-    pub fn from_state(state: AppState) -> Scheduler {
-        Scheduler { state }
+    pub fn new(core: Core, config: SchedulerSettings, database_url: Secret) -> Scheduler {
+        Scheduler {
+            core,
+            config,
+            database_url,
+        }
     }
 
     /// Starts due schedules and reaps stuck scans until `shutdown` resolves.
@@ -72,10 +94,10 @@ impl Scheduler {
         tokio::pin!(shutdown);
         let changed = Arc::new(tokio::sync::Notify::new());
         let listener = tokio::spawn(listen_for_changes(
-            self.state.settings.database_url.expose().to_string(),
+            self.database_url.expose().to_string(),
             changed.clone(),
         ));
-        let reap_every = Duration::from_secs(self.state.settings.scheduler.reap_interval_secs);
+        let reap_every = Duration::from_secs(self.config.reap_interval_secs);
         let mut next_reap = tokio::time::Instant::now();
         loop {
             match self.tick(Utc::now()).await {
@@ -88,7 +110,7 @@ impl Scheduler {
                 Err(e) => tracing::error!(error = %e, "scheduler tick failed"),
             }
             if tokio::time::Instant::now() >= next_reap {
-                match reaper::reap(&self.state).await {
+                match reaper::reap(&self.core, &self.config).await {
                     Ok(r) if r != reaper::ReapReport::default() => {
                         tracing::info!(report = ?r, "reaper pass")
                     }
@@ -111,7 +133,7 @@ impl Scheduler {
 
     /// Time until the earliest enabled schedule is due (zero when overdue).
     async fn next_due_in(&self) -> Option<Duration> {
-        let db = self.state.db.get().await.ok()?;
+        let db = self.core.db.get().await.ok()?;
         let next = schedules::next_due(&**db).await.ok()??;
         // A few milliseconds late rather than early: `tick` claims what is
         // due at its own clock reading.
@@ -124,7 +146,7 @@ impl Scheduler {
         let mut report = TickReport::default();
         loop {
             let claimed = {
-                let mut db = self.state.db.get().await?;
+                let mut db = self.core.db.get().await?;
                 schedules::claim_due(&mut db, now, BATCH, |s| {
                     CronSpec::parse(&s.cron_expression)
                         .ok()
@@ -151,7 +173,7 @@ impl Scheduler {
 
     /// Starts one firing; false when it was skipped (and the owner told why).
     async fn fire(&self, schedule: &schedules::Schedule) -> Result<bool, Error> {
-        let db = self.state.db.get().await?;
+        let db = self.core.db.get().await?;
         let Some(user) = users::find(&**db, schedule.user_id).await? else {
             return Ok(false);
         };
@@ -168,8 +190,8 @@ impl Scheduler {
             .await?;
             return Ok(false);
         }
-        match scans::create_scan(
-            scans::ScanPaths::of(&self.state),
+        match scanfleet_core::scans::start_scan(
+            &self.core,
             &user,
             schedule.target_id,
             schedule.engine,

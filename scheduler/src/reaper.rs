@@ -19,11 +19,11 @@
 //! drops it) and a `failed` event on its stream (WebSocket listeners see
 //! the end); the database change and the notification are one transaction.
 
-use scanfleet_api::state::AppState;
-use scanfleet_api::store::scans::{self, StaleScan};
-use scanfleet_api::Error;
 use scanfleet_bus::{events, markers, JobState};
 use scanfleet_common::events::{ScanEvent, ScanStatus};
+use scanfleet_common::settings::SchedulerSettings;
+use scanfleet_core::store::scans::{self, StaleScan};
+use scanfleet_core::{Core, Error};
 use uuid::Uuid;
 
 /// What one pass did.
@@ -36,12 +36,11 @@ pub struct ReapReport {
 }
 
 /// One pass over the stale scans.
-pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
+pub async fn reap(state: &Core, cfg: &SchedulerSettings) -> Result<ReapReport, Error> {
     let mut report = ReapReport::default();
     if markers::data_set_is_new(&state.redis, &state.keys).await? {
         report.restored = restore_queue(state).await?;
     }
-    let cfg = &state.settings.scheduler;
     let stale = {
         let db = state.db.get().await?;
         scans::stale_scans(
@@ -85,7 +84,7 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
 }
 
 /// Pushes the job of every queued scan; how many were missing.
-async fn restore_queue(state: &AppState) -> Result<usize, Error> {
+async fn restore_queue(state: &Core) -> Result<usize, Error> {
     let queued = {
         let db = state.db.get().await?;
         scans::queued_scans(&**db).await?
@@ -106,7 +105,7 @@ async fn restore_queue(state: &AppState) -> Result<usize, Error> {
 }
 
 /// Fails an unfinished scan everywhere; false when it had finished.
-async fn fail(state: &AppState, scan_id: Uuid, error: &str) -> Result<bool, Error> {
+async fn fail(state: &Core, scan_id: Uuid, error: &str) -> Result<bool, Error> {
     markers::close(&state.redis, &state.keys, scan_id).await?;
     let mut db = state.db.get().await?;
     let failed = scans::fail_scan(&mut db, scan_id, error).await?;
@@ -122,7 +121,7 @@ async fn fail(state: &AppState, scan_id: Uuid, error: &str) -> Result<bool, Erro
     Ok(failed)
 }
 
-async fn requeue(state: &AppState, scan: &StaleScan) -> Result<bool, Error> {
+async fn requeue(state: &Core, scan: &StaleScan) -> Result<bool, Error> {
     let db = state.db.get().await?;
     if !scans::mark_requeued(&**db, scan.id).await? {
         return Ok(false);

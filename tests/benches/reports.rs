@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
-use scanfleet_api::store::{findings, scans};
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
+use scanfleet_core::store::{findings, scans};
 use scanfleet_tests::spawn_app;
 use serde_json::json;
 

@@ -218,6 +218,16 @@ pub fn drop_database(admin_url: &str, db: &str) {
 }
 
 impl TestApp {
+    /// A scheduler on the app's core and settings (clock and passes are the
+    /// test's to drive).
+    pub fn scheduler(&self) -> scanfleet_scheduler::Scheduler {
+        scanfleet_scheduler::Scheduler::new(
+            self.state.core.clone(),
+            self.state.settings.scheduler.clone(),
+            self.state.settings.database_url.clone(),
+        )
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
@@ -337,7 +347,7 @@ impl TestApp {
         // The api's own admin operations record a change in-process at once
         // (other processes learn it from the database's notification); so
         // does this stand-in for them.
-        scanfleet_api::auth::cache::note_change(user_id);
+        scanfleet_core::store::changes::note_change(user_id);
     }
 
     pub async fn make_admin(&self, user_id: Uuid) {
@@ -348,6 +358,6 @@ impl TestApp {
         )
         .await
         .expect("make admin");
-        scanfleet_api::auth::cache::note_change(user_id);
+        scanfleet_core::store::changes::note_change(user_id);
     }
 }

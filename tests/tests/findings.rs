@@ -2,9 +2,9 @@
 //! ingester calls (dedup, severity rule, counters, forward-only status) and
 //! `PATCH /findings/{finding_id}`.
 
-use scanfleet_api::store::{findings, scans};
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
+use scanfleet_core::store::{findings, scans};
 use scanfleet_tests::{spawn_app, spawn_app_with, Reply, TestApp, TestUser};
 use serde_json::json;
 use uuid::Uuid;

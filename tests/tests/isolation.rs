@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 
 use reqwest::Method;
-use scanfleet_api::store::{findings, notifications};
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
+use scanfleet_core::store::{findings, notifications};
 use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;

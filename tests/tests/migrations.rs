@@ -1,6 +1,6 @@
 //! Migrations under concurrent start-up.
 
-use scanfleet_api::store::{self, migrate};
+use scanfleet_core::store::{self, migrate};
 use scanfleet_tests::database_url;
 use uuid::Uuid;
 

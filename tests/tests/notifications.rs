@@ -2,7 +2,7 @@
 //! and marked read through the API.
 
 use reqwest::Method;
-use scanfleet_api::store::notifications;
+use scanfleet_core::store::notifications;
 use scanfleet_tests::{spawn_app, TestApp};
 use uuid::Uuid;
 

@@ -149,6 +149,25 @@ async fn a_redis_restart_mid_scan_with_aof_always_loses_nothing_and_new_scans_ru
         "before {before:?}, after {after:?}"
     );
 
+    // The api counted the outage of its own client.
+    let metrics = fleet
+        .http
+        .get(format!("{}/metrics", fleet.base()))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics.contains(r#"scanfleet_redis_reconnects_total{client="api"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"scanfleet_redis_outage_seconds_count{client="api"} 1"#),
+        "{metrics}"
+    );
+
     let detail = fleet
         .wait_finished(&token, &scan, Duration::from_secs(120))
         .await;

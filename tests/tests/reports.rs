@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use chrono::Utc;
-use scanfleet_api::store::{findings, scans};
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
+use scanfleet_core::store::{findings, scans};
 use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
 use serde_json::{json, Value};
 use uuid::Uuid;

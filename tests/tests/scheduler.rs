@@ -2,7 +2,7 @@
 //! `POST /scans`, once per firing even with several schedulers.
 
 use chrono::{Duration, Utc};
-use scanfleet_scheduler::{Scheduler, TickReport};
+use scanfleet_scheduler::TickReport;
 use scanfleet_tests::{spawn_app, TestApp, TestUser};
 use serde_json::json;
 use uuid::Uuid;
@@ -50,10 +50,7 @@ async fn a_due_schedule_becomes_a_queued_scan_and_moves_to_its_next_run() {
     let u = app.new_user().await;
     let (_, schedule) = due_schedule(&app, &u).await;
     let now = Utc::now();
-    let report = Scheduler::from_state(app.state.clone())
-        .tick(now)
-        .await
-        .unwrap();
+    let report = app.scheduler().tick(now).await.unwrap();
     assert_eq!(
         report,
         TickReport {
@@ -73,10 +70,7 @@ async fn a_due_schedule_becomes_a_queued_scan_and_moves_to_its_next_run() {
     let next: chrono::DateTime<Utc> = r.body[0]["next_run"].as_str().unwrap().parse().unwrap();
     assert!(next > now && next <= now + Duration::minutes(15), "{next}");
     // Not due any more: a second tick starts nothing.
-    let again = Scheduler::from_state(app.state.clone())
-        .tick(now)
-        .await
-        .unwrap();
+    let again = app.scheduler().tick(now).await.unwrap();
     assert_eq!(again, TickReport::default());
     // The scheduled scan counts toward the user's usage.
     let usage = app
@@ -95,8 +89,8 @@ async fn concurrent_schedulers_start_each_firing_once() {
         schedules.push(due_schedule(&app, &u).await.1);
     }
     let now = Utc::now();
-    let a = Scheduler::from_state(app.state.clone());
-    let b = Scheduler::from_state(app.state.clone());
+    let a = app.scheduler();
+    let b = app.scheduler();
     let (ra, rb) = tokio::join!(a.tick(now), b.tick(now));
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.started + rb.started, 4, "{ra:?} {rb:?}");
@@ -110,7 +104,7 @@ async fn a_firing_is_skipped_with_a_notification_while_the_previous_run_is_activ
     let app = spawn_app().await;
     let u = app.new_user().await;
     let (_, schedule) = due_schedule(&app, &u).await;
-    let scheduler = Scheduler::from_state(app.state.clone());
+    let scheduler = app.scheduler();
     assert_eq!(scheduler.tick(Utc::now()).await.unwrap().started, 1);
     // The first run is still queued when the schedule is due again.
     let later = Utc::now() + Duration::minutes(16);
@@ -140,7 +134,7 @@ async fn a_firing_over_the_scan_limit_is_skipped_with_the_reason() {
     let (_, schedule) = due_schedule(&app, &u).await;
     let db = app.state.db.get().await.unwrap();
     let (period_start, _) =
-        scanfleet_api::store::subscriptions::current_period(&**db, u.id, "demo")
+        scanfleet_core::store::subscriptions::current_period(&**db, u.id, "demo")
             .await
             .unwrap();
     db.execute(
@@ -149,10 +143,7 @@ async fn a_firing_over_the_scan_limit_is_skipped_with_the_reason() {
     )
     .await
     .unwrap();
-    let report = Scheduler::from_state(app.state.clone())
-        .tick(Utc::now())
-        .await
-        .unwrap();
+    let report = app.scheduler().tick(Utc::now()).await.unwrap();
     assert_eq!(
         report,
         TickReport {
@@ -195,10 +186,7 @@ async fn disabled_schedules_do_not_fire() {
     )
     .await
     .unwrap();
-    let report = Scheduler::from_state(app.state.clone())
-        .tick(Utc::now())
-        .await
-        .unwrap();
+    let report = app.scheduler().tick(Utc::now()).await.unwrap();
     assert_eq!(report, TickReport::default());
 }
 
@@ -216,11 +204,9 @@ async fn a_running_scheduler_fires_a_schedule_within_two_seconds_of_its_time_wit
     .await
     .unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(
-        Scheduler::from_state(app.state.clone()).run_until_stopped(async {
-            let _ = stopped.await;
-        }),
-    );
+    let running = tokio::spawn(app.scheduler().run_until_stopped(async {
+        let _ = stopped.await;
+    }));
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(scans_of(&app, schedule).await.is_empty());
 
@@ -276,7 +262,9 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
     let waiting = || async { app.state.scan_queue.depth().await.unwrap() };
     // The data-set mark is written by the first pass; losing the job is
     // not losing Redis's data.
-    scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     let lose_job_and_age = || async {
         let _: i64 = app.state.redis.del(queue_keys.clone()).await.unwrap();
         let db = app.state.db.get().await.unwrap();
@@ -289,7 +277,9 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
     };
 
     lose_job_and_age().await;
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.requeued, 1);
     assert_eq!(waiting().await, 1, "the job is back in the queue");
     // While its job waits in the queue, the scan is left alone.
@@ -300,11 +290,15 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
     )
     .await
     .unwrap();
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report, scanfleet_scheduler::reaper::ReapReport::default());
 
     lose_job_and_age().await;
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.failed, 1);
     let detail = app
         .get(&format!("/api/v1/scans/{scan}"), &u.access_token)
@@ -340,7 +334,9 @@ async fn a_running_scan_whose_node_holds_a_live_lease_is_not_reaped() {
     )
     .await
     .unwrap();
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.failed, 0);
     // The node dies: its lease runs out and no node is left to put the job
     // back.
@@ -350,7 +346,9 @@ async fn a_running_scan_whose_node_holds_a_live_lease_is_not_reaped() {
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.failed, 1);
 }
 
@@ -362,7 +360,9 @@ async fn after_redis_lost_its_data_the_jobs_of_queued_scans_are_pushed_again_at_
     let first = queued_scan(&app, &u, "one.example.com").await;
     let second = queued_scan(&app, &u, "two.example.com").await;
     // The first pass writes the data-set mark and finds both jobs there.
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.restored, 0);
     // Redis restarts without persistence: every key of the deployment goes.
     let keys = &app.state.keys;
@@ -376,11 +376,15 @@ async fn after_redis_lost_its_data_the_jobs_of_queued_scans_are_pushed_again_at_
         ])
         .await
         .unwrap();
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report.restored, 2);
     let waiting = app.state.scan_queue.waiting().await.unwrap();
     assert_eq!(waiting, vec![first, second], "oldest first");
     // Once is enough: the next pass finds the mark.
-    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
     assert_eq!(report, scanfleet_scheduler::reaper::ReapReport::default());
 }

@@ -8,7 +8,6 @@
 
 use chrono::Utc;
 use reqwest::Method;
-use scanfleet_scheduler::Scheduler;
 use scanfleet_tests::dns::DnsLab;
 use scanfleet_tests::site::{Page, Site};
 use scanfleet_tests::{spawn_app_with, TestApp, TestUser, JWT_SECRET};
@@ -524,10 +523,7 @@ async fn a_scheduled_run_of_an_unverified_target_is_skipped_and_the_owner_told()
     let make_due = "UPDATE schedules SET next_run = now() - interval '1 minute' WHERE id = $1";
     db.execute(make_due, &[&schedule]).await.unwrap();
 
-    let report = Scheduler::from_state(lab.app.state.clone())
-        .tick(Utc::now())
-        .await
-        .unwrap();
+    let report = lab.app.scheduler().tick(Utc::now()).await.unwrap();
     assert_eq!((report.started, report.skipped), (0, 1), "{report:?}");
     let n = lab.app.get("/api/v1/notifications", &u.access_token).await;
     assert_eq!(n.body[0]["type"], "schedule_skipped", "{}", n.text);
@@ -543,10 +539,7 @@ async fn a_scheduled_run_of_an_unverified_target_is_skipped_and_the_owner_told()
     lab.dns.set_txt(&d, &[&proof(&t)]);
     assert_eq!(verify(&lab.app, &u, &t).await.status, 200);
     db.execute(make_due, &[&schedule]).await.unwrap();
-    let report = Scheduler::from_state(lab.app.state.clone())
-        .tick(Utc::now())
-        .await
-        .unwrap();
+    let report = lab.app.scheduler().tick(Utc::now()).await.unwrap();
     assert_eq!(report.started, 1, "{report:?}");
 }
 

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -27,42 +27,14 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::store::api_keys::KeyOwner;
-use crate::store::sessions::SessionUser;
+use scanfleet_core::store::api_keys::KeyOwner;
+use scanfleet_core::store::changes::{changed_since, note_change, CHANNEL};
+use scanfleet_core::store::sessions::SessionUser;
 
 /// The longest an entry is used without reading the database again.
 pub const ENTRY_TTL: Duration = Duration::from_secs(60);
-/// How long a change is remembered: longer than any entry lives.
-const CHANGE_MEMORY: Duration = Duration::from_secs(2 * 60);
 /// Entries above which expired ones are swept.
 const SWEEP_AT: usize = 50_000;
-/// The channel the triggers notify.
-pub const CHANNEL: &str = "scanfleet_auth";
-
-/// Users whose account, sessions, keys or subscription changed, and when.
-/// Process-wide: user ids are unique, so several apps in one process (the
-/// tests) cannot disturb each other.
-static CHANGES: LazyLock<Mutex<HashMap<Uuid, Instant>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// Records that `user_id`'s credentials or tier just changed; call after the
-/// commit. Cached identities and rate-limit tiers of the user are dropped.
-pub fn note_change(user_id: Uuid) {
-    let mut changes = CHANGES.lock().unwrap_or_else(|p| p.into_inner());
-    if changes.len() > SWEEP_AT {
-        changes.retain(|_, at| at.elapsed() < CHANGE_MEMORY);
-    }
-    changes.insert(user_id, Instant::now());
-}
-
-/// Whether `user_id` changed at or after `since`.
-pub fn changed_since(user_id: Uuid, since: Instant) -> bool {
-    CHANGES
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&user_id)
-        .is_some_and(|changed| *changed >= since)
-}
 
 /// What a credential resolved to.
 #[derive(Debug, Clone)]

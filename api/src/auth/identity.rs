@@ -13,7 +13,7 @@ use super::scheme::{BearerAuth, Credentials};
 use super::tokens::{sha256, TokenError};
 use crate::error::Error;
 use crate::state::AppState;
-use crate::store::{api_keys, scans, sessions, subscriptions, users::User};
+use scanfleet_core::store::{api_keys, sessions, subscriptions, users::User};
 
 /// What an operation needs from an API key's permissions. Bearer tokens of
 /// the owner may do everything.
@@ -75,7 +75,7 @@ async fn settle_lapsed_subscription(
         && subscriptions::settle_lapsed(db, user.id).await?
     {
         user.tier_slug = "demo".to_string();
-        crate::auth::cache::note_change(user.id);
+        scanfleet_core::store::changes::note_change(user.id);
         return Ok(true);
     }
     Ok(false)
@@ -167,8 +167,8 @@ impl AppState {
             return Err(Error::UpgradeRequired {
                 code: "api_keys_require_paid_tier",
                 detail: "API keys work on the monthly and yearly tiers".into(),
-                upgrade: scans::upgrade_prompt(
-                    self,
+                upgrade: scanfleet_core::scans::upgrade_prompt(
+                    &self.tiers_url,
                     &found.user.tier_slug,
                     "Upgrade to Monthly Pro to use API keys.",
                 ),

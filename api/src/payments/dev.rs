@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::{CheckoutSession, Snapshot};
-use crate::store::subscriptions::{Subscription, SubscriptionStatus};
+use scanfleet_core::store::subscriptions::{Subscription, SubscriptionStatus};
 
 /// Opens a session whose page is served by this api.
 pub fn create_checkout(public_url: &str) -> CheckoutSession {

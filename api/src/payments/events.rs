@@ -100,7 +100,7 @@ pub fn parse(body: &[u8], catalog: &Catalog) -> Result<Event, PaymentsError> {
             let mut snap = s.snapshot(catalog).map_err(bad)?;
             if env.kind == "customer.subscription.deleted" {
                 // The object of a deletion says `canceled` already; be sure.
-                snap.status = crate::store::subscriptions::SubscriptionStatus::Canceled;
+                snap.status = scanfleet_core::store::subscriptions::SubscriptionStatus::Canceled;
             }
             EventKind::SubscriptionChanged(snap)
         }

@@ -36,8 +36,8 @@ use uuid::Uuid;
 
 pub use self::signature::SignatureError;
 pub use self::stripe::ProviderError;
-pub use crate::store::subscriptions::Snapshot;
-use crate::store::subscriptions::Subscription;
+pub use scanfleet_core::store::subscriptions::Snapshot;
+use scanfleet_core::store::subscriptions::Subscription;
 
 /// What can go wrong talking to the provider or reading its events. The
 /// api's error table maps these to 400, 502 and 503.
@@ -74,6 +74,41 @@ impl PaymentsError {
             PaymentsError::NotConfigured(_) | PaymentsError::Unreachable(_) => true,
             PaymentsError::Refused(e) => e.status == 429 || e.status >= 500,
             _ => false,
+        }
+    }
+}
+
+/// The payments rows of the error table: each kind onto the core's general
+/// kinds, with its own problem `code`.
+impl From<PaymentsError> for scanfleet_core::Error {
+    fn from(e: PaymentsError) -> Self {
+        use scanfleet_core::Error;
+        let detail = e.to_string();
+        match e {
+            PaymentsError::NotConfigured(_) => Error::Unavailable {
+                code: "payments_not_configured",
+                detail,
+                source: None,
+            },
+            PaymentsError::BadSignature(_) => Error::BadRequest {
+                code: "invalid_signature",
+                detail,
+            },
+            PaymentsError::BadEvent(_) => Error::BadRequest {
+                code: "invalid_event",
+                detail,
+            },
+            PaymentsError::Unexpected(e) => Error::Unexpected(e),
+            e if e.is_unavailable() => Error::Unavailable {
+                code: "payment_provider_unavailable",
+                detail,
+                source: Some(Box::new(e)),
+            },
+            e => Error::BadGateway {
+                code: "payment_provider_error",
+                detail,
+                source: Some(Box::new(e)),
+            },
         }
     }
 }

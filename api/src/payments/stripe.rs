@@ -22,7 +22,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Catalog, CheckoutRequest, CheckoutSession, PaymentsError, Snapshot};
-use crate::store::subscriptions::SubscriptionStatus;
+use scanfleet_core::store::subscriptions::SubscriptionStatus;
 
 /// The API version whose object shapes [`SubscriptionObject`] reads.
 pub const API_VERSION: &str = "2024-06-20";

@@ -11,9 +11,9 @@ use uuid::Uuid;
 use super::events::{self, CheckoutCompleted, Event, EventKind};
 use super::{signature, Payments, PaymentsError, Snapshot};
 use crate::error::Error;
-use crate::store::payments::{self as store, CheckoutStatus};
-use crate::store::subscriptions::{self, CheckoutCompletion};
-use crate::store::tiers;
+use scanfleet_core::store::payments::{self as store, CheckoutStatus};
+use scanfleet_core::store::subscriptions::{self, CheckoutCompletion};
+use scanfleet_core::store::tiers;
 
 /// What a delivery led to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub async fn receive(
     let changed = apply(&*tx, &event).await?;
     tx.commit().await?;
     if let Some(user_id) = changed {
-        crate::auth::cache::note_change(user_id);
+        scanfleet_core::store::changes::note_change(user_id);
     }
     Ok(Receipt::Processed)
 }

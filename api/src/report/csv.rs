@@ -4,7 +4,7 @@
 //! scan's status and whether the report is partial.
 
 use super::{timestamp, Header, Renderer, ReportError};
-use crate::store::findings::FindingRow;
+use scanfleet_core::store::findings::FindingRow;
 
 pub const CSV_HEADER: [&str; 15] = [
     "id",

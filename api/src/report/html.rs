@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use scanfleet_common::Severity;
 
 use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
-use crate::store::findings::FindingRow;
+use scanfleet_core::store::findings::FindingRow;
 
 /// Escapes text for element content and quoted attribute values.
 pub fn escape(s: &str) -> String {

@@ -8,7 +8,7 @@ use poem_openapi::Object;
 use uuid::Uuid;
 
 use super::{Header, Renderer, ReportError};
-use crate::store::findings::FindingRow;
+use scanfleet_core::store::findings::FindingRow;
 
 /// Counts by severity, from the scan's counters.
 #[derive(Debug, Clone, Object)]

@@ -30,8 +30,8 @@ use scanfleet_common::events::ScanStatus;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::store::findings::{self, FindingOrder, FindingRow};
-use crate::store::scans::{self, ScanRow};
+use scanfleet_core::store::findings::{self, FindingOrder, FindingRow};
+use scanfleet_core::store::scans::{self, ScanRow};
 
 /// The scanner's name in reports (the SARIF tool, the detail shape's `tool`).
 pub const TOOL_NAME: &str = "scanfleet-templates";
@@ -49,6 +49,13 @@ pub enum ReportError {
     Font(&'static str),
     #[error("the report could not be serialised")]
     Json(#[from] serde_json::Error),
+}
+
+/// A report that cannot be rendered is our own fault.
+impl From<ReportError> for scanfleet_core::Error {
+    fn from(e: ReportError) -> Self {
+        scanfleet_core::Error::Unexpected(anyhow::Error::new(e))
+    }
 }
 
 /// Report formats of `GET /scans/{scan_id}/report`.

@@ -29,7 +29,7 @@ use krilla::Document;
 use ttf_parser::Face;
 
 use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
-use crate::store::findings::FindingRow;
+use scanfleet_core::store::findings::FindingRow;
 
 const REGULAR_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
 const BOLD_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans-Bold.ttf");

@@ -13,7 +13,7 @@ use scanfleet_common::Severity;
 use serde_json::{json, Value};
 
 use super::{Header, Renderer, ReportError, TOOL_NAME};
-use crate::store::findings::FindingRow;
+use scanfleet_core::store::findings::FindingRow;
 
 /// The OASIS schema the document follows (errata 01, the current text).
 pub const SCHEMA_URI: &str =

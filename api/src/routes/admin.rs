@@ -12,11 +12,11 @@ use super::{page, ApiTags};
 use crate::auth::BearerAuth;
 use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::error::{Error, Result};
-use crate::ownership::Method;
 use crate::routes::targets::Target;
 use crate::state::AppState;
-use crate::store::users::{self, AdminChange, User};
-use crate::store::{sessions, targets, tiers};
+use scanfleet_core::ownership::Method;
+use scanfleet_core::store::users::{self, AdminChange, User};
+use scanfleet_core::store::{sessions, targets, tiers};
 
 /// A user as administrators see it.
 #[derive(Debug, Object)]
@@ -144,12 +144,13 @@ impl AdminApi {
                 return Err(Error::invalid(
                     "tier_slug",
                     "must be one of demo, monthly, yearly, admin",
-                ));
+                )
+                .into());
             }
         }
         if let Some(role) = &body.role {
             if &**role != "user" && &**role != "admin" {
-                return Err(Error::invalid("role", "must be `user` or `admin`"));
+                return Err(Error::invalid("role", "must be `user` or `admin`").into());
             }
         }
         if user_id.0 == me.user.id
@@ -158,7 +159,8 @@ impl AdminApi {
             return Err(Error::conflict(
                 "self_lockout",
                 "administrators cannot disable or demote themselves",
-            ));
+            )
+            .into());
         }
         let user = users::admin_update(
             &**db,

@@ -19,8 +19,7 @@ use crate::auth::BearerAuth;
 use crate::contract::{self, KeyLifetimeDays, KeyName, PageLimit, PageOffset, PermissionList};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::api_keys::{self, ApiKey, NewApiKey};
-use crate::store::scans;
+use scanfleet_core::store::api_keys::{self, ApiKey, NewApiKey};
 
 /// The prefix of every raw key.
 pub const KEY_PREFIX: &str = "sfk_";
@@ -117,7 +116,7 @@ struct ValidKey {
     expires_in_days: i64,
 }
 
-fn validate(body: &ApiKeyCreate) -> Result<ValidKey> {
+fn validate(body: &ApiKeyCreate) -> Result<ValidKey, Error> {
     let name = body.name.trim();
     let len = name.chars().count();
     if len == 0 || len > NAME_MAX {
@@ -189,12 +188,13 @@ impl ApiKeysApi {
             return Err(Error::UpgradeRequired {
                 code: "api_keys_require_paid_tier",
                 detail: "API keys are available on the monthly and yearly tiers".into(),
-                upgrade: scans::upgrade_prompt(
-                    &state,
+                upgrade: scanfleet_core::scans::upgrade_prompt(
+                    &state.tiers_url,
                     &me.user.tier_slug,
                     "Upgrade to Monthly Pro to create API keys.",
                 ),
-            });
+            }
+            .into());
         }
         let raw = random_token(KEY_PREFIX);
         let last4: String = raw[raw.len() - 4..].to_string();
@@ -275,7 +275,7 @@ mod tests {
         }
     }
 
-    fn field(r: Result<ValidKey>) -> String {
+    fn field(r: Result<ValidKey, Error>) -> String {
         match r {
             Err(Error::Validation(e)) => e[0].field.clone(),
             Err(e) => panic!("{e}"),

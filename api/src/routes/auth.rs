@@ -14,10 +14,10 @@ use crate::auth::{password, BearerAuth};
 use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::sessions::{self, Rotation};
-use crate::store::users::{self, NewUser, User};
 use crate::throttle;
 use crate::validate::{normalize_email, validate_full_name};
+use scanfleet_core::store::sessions::{self, Rotation};
+use scanfleet_core::store::users::{self, NewUser, User};
 
 /// A user's profile.
 #[derive(Debug, Object)]
@@ -172,15 +172,12 @@ impl AuthApi {
             Some(u) if matches => u,
             _ => {
                 throttle::failed(&state, &account).await?;
-                return Err(Error::Unauthenticated("invalid email or password".into()));
+                return Err(Error::Unauthenticated("invalid email or password".into()).into());
             }
         };
         throttle::succeeded(&state, &account).await?;
         if user.disabled {
-            return Err(Error::forbidden(
-                "account_disabled",
-                "this account is disabled",
-            ));
+            return Err(Error::forbidden("account_disabled", "this account is disabled").into());
         }
         let refresh = random_token("sfr_");
         let ttl = Duration::seconds(state.settings.api.refresh_token_ttl_secs);
@@ -233,7 +230,7 @@ impl AuthApi {
                     .await?
                     .ok_or(Error::NotFound("user"))?;
                 if user.disabled {
-                    return Err(Error::Unauthenticated("this account is disabled".into()));
+                    return Err(Error::Unauthenticated("this account is disabled".into()).into());
                 }
                 Ok(Json(TokenPair {
                     access_token: state.jwt.issue(user_id, session_id),
@@ -247,11 +244,12 @@ impl AuthApi {
                 Err(Error::Unauthenticated(
                     "the refresh token was already used: the session is revoked, log in again"
                         .into(),
-                ))
+                )
+                .into())
             }
-            Rotation::Invalid => Err(Error::Unauthenticated(
-                "the refresh token is invalid or expired".into(),
-            )),
+            Rotation::Invalid => {
+                Err(Error::Unauthenticated("the refresh token is invalid or expired".into()).into())
+            }
         }
     }
 
@@ -274,9 +272,7 @@ impl AuthApi {
                     message: "logged out".into(),
                 }))
             }
-            _ => Err(Error::Unauthenticated(
-                "the refresh token is invalid".into(),
-            )),
+            _ => Err(Error::Unauthenticated("the refresh token is invalid".into()).into()),
         }
     }
 
@@ -326,10 +322,9 @@ impl AuthApi {
         throttle::check(&state, &account).await?;
         if !password::verify(body.current_password.clone(), me.user.password_hash.clone()).await? {
             throttle::failed(&state, &account).await?;
-            return Err(Error::invalid(
-                "current_password",
-                "does not match the current password",
-            ));
+            return Err(
+                Error::invalid("current_password", "does not match the current password").into(),
+            );
         }
         throttle::succeeded(&state, &account).await?;
         let hash = password::hash(body.0.new_password.0).await?;

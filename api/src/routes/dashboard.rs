@@ -12,7 +12,7 @@ use crate::auth::{Access, Credentials};
 use crate::error::Result;
 use crate::payload::{self, Direct};
 use crate::state::AppState;
-use crate::store::dashboard::{self, ChartDay, RecentScan};
+use scanfleet_core::store::dashboard::{self, ChartDay, RecentScan};
 
 #[derive(Debug, Object, Serialize)]
 pub struct RecentScanOut {

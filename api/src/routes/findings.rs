@@ -12,7 +12,7 @@ use crate::auth::{Access, Credentials};
 use crate::contract::FindingStatusName;
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::findings::{self, STATUSES};
+use scanfleet_core::store::findings::{self, STATUSES};
 
 #[derive(Debug, Object)]
 pub struct FindingUpdate {
@@ -42,7 +42,8 @@ impl FindingsApi {
             return Err(Error::invalid(
                 "status",
                 format!("must be one of {}", STATUSES.join(", ")),
-            ));
+            )
+            .into());
         }
         let db = state.db.get().await?;
         let finding = findings::set_status(&**db, me.user.id, finding_id.0, &body.status)

@@ -7,7 +7,7 @@ use poem::web::{Data, Json};
 use poem::{handler, IntoResponse, Response};
 use serde_json::json;
 
-use crate::error::Error;
+use crate::error::{ApiError, Error};
 use crate::state::AppState;
 
 /// The process is up.
@@ -47,11 +47,11 @@ pub async fn readyz(state: Data<&AppState>) -> Response {
                 Ok(()) => "ok".to_string(),
                 Err(e) => e.clone(),
             };
-            Error::Unavailable(format!(
+            ApiError(Error::unavailable(format!(
                 "postgres: {}; redis: {}",
                 describe(&postgres),
                 describe(&redis)
-            ))
+            )))
             .into_response()
         }
     }

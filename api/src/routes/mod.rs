@@ -16,7 +16,7 @@ pub mod targets;
 use poem_openapi::{OpenApiService, Tags};
 
 use crate::error::Error;
-use crate::store::Page;
+use scanfleet_core::store::Page;
 
 #[derive(Tags)]
 pub enum ApiTags {

@@ -13,7 +13,7 @@ use crate::auth::{Access, Credentials};
 use crate::contract::{self, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::notifications::{self, Notification};
+use scanfleet_core::store::notifications::{self, Notification};
 
 /// Details of a notification: finding counts for `scan_complete`, the error
 /// for `scan_failed`, the reason for `schedule_skipped`.

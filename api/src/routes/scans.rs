@@ -27,9 +27,10 @@ use crate::payload::{self, Direct, Serialized};
 use crate::report::json::JsonReport;
 use crate::report::{self, Format, Rendered, TOOL_NAME};
 use crate::state::AppState;
-use crate::store::findings::{self, FindingRow};
-use crate::store::scans::{self, upgrade_prompt, ScanFilter, ScanRow};
-use crate::store::tiers;
+use scanfleet_core::scans::upgrade_prompt;
+use scanfleet_core::store::findings::{self, FindingRow};
+use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
+use scanfleet_core::store::tiers;
 
 /// A scan as lists, creation and stop return it.
 #[derive(Debug, Object, Serialize)]
@@ -341,7 +342,7 @@ impl ApiResponse for ReportResponse {
     }
 }
 
-fn parse_engine(raw: Option<&str>) -> Result<Engine> {
+fn parse_engine(raw: Option<&str>) -> Result<Engine, Error> {
     match raw {
         None => Ok(Engine::Full),
         Some(v) => Engine::parse(v)
@@ -349,7 +350,7 @@ fn parse_engine(raw: Option<&str>) -> Result<Engine> {
     }
 }
 
-fn parse_status(raw: Option<&str>) -> Result<Option<ScanStatus>> {
+fn parse_status(raw: Option<&str>) -> Result<Option<ScanStatus>, Error> {
     raw.map(|v| {
         ScanStatus::parse(v).ok_or_else(|| {
             Error::invalid(
@@ -369,7 +370,7 @@ async fn owned_scan_with_findings(
     let db = state.db.get().await?;
     findings::scan_with_findings(&db, user_id, scan_id)
         .await?
-        .ok_or(Error::NotFound("scan"))
+        .ok_or(Error::NotFound("scan").into())
 }
 
 fn by_severity(list: &[FindingRow]) -> Vec<Vulnerability> {
@@ -427,14 +428,9 @@ impl ScansApi {
     ) -> Result<ScanCreated> {
         let me = state.authenticate(&auth, Access::Scan).await?;
         let engine = parse_engine(body.engine.as_deref())?;
-        let scan = scans::create_scan(
-            scans::ScanPaths::of(&state),
-            &me.user,
-            body.target_id,
-            engine,
-            None,
-        )
-        .await?;
+        let scan =
+            scanfleet_core::scans::start_scan(&state.core, &me.user, body.target_id, engine, None)
+                .await?;
         Ok(ScanCreated::Created(Json(scan.into())))
     }
 
@@ -488,8 +484,7 @@ impl ScansApi {
         scan_id: Path<Uuid>,
     ) -> Result<Json<Scan>> {
         let me = state.authenticate(&auth, Access::Scan).await?;
-        let scan =
-            scans::stop_scan(&state.db, &state.redis, &state.keys, me.user.id, scan_id.0).await?;
+        let scan = scanfleet_core::scans::stop_scan(&state.core, me.user.id, scan_id.0).await?;
         tracing::info!(scan_id = %scan.id, "scan stopped");
         Ok(Json(scan.into()))
     }
@@ -565,11 +560,12 @@ impl ScansApi {
                     code: "feature_not_in_tier",
                     detail: format!("reports are not part of the {} tier", me.user.tier_slug),
                     upgrade: upgrade_prompt(
-                        &state,
+                        &state.tiers_url,
                         &me.user.tier_slug,
                         "Upgrade to Monthly Pro or Yearly Pro to download scan reports.",
                     ),
-                });
+                }
+                .into());
             }
         }
         let rendered = report::build(&mut db, me.user.id, scan_id.0, format, Utc::now()).await?;

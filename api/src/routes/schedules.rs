@@ -16,11 +16,10 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::contract::{self, EngineName, PageLimit, PageOffset};
-use crate::cron::CronSpec;
 use crate::error::{Error, Result};
 use crate::state::AppState;
-use crate::store::scans;
-use crate::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
+use scanfleet_core::cron::CronSpec;
+use scanfleet_core::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
 
 #[derive(Debug, Object)]
 pub struct ScheduleCreate {
@@ -111,7 +110,7 @@ pub enum RunNowResult {
     Accepted(Json<RunNowResponse>),
 }
 
-fn parse_engine(raw: &str) -> Result<Engine> {
+fn parse_engine(raw: &str) -> Result<Engine, Error> {
     Engine::parse(raw).ok_or_else(|| Error::invalid("engine", "must be full, quick or recon"))
 }
 
@@ -271,8 +270,8 @@ impl SchedulesApi {
                 .await?
                 .ok_or(Error::NotFound("schedule"))?
         };
-        let scan = scans::create_scan(
-            scans::ScanPaths::of(&state),
+        let scan = scanfleet_core::scans::start_scan(
+            &state.core,
             &me.user,
             schedule.target_id,
             schedule.engine,

@@ -27,11 +27,11 @@ use crate::error::{Error, Result};
 use crate::payments::webhook::{self, Receipt};
 use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};
 use crate::state::AppState;
-use crate::store::payments::{self as checkouts, CheckoutStatus};
-use crate::store::subscriptions::{
+use scanfleet_core::store::payments::{self as checkouts, CheckoutStatus};
+use scanfleet_core::store::subscriptions::{
     self, calendar_month, uses_billing_period, Subscription, SubscriptionStatus,
 };
-use crate::store::tiers::{self, Tier};
+use scanfleet_core::store::tiers::{self, Tier};
 
 /// A subscription tier: price, limits and features.
 #[derive(Debug, Object)]
@@ -257,14 +257,16 @@ impl SubscriptionsApi {
             return Err(Error::conflict(
                 "admin_tier",
                 "accounts on the admin tier have every feature and need no subscription",
-            ));
+            )
+            .into());
         }
         let existing = subscriptions::find(&**db, me.user.id).await?;
         if existing.as_ref().is_some_and(|s| s.is_live()) && me.user.tier_slug != "demo" {
             return Err(Error::conflict(
                 "already_subscribed",
                 "there is a subscription already: change its tier with POST /subscriptions/upgrade",
-            ));
+            )
+            .into());
         }
         // No pooled connection is held while the provider is called.
         drop(db);
@@ -321,7 +323,8 @@ impl SubscriptionsApi {
             return Err(Error::conflict(
                 "already_on_tier",
                 format!("the subscription is on the {} tier already", tier.slug),
-            ));
+            )
+            .into());
         }
         drop(db);
         let snap = payments.change_tier(&sub, &tier.slug).await?;
@@ -538,11 +541,9 @@ async fn purchasable(db: &impl tokio_postgres::GenericClient, slug: &str) -> Res
         Some(_) => Err(Error::invalid(
             "tier_slug",
             format!("the {slug} tier cannot be bought: choose monthly or yearly"),
-        )),
-        None => Err(Error::invalid(
-            "tier_slug",
-            "unknown tier: choose monthly or yearly",
-        )),
+        )
+        .into()),
+        None => Err(Error::invalid("tier_slug", "unknown tier: choose monthly or yearly").into()),
     }
 }
 
@@ -556,7 +557,8 @@ async fn live_subscription(
         _ => Err(Error::conflict(
             "no_subscription",
             "there is no active subscription: start one with POST /subscriptions/checkout",
-        )),
+        )
+        .into()),
     }
 }
 
@@ -580,7 +582,7 @@ async fn apply_answer(
         .await?
         .try_get("tier_slug")?;
     tx.commit().await?;
-    crate::auth::cache::note_change(user_id);
+    scanfleet_core::store::changes::note_change(user_id);
     Ok(Json(CurrentSubscription::of(
         &tier,
         sub.as_ref(),
@@ -593,7 +595,7 @@ async fn apply_answer(
 async fn dev_checkout(state: &AppState, id: &str) -> Result<(Payments, checkouts::Checkout)> {
     let payments = Payments::from_settings(&state.settings);
     if !payments.is_dev() {
-        return Err(Error::NotFound("checkout session"));
+        return Err(Error::NotFound("checkout session").into());
     }
     let db = state.db.get().await?;
     let checkout = checkouts::find_checkout(&**db, id)

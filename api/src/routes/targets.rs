@@ -1,7 +1,7 @@
 //! `/targets`: the caller's domains. Domains are parsed into [`Domain`]
 //! here; per-tier target limits answer 403 with an upgrade prompt. Each
 //! target shows its ownership proof, checked by `POST .../verify`
-//! (see [`crate::ownership`]).
+//! (see [`scanfleet_core::ownership`]).
 
 use chrono::{DateTime, Utc};
 use poem::web::Data;
@@ -13,12 +13,12 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::contract::{self, PageLimit, PageOffset, Text};
-use crate::domain::Domain;
 use crate::error::{Error, Result};
-use crate::ownership;
 use crate::state::AppState;
-use crate::store::scans::{self, upgrade_prompt};
-use crate::store::targets::{self, AddError, ImportLine, TargetRow};
+use scanfleet_core::ownership;
+use scanfleet_core::scans::upgrade_prompt;
+use scanfleet_core::store::scans;
+use scanfleet_core::store::targets::{self, AddError, ImportLine, TargetRow};
 
 /// Most domains one import takes.
 pub const IMPORT_MAX: usize = 500;
@@ -146,7 +146,11 @@ fn target_limit_error(state: &AppState, tier_slug: &str, limit: i32) -> Error {
     Error::UpgradeRequired {
         code: "target_limit_reached",
         detail: format!("the {tier_slug} tier allows {limit} targets"),
-        upgrade: upgrade_prompt(state, tier_slug, "Upgrade your plan to add more targets."),
+        upgrade: upgrade_prompt(
+            &state.tiers_url,
+            tier_slug,
+            "Upgrade your plan to add more targets.",
+        ),
     }
 }
 
@@ -156,13 +160,11 @@ fn validate_organization(raw: Option<&str>) -> Result<String> {
         return Err(Error::invalid(
             "organization",
             format!("must be at most {ORGANIZATION_MAX} characters"),
-        ));
+        )
+        .into());
     }
     if org.chars().any(char::is_control) {
-        return Err(Error::invalid(
-            "organization",
-            "must not contain control characters",
-        ));
+        return Err(Error::invalid("organization", "must not contain control characters").into());
     }
     Ok(org.to_string())
 }
@@ -204,7 +206,7 @@ impl TargetsApi {
         body: Json<TargetCreate>,
     ) -> Result<TargetCreated> {
         let me = state.authenticate(&auth, Access::Write).await?;
-        let domain = Domain::parse(&body.domain, "domain")?;
+        let domain = crate::validate::domain(&body.domain, "domain")?;
         let organization = validate_organization(body.organization.as_deref())?;
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
@@ -214,10 +216,11 @@ impl TargetsApi {
                 return Err(Error::conflict(
                     "target_exists",
                     format!("you already have the target {domain}"),
-                ))
+                )
+                .into())
             }
             Err(AddError::LimitReached { tier_slug, limit }) => {
-                return Err(target_limit_error(&state, &tier_slug, limit))
+                return Err(target_limit_error(&state, &tier_slug, limit).into())
             }
         };
         tx.commit().await?;
@@ -245,7 +248,7 @@ impl TargetsApi {
         // Locked first, so a scan created concurrently either commits before
         // (and is stopped below) or fails on the deleted target.
         if !targets::lock_owned(&*tx, me.user.id, target_id.0).await? {
-            return Err(Error::NotFound("target"));
+            return Err(Error::NotFound("target").into());
         }
         // Stop before deleting: once the rows are gone the nodes running
         // these scans would have nowhere to report to.
@@ -253,7 +256,7 @@ impl TargetsApi {
             scanfleet_bus::markers::publish_stop(&state.redis, &state.keys, scan_id).await?;
         }
         if !targets::delete(&*tx, me.user.id, target_id.0).await? {
-            return Err(Error::NotFound("target"));
+            return Err(Error::NotFound("target").into());
         }
         tx.commit().await?;
         tracing::info!(target_id = %target_id.0, "target deleted");
@@ -314,8 +317,9 @@ impl TargetsApi {
             Err(found) => Err(Error::VerificationFailed {
                 detail: format!("no proof of ownership of {} was found", target.domain),
                 errors: found,
-                help: Box::new(ownership::help_for(&target, &state.settings.api.public_url)),
-            }),
+                help: Box::new(ownership::help_for(&target, &state.ownership.api_url)),
+            }
+            .into()),
         }
     }
 
@@ -340,7 +344,8 @@ impl TargetsApi {
             return Err(Error::invalid(
                 "domains",
                 format!("an import takes at most {IMPORT_MAX} domains"),
-            ));
+            )
+            .into());
         }
         let domains: Vec<String> = body.0.domains.into_iter().map(|d| d.0).collect();
         let mut db = state.db.get().await?;

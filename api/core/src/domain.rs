@@ -9,8 +9,6 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
 
-use crate::error::Error;
-
 pub const MAX_LABEL_LEN: usize = 63;
 pub const MAX_NAME_LEN: usize = 253;
 
@@ -65,12 +63,6 @@ impl fmt::Display for DomainError {
 }
 
 impl Domain {
-    /// Parses `raw`; a failure is a 422 naming `field` (`domain`, or
-    /// `domains[3]` on import).
-    pub fn parse(raw: &str, field: &str) -> Result<Domain, Error> {
-        Domain::try_parse(raw).map_err(|e| Error::invalid(field, e.message()))
-    }
-
     pub fn try_parse(raw: &str) -> Result<Domain, DomainError> {
         let text = raw.trim();
         if text.is_empty() {
@@ -272,13 +264,5 @@ mod tests {
         assert_eq!(err(".example.com"), DomainError::EmptyLabel);
         assert_eq!(err("-a.com"), DomainError::Hyphen);
         assert_eq!(err("a-.com"), DomainError::Hyphen);
-    }
-
-    #[test]
-    fn parse_names_the_field() {
-        match Domain::parse("http://x.com", "domains[2]") {
-            Err(Error::Validation(e)) => assert_eq!(e[0].field, "domains[2]"),
-            other => panic!("{other:?}"),
-        }
     }
 }

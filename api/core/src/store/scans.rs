@@ -1,7 +1,6 @@
-//! Scans: creation (tier limit, row, queue push: [`create_scan`], the one
-//! path every scan takes, from `POST /scans`, schedule run-now and the
-//! scheduler), listing, stop, and the forward-only status transition the
-//! ingester applies.
+//! Scans: the counted insert of a new scan ([`insert_counted`]; the use
+//! case around it is `crate::scans`), listing, stop, the forward-only status
+//! transition the ingester applies, and what the reaper reads.
 
 use std::sync::LazyLock;
 
@@ -12,11 +11,8 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use super::subscriptions;
-use super::users::User;
 use super::Page;
 use crate::error::Error;
-use crate::problem::Upgrade;
-use crate::state::AppState;
 
 #[derive(Debug, Clone)]
 pub struct ScanRow {
@@ -94,77 +90,32 @@ fn unknown(column: &str, value: &str) -> Error {
     ))
 }
 
-/// The tier above `current` and the upgrade prompt for a limit or feature
-/// of `current`.
-pub fn upgrade_prompt(state: &AppState, current: &str, message: impl Into<String>) -> Upgrade {
-    upgrade_prompt_at(&state.settings.api.public_url, current, message)
+/// What counting a new scan against the tier's limit gave.
+#[derive(Debug)]
+pub enum Counted {
+    /// The scan counted and its `queued` row was inserted.
+    Created(Box<ScanRow>),
+    /// The period's scans are used up: nothing was inserted.
+    LimitReached { tier_slug: String, limit: i32 },
 }
 
-/// [`upgrade_prompt`] for a service reached at `public_url`.
-pub fn upgrade_prompt_at(public_url: &str, current: &str, message: impl Into<String>) -> Upgrade {
-    let tier_slug = match current {
-        "demo" => "monthly",
-        _ => "yearly",
-    };
-    Upgrade {
-        tier_slug: tier_slug.to_string(),
-        url: format!("{public_url}/api/v1/subscriptions/tiers"),
-        message: message.into(),
-    }
-}
-
-/// What creating a scan needs besides the request: the database, the
-/// queue, and the public URL for upgrade prompts.
-pub struct ScanPaths<'a> {
-    pub db: &'a super::Db,
-    pub queue: &'a scanfleet_bus::ScanQueue,
-    pub public_url: &'a str,
-    /// The ownership gate every scan passes.
-    pub ownership: &'a crate::ownership::Ownership,
-}
-
-impl<'a> ScanPaths<'a> {
-    pub fn of(state: &'a AppState) -> ScanPaths<'a> {
-        ScanPaths {
-            db: &state.db,
-            queue: &state.scan_queue,
-            public_url: &state.settings.api.public_url,
-            ownership: &state.ownership,
-        }
-    }
-}
-
-/// Creates a scan: checks that `target_id` is the user's and that its
-/// ownership is proven when required ([`crate::ownership::ensure_may_scan`],
-/// which may check an expired proof again over the network, so it runs
-/// before the transaction opens), counts the scan
-/// against the tier's limit for the period and inserts the `queued` row in
-/// one transaction (the usage upsert only increments below the limit, so
-/// concurrent creates cannot overshoot it), then pushes the [`ScanJob`].
-///
-/// The push happens after the commit, so a node never takes a job whose row
-/// does not exist yet; if it fails, the scan is marked `failed` (it would
-/// otherwise stay `queued` forever) and the error is `Unavailable`. The
-/// scan still counts: every created scan does.
-#[tracing::instrument(skip_all, fields(user_id = %user.id, target_id = %target_id))]
-pub async fn create_scan(
-    paths: ScanPaths<'_>,
-    user: &User,
+/// Counts a scan against the user's tier limit for the period and inserts
+/// its `queued` row, in one transaction (the usage upsert only increments
+/// below the limit, so concurrent creates cannot overshoot it). `NotFound`
+/// when the target is not the user's or was deleted meanwhile (or the
+/// schedule was).
+pub async fn insert_counted(
+    db: &mut deadpool_postgres::Client,
+    user_id: Uuid,
     target_id: Uuid,
     engine: Engine,
     schedule_id: Option<Uuid>,
-) -> Result<ScanRow, Error> {
-    let mut db = paths.db.get().await?;
-    let target = super::targets::find(&**db, user.id, target_id)
-        .await?
-        .ok_or(Error::NotFound("target"))?;
-    crate::ownership::ensure_may_scan(paths.ownership, &**db, user.id, &target, paths.public_url)
-        .await?;
+) -> Result<Counted, Error> {
     let tx = db.transaction().await?;
     let found = tx
         .query_opt(
             "SELECT 1 FROM targets WHERE id = $1 AND user_id = $2",
-            &[&target_id, &user.id],
+            &[&target_id, &user_id],
         )
         .await?;
     if found.is_none() {
@@ -172,52 +123,21 @@ pub async fn create_scan(
     }
     // The tier as stored now, not as the caller's identity saw it (a
     // scheduled scan has no request that would have settled a lapsed one).
-    subscriptions::settle_lapsed(&*tx, user.id).await?;
+    subscriptions::settle_lapsed(&*tx, user_id).await?;
     let tier = tx
         .query_one(
             "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
              WHERE u.id = $1",
-            &[&user.id],
+            &[&user_id],
         )
         .await?;
-    let tier_slug: String = tier.get(0);
-    let scan_limit: Option<i32> = tier.get(1);
-    let (period_start, _) = subscriptions::current_period(&*tx, user.id, &tier_slug).await?;
-    let counted = match scan_limit {
-        Some(limit) if limit <= 0 => None,
-        Some(limit) => tx
-            .query_opt(
-                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                 ON CONFLICT (user_id, period_start) DO UPDATE
-                 SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
-                 RETURNING scans",
-                &[&user.id, &period_start, &limit],
-            )
-            .await?
-            .map(|r| r.get::<_, i32>(0)),
-        // Unlimited tiers are counted too, for usage reports.
-        None => tx
-            .query_opt(
-                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                 ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
-                 RETURNING scans",
-                &[&user.id, &period_start],
-            )
-            .await?
-            .map(|r| r.get::<_, i32>(0)),
-    };
-    if counted.is_none() {
-        let limit = scan_limit.unwrap_or(0);
-        return Err(Error::UpgradeRequired {
-            code: "scan_limit_reached",
-            detail: format!(
-                "the {tier_slug} tier allows {limit} scans per period and they are used up"
-            ),
-            upgrade: upgrade_prompt_at(
-                paths.public_url,
-                &tier_slug,
-                "Upgrade your plan to run more scans this period.",
-            ),
+    let tier_slug: String = tier.try_get("slug")?;
+    let scan_limit: Option<i32> = tier.try_get("scan_limit")?;
+    let (period_start, _) = subscriptions::current_period(&*tx, user_id, &tier_slug).await?;
+    if !count_scan(&*tx, user_id, period_start, scan_limit).await? {
+        return Ok(Counted::LimitReached {
+            tier_slug,
+            limit: scan_limit.unwrap_or(0),
         });
     }
     let row = tx
@@ -230,72 +150,71 @@ pub async fn create_scan(
             ),
             &[
                 &Uuid::now_v7(),
-                &user.id,
+                &user_id,
                 &target_id,
                 &schedule_id,
                 &engine.as_str(),
             ],
         )
         .await
-        .map_err(|e| {
-            // The target (or schedule) was deleted since it was checked.
-            if e.code() == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) {
-                let constraint = e.as_db_error().and_then(|d| d.constraint()).unwrap_or("");
-                if constraint.contains("schedule") {
-                    Error::NotFound("schedule")
-                } else {
-                    Error::NotFound("target")
-                }
-            } else {
-                e.into()
-            }
-        })?;
+        .map_err(deleted_meanwhile)?;
     tx.commit().await?;
-    let scan = ScanRow::try_from(&row)?;
+    Ok(Counted::Created(Box::new(ScanRow::try_from(&row)?)))
+}
 
-    let job = ScanJob {
-        scan_id: scan.id,
-        target_id: scan.target_id,
-        domain: scan.domain.clone(),
-        engine,
+/// Counts one scan in the period's usage; false when the limit is reached.
+/// Unlimited tiers are counted too, for usage reports.
+async fn count_scan(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    period_start: DateTime<Utc>,
+    scan_limit: Option<i32>,
+) -> Result<bool, Error> {
+    let row = match scan_limit {
+        Some(limit) if limit <= 0 => return Ok(false),
+        Some(limit) => {
+            db.query_opt(
+                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                 ON CONFLICT (user_id, period_start) DO UPDATE
+                 SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
+                 RETURNING scans",
+                &[&user_id, &period_start, &limit],
+            )
+            .await?
+        }
+        None => {
+            db.query_opt(
+                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                 ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
+                 RETURNING scans",
+                &[&user_id, &period_start],
+            )
+            .await?
+        }
     };
-    if let Err(e) = push(paths.queue, &job).await {
-        tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
-        fail_unqueued(
-            &**db,
-            scan.id,
-            "the scan could not be queued; start it again",
-        )
-        .await?;
-        return Err(e);
-    }
-    tracing::info!(scan_id = %scan.id, engine = engine.as_str(), "scan queued");
-    Ok(scan)
+    Ok(row.is_some())
 }
 
-/// Pushes a job, failing at once when Redis is unreachable (a request
-/// never waits on a dead connection) and after a few seconds when it
-/// hangs.
-async fn push(queue: &scanfleet_bus::ScanQueue, job: &ScanJob) -> Result<(), Error> {
-    use fred::interfaces::ClientLike;
-    if !queue.client().is_connected() {
-        return Err(Error::Unavailable(
-            "scan queue push: Redis is unreachable".into(),
-        ));
+/// A foreign key violation on insert: the target (or schedule) was deleted
+/// since it was checked.
+fn deleted_meanwhile(e: tokio_postgres::Error) -> Error {
+    if e.code() != Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) {
+        return e.into();
     }
-    match tokio::time::timeout(PUSH_TIMEOUT, queue.push(job)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Error::Unavailable(format!("scan queue push: {e}"))),
-        Err(_) => Err(Error::Unavailable("scan queue push timed out".into())),
+    let constraint = e.as_db_error().and_then(|d| d.constraint()).unwrap_or("");
+    if constraint.contains("schedule") {
+        Error::NotFound("schedule")
+    } else {
+        Error::NotFound("target")
     }
 }
-
-/// A push that takes longer than this is reported as a failure, so that a
-/// hung Redis fails the request instead of holding it open.
-const PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Marks a scan whose job never reached the queue as failed.
-async fn fail_unqueued(db: &impl GenericClient, scan_id: Uuid, error: &str) -> Result<(), Error> {
+pub async fn fail_unqueued(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    error: &str,
+) -> Result<(), Error> {
     db.execute(
         "UPDATE scans SET status = 'failed', error = $2, completed_at = now(), updated_at = now()
          WHERE id = $1 AND status = 'queued'",
@@ -407,31 +326,13 @@ pub async fn find_any(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<S
     row.as_ref().map(ScanRow::try_from).transpose()
 }
 
-/// Stops one of the user's scans: `NotFound` when it is not theirs,
-/// `Conflict(scan_finished)` when it already finished. The stop is
-/// published before the row changes, so a failed publish changes nothing.
-#[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
-pub async fn stop_scan(
-    db: &super::Db,
-    redis: &fred::clients::Client,
-    keys: &scanfleet_common::keys::Keys,
+/// Marks one of the user's unfinished scans stopped; `None` when it was
+/// not unfinished any more.
+pub async fn mark_stopped(
+    db: &impl GenericClient,
     user_id: Uuid,
     scan_id: Uuid,
-) -> Result<ScanRow, Error> {
-    let db = db.get().await?;
-    let scan = find(&db, user_id, scan_id)
-        .await?
-        .ok_or(Error::NotFound("scan"))?;
-    let finished = || {
-        Error::conflict(
-            "scan_finished",
-            "the scan has already finished and cannot be stopped",
-        )
-    };
-    if scan.status.is_terminal() {
-        return Err(finished());
-    }
-    scanfleet_bus::markers::publish_stop(redis, keys, scan_id).await?;
+) -> Result<Option<ScanRow>, Error> {
     let row = db
         .query_opt(
             &format!(
@@ -444,15 +345,7 @@ pub async fn stop_scan(
             &[&scan_id, &user_id],
         )
         .await?;
-    match row {
-        Some(row) => ScanRow::try_from(&row),
-        // The ingester may have applied the stop event first; otherwise the
-        // scan finished between the read and the update.
-        None => match find(&db, user_id, scan_id).await? {
-            Some(scan) if scan.status == ScanStatus::Stopped => Ok(scan),
-            _ => Err(finished()),
-        },
-    }
+    row.as_ref().map(ScanRow::try_from).transpose()
 }
 
 /// Ids of a target's queued, pending and running scans.

@@ -1,19 +1,21 @@
 //! The storage layer: every SQL statement of scanfleet lives under this
-//! module. The scheduler links it as a library, so scan creation and limit
-//! checks exist once.
+//! module, with the rows it reads as types. SQL and rows only: the use
+//! cases around it are `crate::scans` and `crate::ownership`.
 //!
 //! # Layout
 //! - [`migrate`]: forward-only SQL migrations applied at start-up.
 //! - [`users`], [`sessions`]: accounts and refresh-token sessions.
+//! - [`changes`]: which users' credentials changed, for the caches above.
 //! - [`tiers`]: subscription tiers and their limits.
 //! - [`targets`]: domains with per-tier target limits and import.
-//! - [`scans`]: [`scans::create_scan`] (limit, row, queue push), stop,
-//!   listing, the forward-only status transition.
+//! - [`scans`]: the counted insert of a scan, stop, listing, the
+//!   forward-only status transition.
 //! - [`findings`]: idempotent insertion for the ingester, triage status.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
 //!   provider reports them, checkout sessions, applied webhook events.
 
 pub mod api_keys;
+pub mod changes;
 pub mod dashboard;
 pub mod findings;
 pub mod migrate;

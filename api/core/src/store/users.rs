@@ -112,7 +112,7 @@ pub async fn set_full_name(
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
-    crate::auth::cache::note_change(id);
+    super::changes::note_change(id);
     Ok(from_row(&row))
 }
 
@@ -122,7 +122,7 @@ pub async fn set_password_hash(db: &impl GenericClient, id: Uuid, hash: &str) ->
         &[&id, &hash],
     )
     .await?;
-    crate::auth::cache::note_change(id);
+    super::changes::note_change(id);
     Ok(())
 }
 
@@ -169,6 +169,6 @@ pub async fn admin_update(
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
-    crate::auth::cache::note_change(id);
+    super::changes::note_change(id);
     Ok(from_row(&row))
 }

@@ -13,7 +13,7 @@
 //! proof is looked for exactly where a scan would go.
 //!
 //! [`ensure_may_scan`] is the gate every scan passes (`POST /scans`,
-//! run-now and the scheduler, all through `store::scans::create_scan`)
+//! run-now and the scheduler, all through `crate::scans::start_scan`)
 //! when `SCANFLEET_TARGETS__REQUIRE_VERIFICATION` is on: the target, or a
 //! parent domain the user has proven, must hold a current proof; an expired
 //! one is checked again on the spot and renewed silently.
@@ -29,7 +29,7 @@ use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::problem::{FieldError, VerificationHelp};
+use crate::error::{FieldError, VerificationHelp};
 use crate::store::targets::{self, ProofStatus, TargetRow};
 
 /// What precedes the token in the published value.
@@ -249,7 +249,8 @@ fn quote_some(values: &[String]) -> String {
 }
 
 /// How to prove ownership of `target`, for 403s and failed checks.
-pub fn help_for(target: &TargetRow, public_url: &str) -> VerificationHelp {
+/// `api_url` is the versioned API's base URL as clients reach it.
+pub fn help_for(target: &TargetRow, api_url: &str) -> VerificationHelp {
     let value = proof_value(&target.proof.token);
     VerificationHelp {
         value: value.clone(),
@@ -258,10 +259,10 @@ pub fn help_for(target: &TargetRow, public_url: &str) -> VerificationHelp {
             format!("{DNS_LABEL}.{}", target.domain),
         ],
         file_url: format!("https://{}{PROOF_PATH}", target.domain),
-        verify_url: format!("{public_url}/api/v1/targets/{}/verify", target.id),
+        verify_url: format!("{api_url}/targets/{}/verify", target.id),
         instructions: format!(
             "Publish `{value}` as a DNS TXT record on {d} or {DNS_LABEL}.{d}, or as a line of \
-             https://{d}{PROOF_PATH} (HTTP is tried too), then POST {public_url}/api/v1/targets/{id}/verify.",
+             https://{d}{PROOF_PATH} (HTTP is tried too), then POST {api_url}/targets/{id}/verify.",
             d = target.domain,
             id = target.id,
         ),
@@ -288,20 +289,24 @@ pub async fn verify_target(
     }
 }
 
-/// What the scan gate needs: the checker and the two settings.
+/// What the scan gate needs: the checker, the two settings, and where
+/// clients reach the API (for the verify link of the help).
 #[derive(Clone)]
 pub struct Ownership {
     pub checker: Checker,
     pub require: bool,
     pub ttl_days: u32,
+    /// The versioned API's base URL as clients reach it.
+    pub api_url: String,
 }
 
 impl Ownership {
-    pub fn from_settings(settings: &Settings) -> Result<Ownership, HttpError> {
+    pub fn from_settings(settings: &Settings, api_url: String) -> Result<Ownership, HttpError> {
         Ok(Ownership {
             checker: Checker::from_settings(settings)?,
             require: settings.targets.require_verification,
             ttl_days: settings.targets.verification_ttl_days,
+            api_url,
         })
     }
 }
@@ -314,7 +319,6 @@ pub async fn ensure_may_scan(
     db: &impl GenericClient,
     user_id: Uuid,
     target: &TargetRow,
-    public_url: &str,
 ) -> Result<(), Error> {
     if !ownership.require {
         return Ok(());
@@ -352,7 +356,7 @@ pub async fn ensure_may_scan(
     }
     Err(Error::TargetUnverified {
         detail: format!("{why}; prove it before scanning"),
-        help: Box::new(help_for(target, public_url)),
+        help: Box::new(help_for(target, &ownership.api_url)),
     })
 }
 

@@ -114,7 +114,7 @@ pub async fn rotate(
         )
         .await?;
         tx.commit().await?;
-        crate::auth::cache::note_change(user_id);
+        super::changes::note_change(user_id);
         return Ok(Rotation::Reused { session_id });
     }
     tx.execute(
@@ -158,7 +158,7 @@ pub async fn revoke(db: &impl GenericClient, session_id: Uuid, reason: &str) -> 
         )
         .await?;
     if let Some(row) = row {
-        crate::auth::cache::note_change(row.get(0));
+        super::changes::note_change(row.get(0));
     }
     Ok(())
 }
@@ -178,6 +178,6 @@ pub async fn revoke_all_except(
             &[&user_id, &keep, &reason],
         )
         .await?;
-    crate::auth::cache::note_change(user_id);
+    super::changes::note_change(user_id);
     Ok(n)
 }

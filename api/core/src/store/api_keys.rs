@@ -109,7 +109,7 @@ pub async fn delete(db: &impl GenericClient, user_id: Uuid, id: Uuid) -> Result<
     if n == 0 {
         return Err(Error::NotFound("API key"));
     }
-    crate::auth::cache::note_change(user_id);
+    super::changes::note_change(user_id);
     Ok(())
 }
 

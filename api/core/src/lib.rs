@@ -1,0 +1,115 @@
+//! scanfleet's core: domain values, the store (every SQL statement, typed
+//! rows, migrations), the use cases (start and stop a scan, the ownership
+//! gate, tier limits) and the ingester. The api and the scheduler are both
+//! built on it, so scan creation and limit checks exist once.
+//!
+//! Data flow: api / scheduler -> **use cases** -> store (Postgres) and the
+//! scan queue (`scanfleet-bus`) -> scanner nodes -> event streams ->
+//! **ingester** -> store.
+//!
+//! It may import `scanfleet-common`, `scanfleet-bus`, the scanner's HTTP
+//! client (ownership checks go where a scan would go) and Postgres/Redis
+//! clients. It must not import poem or anything of the HTTP edge: it picks
+//! no HTTP status, knows no route (URLs it hands out, like the tier list or
+//! a target's verify link, are given to it), and holds no password hashing
+//! or tokens.
+//!
+//! # Layout
+//! - [`error`]: the general error kinds ([`Error`]) and their data.
+//! - [`domain`]: the target hostname ([`domain::Domain`]).
+//! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
+//! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
+//! - [`scans`]: starting and stopping scans.
+//! - [`ownership`]: proof that a user controls a domain, and the scan gate.
+//! - [`ingest`]: scan events from Redis into Postgres.
+//! - [`startup`]: connecting at start-up, with one line naming the setting
+//!   at fault when it fails.
+
+pub mod cron;
+pub mod domain;
+pub mod error;
+pub mod ingest;
+pub mod ownership;
+pub mod scans;
+pub mod startup;
+pub mod store;
+
+use anyhow::Context;
+use fred::clients::Client;
+use scanfleet_bus::{RedisTarget, ScanQueue};
+use scanfleet_common::keys::Keys;
+use scanfleet_common::Settings;
+
+pub use error::{Error, Result};
+use ownership::Ownership;
+use store::Db;
+
+/// What the use cases share: the database, Redis and the queue on it, and
+/// the ownership gate. Cheap to clone: everything inside is shared.
+#[derive(Clone)]
+pub struct Core {
+    pub db: Db,
+    /// Shared client for short commands; blocking reads use their own.
+    pub redis: Client,
+    /// Where Redis is, for clients of their own.
+    pub redis_target: RedisTarget,
+    pub keys: Keys,
+    /// The producer end of the scan queue, on `redis`.
+    pub scan_queue: ScanQueue,
+    /// Ownership checks with the fleet's network settings, and whether
+    /// scans require a proof.
+    pub ownership: Ownership,
+    /// Where a client changes tiers; upgrade prompts point here.
+    pub tiers_url: String,
+}
+
+/// URLs the core hands out, which only the edge knows how to spell.
+pub struct Links {
+    /// The versioned API's base URL as clients reach it (`.../api/v1`).
+    pub api_url: String,
+    /// Where a client changes tiers.
+    pub tiers_url: String,
+}
+
+impl Core {
+    /// Checks Postgres and Redis (one line naming the setting at fault when
+    /// either cannot be used), applies the migrations and connects.
+    /// `role` labels the Redis client's metrics (`api`, `scheduler`).
+    pub async fn connect(
+        settings: &Settings,
+        links: Links,
+        role: &'static str,
+    ) -> anyhow::Result<Core> {
+        // Both services are checked before the migrations change anything.
+        startup::check_database(settings).await?;
+        let redis_target = RedisTarget::from_settings(settings)?;
+        let url = settings.redis_url.expose();
+        let redis = startup::connect_redis(&redis_target, url, role).await?;
+        let db = store::connect(settings.database_url.expose())?;
+        store::migrate::run(&db)
+            .await
+            .context("applying database migrations")?;
+        let keys = Keys::new(settings.redis_prefix.clone());
+        let ownership = Ownership::from_settings(settings, links.api_url)
+            .context("the scanner network settings (used by ownership checks)")?;
+        Ok(Core {
+            scan_queue: ScanQueue::new(redis.clone(), &keys),
+            db,
+            redis,
+            redis_target,
+            keys,
+            ownership,
+            tiers_url: links.tiers_url,
+        })
+    }
+
+    /// Another Redis client on a connection of its own, for `role` (a
+    /// metrics label), for blocking reads.
+    pub async fn redis_client(
+        &self,
+        settings: &Settings,
+        role: &'static str,
+    ) -> Result<Client, startup::StartupError> {
+        startup::connect_redis(&self.redis_target, settings.redis_url.expose(), role).await
+    }
+}

@@ -1,0 +1,136 @@
+//! Starting and stopping scans: the one path every scan takes, from
+//! `POST /scans`, a schedule's run-now and the scheduler.
+//!
+//! Starting checks the target is the user's and its ownership proven when
+//! required (which may check an expired proof again over the network, so
+//! it runs before any transaction opens), counts the scan against the
+//! tier's limit and inserts its row ([`store::scans::insert_counted`]), then
+//! pushes the job. The push happens after the commit, so a node never takes
+//! a job whose row does not exist yet; if it fails, the scan is marked
+//! `failed` (it would otherwise stay `queued` forever). The scan still
+//! counts: every created scan does. While Redis is unreachable nothing is
+//! created: the caller is told at once.
+
+use std::time::Duration;
+
+use fred::interfaces::ClientLike;
+use scanfleet_bus::markers;
+use scanfleet_common::events::ScanStatus;
+use scanfleet_common::jobs::{Engine, ScanJob};
+use uuid::Uuid;
+
+use crate::error::{Error, Upgrade};
+use crate::store::scans::{self, Counted, ScanRow};
+use crate::store::users::User;
+use crate::Core;
+
+/// A push that takes longer than this is reported as a failure, so that a
+/// hung Redis fails the request instead of holding it open.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The tier above `current` and the upgrade prompt for a limit or feature
+/// of `current`, pointing at `tiers_url`.
+pub fn upgrade_prompt(tiers_url: &str, current: &str, message: impl Into<String>) -> Upgrade {
+    let tier_slug = match current {
+        "demo" => "monthly",
+        _ => "yearly",
+    };
+    Upgrade {
+        tier_slug: tier_slug.to_string(),
+        url: tiers_url.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Starts a scan of `target_id` for `user` (see the module's doc).
+#[tracing::instrument(skip_all, fields(user_id = %user.id, target_id = %target_id))]
+pub async fn start_scan(
+    core: &Core,
+    user: &User,
+    target_id: Uuid,
+    engine: Engine,
+    schedule_id: Option<Uuid>,
+) -> Result<ScanRow, Error> {
+    if !core.scan_queue.client().is_connected() {
+        return Err(Error::unavailable("the scan queue (Redis) is unreachable"));
+    }
+    let mut db = core.db.get().await?;
+    let target = crate::store::targets::find(&**db, user.id, target_id)
+        .await?
+        .ok_or(Error::NotFound("target"))?;
+    crate::ownership::ensure_may_scan(&core.ownership, &**db, user.id, &target).await?;
+    let scan = match scans::insert_counted(&mut db, user.id, target_id, engine, schedule_id).await?
+    {
+        Counted::Created(scan) => *scan,
+        Counted::LimitReached { tier_slug, limit } => {
+            return Err(Error::UpgradeRequired {
+                code: "scan_limit_reached",
+                detail: format!(
+                    "the {tier_slug} tier allows {limit} scans per period and they are used up"
+                ),
+                upgrade: upgrade_prompt(
+                    &core.tiers_url,
+                    &tier_slug,
+                    "Upgrade your plan to run more scans this period.",
+                ),
+            })
+        }
+    };
+    let job = ScanJob {
+        scan_id: scan.id,
+        target_id: scan.target_id,
+        domain: scan.domain.clone(),
+        engine,
+    };
+    if let Err(e) = push(core, &job).await {
+        tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
+        scans::fail_unqueued(
+            &**db,
+            scan.id,
+            "the scan could not be queued; start it again",
+        )
+        .await?;
+        return Err(e);
+    }
+    tracing::info!(scan_id = %scan.id, engine = engine.as_str(), "scan queued");
+    Ok(scan)
+}
+
+/// Pushes a job, giving up after [`PUSH_TIMEOUT`] when Redis hangs.
+async fn push(core: &Core, job: &ScanJob) -> Result<(), Error> {
+    match tokio::time::timeout(PUSH_TIMEOUT, core.scan_queue.push(job)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.into()),
+        Err(elapsed) => Err(Error::unavailable(elapsed)),
+    }
+}
+
+/// Stops one of the user's scans: `NotFound` when it is not theirs,
+/// `Conflict(scan_finished)` when it already finished. The stop is
+/// published before the row changes, so a failed publish changes nothing.
+#[tracing::instrument(skip_all, fields(scan_id = %scan_id))]
+pub async fn stop_scan(core: &Core, user_id: Uuid, scan_id: Uuid) -> Result<ScanRow, Error> {
+    let db = core.db.get().await?;
+    let scan = scans::find(&db, user_id, scan_id)
+        .await?
+        .ok_or(Error::NotFound("scan"))?;
+    let finished = || {
+        Error::conflict(
+            "scan_finished",
+            "the scan has already finished and cannot be stopped",
+        )
+    };
+    if scan.status.is_terminal() {
+        return Err(finished());
+    }
+    markers::publish_stop(&core.redis, &core.keys, scan_id).await?;
+    match scans::mark_stopped(&**db, user_id, scan_id).await? {
+        Some(row) => Ok(row),
+        // The ingester may have applied the stop event first; otherwise the
+        // scan finished between the read and the update.
+        None => match scans::find(&db, user_id, scan_id).await? {
+            Some(scan) if scan.status == ScanStatus::Stopped => Ok(scan),
+            _ => Err(finished()),
+        },
+    }
+}
