@@ -128,7 +128,9 @@ impl Session {
             url: config.server_url.clone(),
         };
         let url = Url::parse(&config.server_url).map_err(|_| url_error())?;
-        let host = url.host_str().filter(|_| matches!(url.scheme(), "http" | "https"));
+        let host = url
+            .host_str()
+            .filter(|_| matches!(url.scheme(), "http" | "https"));
         let host = host.ok_or_else(url_error)?.to_string();
         let http = match config.http {
             Some(http) => http,
@@ -162,7 +164,10 @@ impl Session {
             secret_key: self.secret_key.clone(),
             correlation_id: self.correlation_id.clone(),
         };
-        let request = self.http.post(format!("{}/register", self.base)).json(&body);
+        let request = self
+            .http
+            .post(format!("{}/register", self.base))
+            .json(&body);
         self.send("register", request).await.map(drop)
     }
 

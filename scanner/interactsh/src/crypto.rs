@@ -82,7 +82,8 @@ impl KeyPair {
     /// CPU work (tens of milliseconds optimised, much more in debug builds);
     /// async callers should run it on a blocking thread.
     pub fn generate() -> Result<KeyPair, CryptoError> {
-        let private = RsaPrivateKey::new(&mut OsRng, RSA_BITS).map_err(CryptoError::KeyGeneration)?;
+        let private =
+            RsaPrivateKey::new(&mut OsRng, RSA_BITS).map_err(CryptoError::KeyGeneration)?;
         Ok(KeyPair { private })
     }
 
@@ -210,7 +211,10 @@ mod tests {
         let field = pair.public_key_field().unwrap();
         let pem = String::from_utf8(BASE64.decode(&field).unwrap()).unwrap();
         assert!(pem.starts_with("-----BEGIN RSA PUBLIC KEY-----\n"));
-        assert_eq!(parse_public_key(&field).unwrap(), pair.private.to_public_key());
+        assert_eq!(
+            parse_public_key(&field).unwrap(),
+            pair.private.to_public_key()
+        );
     }
 
     #[test]
@@ -226,7 +230,10 @@ mod tests {
         let key = generate_aes_key();
         let json = br#"{"protocol":"dns","unique-id":"x"}"#;
         assert_eq!(decrypt_item(&key, &encrypt_item(&key, json)).unwrap(), json);
-        assert_eq!(decrypt_item(&key, &encrypt_item_cfb(&key, json)).unwrap(), json);
+        assert_eq!(
+            decrypt_item(&key, &encrypt_item_cfb(&key, json)).unwrap(),
+            json
+        );
     }
 
     #[test]

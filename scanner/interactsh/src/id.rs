@@ -133,7 +133,10 @@ mod tests {
     fn a_nonce_is_thirteen_z_base_32_characters() {
         let nonce = new_nonce();
         assert_eq!(nonce.len(), NONCE_LEN);
-        assert!(nonce.bytes().all(|b| NONCE_ALPHABET.contains(&b)), "{nonce}");
+        assert!(
+            nonce.bytes().all(|b| NONCE_ALPHABET.contains(&b)),
+            "{nonce}"
+        );
     }
 
     #[test]
@@ -150,7 +153,11 @@ mod tests {
     #[test]
     fn a_longer_label_yields_every_window_and_short_labels_none() {
         let label = "a".repeat(UNIQUE_ID_LEN + 2);
-        assert_eq!(find_ids(&format!("{label}.x")).len(), 1, "identical windows collapse");
+        assert_eq!(
+            find_ids(&format!("{label}.x")).len(),
+            1,
+            "identical windows collapse"
+        );
         let label: String = (0..35).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
         assert_eq!(find_ids(&label).len(), 3);
         assert!(find_ids("short.example.com").is_empty());

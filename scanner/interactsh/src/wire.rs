@@ -72,12 +72,24 @@ pub struct Interaction {
     /// The DNS question type (`A`, `AAAA`, `TXT`, ...), DNS only.
     #[serde(rename = "q-type", default, skip_serializing_if = "String::is_empty")]
     pub q_type: String,
-    #[serde(rename = "raw-request", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "raw-request",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub raw_request: String,
-    #[serde(rename = "raw-response", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "raw-response",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub raw_response: String,
     /// The SMTP envelope sender, SMTP only.
-    #[serde(rename = "smtp-from", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "smtp-from",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub smtp_from: String,
     /// The peer's IP address, without the port.
     #[serde(rename = "remote-address")]
@@ -108,9 +120,18 @@ mod tests {
             "raw-request":"q","raw-response":"r","remote-address":"127.0.0.1",
             "timestamp":"2024-05-01T10:00:00.123456789Z"}"#;
         let i: Interaction = serde_json::from_str(json).unwrap();
-        assert_eq!((i.q_type.as_str(), i.remote_address.as_str()), ("A", "127.0.0.1"));
+        assert_eq!(
+            (i.q_type.as_str(), i.remote_address.as_str()),
+            ("A", "127.0.0.1")
+        );
         let back = serde_json::to_value(&i).unwrap();
-        for field in ["unique-id", "full-id", "q-type", "raw-request", "raw-response"] {
+        for field in [
+            "unique-id",
+            "full-id",
+            "q-type",
+            "raw-request",
+            "raw-response",
+        ] {
             assert!(back.get(field).is_some(), "{field}");
         }
         assert!(back.get("smtp-from").is_none());

@@ -105,23 +105,39 @@ impl Application {
             domain: domain.clone(),
             token: self.settings.token.clone(),
         });
-        tasks.spawn(crate::http::serve(self.http, None, http.clone(), shutdown.clone()));
+        tasks.spawn(crate::http::serve(
+            self.http,
+            None,
+            http.clone(),
+            shutdown.clone(),
+        ));
         if let Some((listener, tls)) = self.https {
-            tasks.spawn(crate::http::serve(listener, Some(tls), http, shutdown.clone()));
+            tasks.spawn(crate::http::serve(
+                listener,
+                Some(tls),
+                http,
+                shutdown.clone(),
+            ));
         }
         if let Some(listener) = self.smtp {
-            let ctx = Arc::new(SmtpContext { recorder: recorder.clone(), domain: domain.clone() });
+            let ctx = Arc::new(SmtpContext {
+                recorder: recorder.clone(),
+                domain: domain.clone(),
+            });
             tasks.spawn(crate::smtp::serve(listener, ctx, shutdown.clone()));
         }
         if let Some(listener) = self.ldap {
-            let ctx = Arc::new(LdapContext { recorder: recorder.clone() });
+            let ctx = Arc::new(LdapContext {
+                recorder: recorder.clone(),
+            });
             tasks.spawn(crate::ldap::serve(listener, ctx, shutdown.clone()));
         }
         if let Some(listener) = self.metrics {
             crate::metrics::handle();
             tasks.spawn(crate::http::serve_metrics(listener, shutdown.clone()));
         }
-        let handler = DnsHandler::new(&domain, self.settings.ip.clone(), recorder).map_err(OobError::Dns)?;
+        let handler =
+            DnsHandler::new(&domain, self.settings.ip.clone(), recorder).map_err(OobError::Dns)?;
         let mut dns = ServerFuture::new(handler);
         dns.register_socket(self.dns_udp);
         dns.register_listener(self.dns_tcp, DNS_TCP_TIMEOUT);
@@ -152,7 +168,10 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, OobEr
         .map_err(|source| OobError::Bind { what, addr, source })
 }
 
-async fn bind_optional(what: &'static str, addr: Option<SocketAddr>) -> Result<Option<TcpListener>, OobError> {
+async fn bind_optional(
+    what: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<TcpListener>, OobError> {
     match addr {
         Some(addr) => bind(what, addr).await.map(Some),
         None => Ok(None),
@@ -162,7 +181,11 @@ async fn bind_optional(what: &'static str, addr: Option<SocketAddr>) -> Result<O
 /// UDP and TCP on one port. With port 0 the UDP socket picks the port and
 /// TCP follows it; should that port be taken for TCP, another is tried.
 async fn bind_dns(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), OobError> {
-    let udp_error = |source| OobError::Bind { what: "DNS (UDP)", addr, source };
+    let udp_error = |source| OobError::Bind {
+        what: "DNS (UDP)",
+        addr,
+        source,
+    };
     let mut attempts = if addr.port() == 0 { 10 } else { 1 };
     loop {
         attempts -= 1;
@@ -171,7 +194,11 @@ async fn bind_dns(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), OobError
         match TcpListener::bind(bound).await {
             Ok(tcp) => return Ok((udp, tcp)),
             Err(source) if attempts == 0 => {
-                return Err(OobError::Bind { what: "DNS (TCP)", addr: bound, source })
+                return Err(OobError::Bind {
+                    what: "DNS (TCP)",
+                    addr: bound,
+                    source,
+                })
             }
             Err(_) => continue,
         }
@@ -180,7 +207,11 @@ async fn bind_dns(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), OobError
 
 /// The HTTPS listener's TLS set-up from PEM files.
 fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, OobError> {
-    let pem_error = |path: &Path, what, source| OobError::Pem { path: path.to_path_buf(), what, source };
+    let pem_error = |path: &Path, what, source| OobError::Pem {
+        path: path.to_path_buf(),
+        what,
+        source,
+    };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|e| pem_error(cert, "certificate", Some(e)))?
         .collect::<Result<_, _>>()
@@ -188,7 +219,8 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, OobError> {
     if chain.is_empty() {
         return Err(pem_error(cert, "certificate", None));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| pem_error(key, "private key", Some(e)))?;
+    let key_der =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| pem_error(key, "private key", Some(e)))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()

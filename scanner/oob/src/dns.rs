@@ -76,7 +76,15 @@ impl DnsHandler {
     }
 
     fn soa(&self) -> Record {
-        let soa = SOA::new(self.ns.clone(), self.hostmaster.clone(), 1, 3600, 600, 86400, TTL);
+        let soa = SOA::new(
+            self.ns.clone(),
+            self.hostmaster.clone(),
+            1,
+            3600,
+            600,
+            86400,
+            TTL,
+        );
         Record::from_rdata(self.apex.clone(), TTL, RData::SOA(soa))
     }
 
@@ -94,7 +102,9 @@ impl DnsHandler {
             }
             RecordType::NS if at_apex => {
                 let ns = RData::NS(NS(self.ns.clone()));
-                answer.answers.push(Record::from_rdata(self.apex.clone(), TTL, ns));
+                answer
+                    .answers
+                    .push(Record::from_rdata(self.apex.clone(), TTL, ns));
                 answer.additionals = self.address_records(&self.ns, RecordType::A);
             }
             RecordType::SOA if at_apex => answer.answers.push(self.soa()),
@@ -144,13 +154,21 @@ impl RequestHandler for DnsHandler {
                 raw_response: describe_response(&header, &answer),
                 ..Seen::default()
             };
-            self.recorder.record(&matches, request.src().ip(), &seen).await;
+            self.recorder
+                .record(&matches, request.src().ip(), &seen)
+                .await;
         }
         let (soa, ns): (Vec<_>, Vec<_>) = answer
             .authority
             .iter()
             .partition(|r| r.record_type() == RecordType::SOA);
-        let message = builder.build(header, answer.answers.iter(), ns, soa, answer.additionals.iter());
+        let message = builder.build(
+            header,
+            answer.answers.iter(),
+            ns,
+            soa,
+            answer.additionals.iter(),
+        );
         send(&mut response, message).await
     }
 }

@@ -53,7 +53,11 @@ pub async fn serve(listener: TcpListener, ctx: Arc<LdapContext>, shutdown: Cance
     .await;
 }
 
-async fn converse(mut stream: TcpStream, peer: SocketAddr, ctx: &LdapContext) -> std::io::Result<()> {
+async fn converse(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    ctx: &LdapContext,
+) -> std::io::Result<()> {
     let mut pending = Vec::new();
     let mut transcript = Vec::new();
     let mut recorded: Vec<String> = Vec::new();
@@ -73,9 +77,11 @@ async fn converse(mut stream: TcpStream, peer: SocketAddr, ctx: &LdapContext) ->
             let reply = match frame.op {
                 BIND_REQUEST => result(&message[frame.id.clone()], BIND_RESPONSE, SUCCESS),
                 SEARCH_REQUEST => result(&message[frame.id.clone()], SEARCH_RESULT_DONE, SUCCESS),
-                EXTENDED_REQUEST => {
-                    result(&message[frame.id.clone()], EXTENDED_RESPONSE, UNWILLING_TO_PERFORM)
-                }
+                EXTENDED_REQUEST => result(
+                    &message[frame.id.clone()],
+                    EXTENDED_RESPONSE,
+                    UNWILLING_TO_PERFORM,
+                ),
                 UNBIND_REQUEST => return Ok(()),
                 _ => return Ok(()),
             };
@@ -88,7 +94,12 @@ async fn converse(mut stream: TcpStream, peer: SocketAddr, ctx: &LdapContext) ->
 }
 
 /// Records the connection once for each id it names that was not yet seen.
-async fn record_new_ids(transcript: &[u8], recorded: &mut Vec<String>, peer: SocketAddr, ctx: &LdapContext) {
+async fn record_new_ids(
+    transcript: &[u8],
+    recorded: &mut Vec<String>,
+    peer: SocketAddr,
+    ctx: &LdapContext,
+) {
     let matches: Vec<_> = find_ids_in_text(transcript)
         .into_iter()
         .filter(|m| !recorded.contains(&m.unique_id))
@@ -99,7 +110,13 @@ async fn record_new_ids(transcript: &[u8], recorded: &mut Vec<String>, peer: Soc
     recorded.extend(matches.iter().map(|m| m.unique_id.clone()));
     let printable: String = transcript
         .iter()
-        .map(|&b| if b.is_ascii_graphic() || b == b' ' { char::from(b) } else { '.' })
+        .map(|&b| {
+            if b.is_ascii_graphic() || b == b' ' {
+                char::from(b)
+            } else {
+                '.'
+            }
+        })
         .collect();
     let seen = Seen {
         protocol: "ldap",
@@ -175,14 +192,19 @@ mod tests {
     #[test]
     fn a_bind_request_is_framed_and_answered_with_its_message_id() {
         // Simple bind, version 3, empty name and password, message id 1.
-        let bind = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00];
+        let bind = [
+            0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
+        ];
         let frame = next_message(&bind).unwrap();
         assert_eq!((frame.len, frame.op), (14, BIND_REQUEST));
         assert_eq!(
             result(&bind[frame.id], BIND_RESPONSE, SUCCESS),
             [0x30, 0x0c, 0x02, 0x01, 0x01, 0x61, 0x07, 0x0a, 0x01, 0x00, 0x04, 0x00, 0x04, 0x00]
         );
-        assert!(next_message(&bind[..10]).is_none(), "an incomplete message waits for more");
+        assert!(
+            next_message(&bind[..10]).is_none(),
+            "an incomplete message waits for more"
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! - [`http`]: the API and HTTP(S) callbacks; [`dns`], [`smtp`], [`ldap`]:
 //!   the other listeners; [`tcp`]: their shared accept loop.
 //! - [`metrics`]: Prometheus counters.
-//! - [`error`]: [`OobError`].
+//! - [`error`]: the error type, [`OobError`].
 
 pub mod app;
 pub mod dns;

@@ -65,7 +65,9 @@ impl Recorder {
                     metrics::interaction_stored(seen.protocol);
                 }
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, protocol = seen.protocol, "could not store an interaction"),
+                Err(e) => {
+                    tracing::warn!(error = %e, protocol = seen.protocol, "could not store an interaction")
+                }
             }
         }
         stored

@@ -28,7 +28,12 @@ pub struct Settings {
     /// The public address(es) DNS answers give for the domain and every
     /// name under it (IPv4 for A, IPv6 for AAAA); comma-separated in the
     /// environment.
-    #[arg(long, env = "SCANFLEET_OOB__IP", value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        env = "SCANFLEET_OOB__IP",
+        value_delimiter = ',',
+        required = true
+    )]
     pub ip: Vec<IpAddr>,
     /// HTTP listener: callbacks and the register/poll/deregister API.
     #[arg(long, env = "SCANFLEET_OOB__HTTP", default_value = "0.0.0.0:80")]
@@ -105,12 +110,16 @@ fn parse_domain(raw: &str) -> Result<String, String> {
     let valid = !domain.is_empty()
         && domain.split('.').all(|label| {
             (1..=63).contains(&label.len())
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         });
     if valid {
         Ok(domain)
     } else {
-        Err(format!("{raw:?} is not a domain name (ASCII labels, dots between)"))
+        Err(format!(
+            "{raw:?} is not a domain name (ASCII labels, dots between)"
+        ))
     }
 }
 
@@ -124,8 +133,14 @@ mod tests {
 
     #[test]
     fn flags_parse_with_defaults_and_the_domain_is_normalised() {
-        let s = Settings::try_parse_from(["scanfleet-oob", "--domain", "OOB.Example.com.", "--ip", "192.0.2.1"])
-            .unwrap();
+        let s = Settings::try_parse_from([
+            "scanfleet-oob",
+            "--domain",
+            "OOB.Example.com.",
+            "--ip",
+            "192.0.2.1",
+        ])
+        .unwrap();
         assert_eq!(s.domain, "oob.example.com");
         assert_eq!(s.eviction_secs, 3600);
         assert!(s.https.is_none() && s.smtp.is_none() && s.token.is_none());
@@ -133,7 +148,15 @@ mod tests {
 
     #[test]
     fn https_without_a_certificate_and_a_bad_domain_are_refused() {
-        let https = ["scanfleet-oob", "--domain", "a.b", "--ip", "192.0.2.1", "--https", "0.0.0.0:443"];
+        let https = [
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--https",
+            "0.0.0.0:443",
+        ];
         assert!(Settings::try_parse_from(https).is_err());
         let bad = ["scanfleet-oob", "--domain", "a b", "--ip", "192.0.2.1"];
         assert!(Settings::try_parse_from(bad).is_err());
@@ -141,7 +164,15 @@ mod tests {
 
     #[test]
     fn debug_output_hides_the_token() {
-        let args = ["scanfleet-oob", "--domain", "a.b", "--ip", "192.0.2.1", "--token", "hunter2"];
+        let args = [
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--token",
+            "hunter2",
+        ];
         let s = Settings::try_parse_from(args).unwrap();
         assert!(!format!("{s:?}").contains("hunter2"));
     }

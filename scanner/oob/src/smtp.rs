@@ -53,7 +53,8 @@ struct Transaction {
 impl Transaction {
     fn keep(&mut self, bytes: &[u8]) {
         let room = MAX_TRANSCRIPT.saturating_sub(self.transcript.len());
-        self.transcript.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.transcript
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 }
 
@@ -61,7 +62,9 @@ async fn converse(stream: TcpStream, peer: SocketAddr, ctx: &SmtpContext) -> std
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let domain = &ctx.domain;
-    write.write_all(format!("220 {domain} ESMTP scanfleet-oob\r\n").as_bytes()).await?;
+    write
+        .write_all(format!("220 {domain} ESMTP scanfleet-oob\r\n").as_bytes())
+        .await?;
     let mut tx = Transaction::default();
     while let Some(line) = read_line(&mut reader).await? {
         tx.keep(&line);
@@ -78,7 +81,9 @@ async fn converse(stream: TcpStream, peer: SocketAddr, ctx: &SmtpContext) -> std
             finish(&mut tx, peer, ctx).await;
             "250 OK\r\n".to_string()
         } else if command == "DATA" {
-            write.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n").await?;
+            write
+                .write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")
+                .await?;
             read_data(&mut reader, &mut tx).await?;
             finish(&mut tx, peer, ctx).await;
             "250 OK: queued\r\n".to_string()
@@ -126,16 +131,24 @@ async fn finish(tx: &mut Transaction, peer: SocketAddr, ctx: &SmtpContext) {
 
 /// One line with its ending; `None` at the end of the stream. A line over
 /// [`MAX_LINE`] or a peer idle for [`IDLE_TIMEOUT`] ends the session.
-async fn read_line<R: AsyncRead + Unpin>(reader: &mut BufReader<R>) -> std::io::Result<Option<Vec<u8>>> {
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
-    let read = tokio::time::timeout(IDLE_TIMEOUT, (&mut *reader).take(MAX_LINE).read_until(b'\n', &mut line))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "SMTP peer idle"))??;
+    let read = tokio::time::timeout(
+        IDLE_TIMEOUT,
+        (&mut *reader).take(MAX_LINE).read_until(b'\n', &mut line),
+    )
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "SMTP peer idle"))??;
     if read == 0 {
         return Ok(None);
     }
     if !line.ends_with(b"\n") {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "SMTP line too long"));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "SMTP line too long",
+        ));
     }
     Ok(Some(line))
 }

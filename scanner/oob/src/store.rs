@@ -135,7 +135,12 @@ impl Store {
         aes_key: &str,
         wrapped_key: &str,
     ) -> Result<bool, OobError> {
-        let args = vec![secret.to_string(), aes_key.to_string(), wrapped_key.to_string(), self.ttl.to_string()];
+        let args = vec![
+            secret.to_string(),
+            aes_key.to_string(),
+            wrapped_key.to_string(),
+            self.ttl.to_string(),
+        ];
         let created: i64 = self.eval(REGISTER, correlation_id, args).await?;
         Ok(created == 1)
     }
@@ -149,7 +154,11 @@ impl Store {
     }
 
     /// Takes (reads and deletes, atomically) the pending interactions.
-    pub async fn poll(&self, correlation_id: &str, secret: &str) -> Result<Access<Polled>, OobError> {
+    pub async fn poll(
+        &self,
+        correlation_id: &str,
+        secret: &str,
+    ) -> Result<Access<Polled>, OobError> {
         let args = vec![secret.to_string(), self.ttl.to_string()];
         let answer: Value = self.eval(POLL, correlation_id, args).await?;
         let Value::Array(mut parts) = answer else {
@@ -177,7 +186,11 @@ impl Store {
     }
 
     /// Removes a registration and whatever it still holds.
-    pub async fn deregister(&self, correlation_id: &str, secret: &str) -> Result<Access<()>, OobError> {
+    pub async fn deregister(
+        &self,
+        correlation_id: &str,
+        secret: &str,
+    ) -> Result<Access<()>, OobError> {
         let args = vec![secret.to_string()];
         let status: i64 = self.eval(DEREGISTER, correlation_id, args).await?;
         Ok(match status {

@@ -27,30 +27,53 @@ fn assert_rfc3339(interaction: &Value) {
 async fn an_http_and_a_dns_callback_are_captured_and_a_poll_decrypts_them() {
     let server = spawn(settings(&unique_prefix())).await;
     let client = RawClient::new(&server.base());
-    assert_eq!(client.register().await, (200, "{\"message\":\"registration successful\"}\n".into()));
+    assert_eq!(
+        client.register().await,
+        (200, "{\"message\":\"registration successful\"}\n".into())
+    );
 
     let http_host = client.host();
-    let (status, body) = http_callback(server.http, &format!("www.{}", http_host.to_uppercase()), "/x").await;
+    let (status, body) = http_callback(
+        server.http,
+        &format!("www.{}", http_host.to_uppercase()),
+        "/x",
+    )
+    .await;
     assert_eq!(status, 200);
     let label = &http_host[..33];
-    assert_eq!(body, format!("<html><head></head><body>{}</body></html>", label.chars().rev().collect::<String>().to_uppercase()));
+    assert_eq!(
+        body,
+        format!(
+            "<html><head></head><body>{}</body></html>",
+            label.chars().rev().collect::<String>().to_uppercase()
+        )
+    );
     let dns_host = client.host();
     let (answer, _, _) = dns_query(server.dns, &format!("{dns_host}."), RecordType::A).await;
     assert_eq!(answer.response_code(), ResponseCode::NoError);
 
     let polled = client.poll().await;
     assert_eq!(polled.len(), 2, "{polled:?}");
-    let http = polled.iter().find(|i| i["protocol"] == "http").expect("an http interaction");
+    let http = polled
+        .iter()
+        .find(|i| i["protocol"] == "http")
+        .expect("an http interaction");
     assert_eq!(http["unique-id"], label);
     assert_eq!(http["full-id"], format!("www.{}", label.to_uppercase()));
     assert_eq!(http["remote-address"], "127.0.0.1");
     let raw = http["raw-request"].as_str().unwrap();
     assert!(raw.starts_with("GET /x HTTP/1.1\r\n"), "{raw}");
     assert!(raw.contains("User-Agent: oob-test\r\n"), "{raw}");
-    assert!(http["raw-response"].as_str().unwrap().starts_with("HTTP/1.1 200 OK"));
+    assert!(http["raw-response"]
+        .as_str()
+        .unwrap()
+        .starts_with("HTTP/1.1 200 OK"));
     assert_rfc3339(http);
 
-    let dns = polled.iter().find(|i| i["protocol"] == "dns").expect("a dns interaction");
+    let dns = polled
+        .iter()
+        .find(|i| i["protocol"] == "dns")
+        .expect("a dns interaction");
     assert_eq!(dns["unique-id"], &dns_host[..33]);
     assert_eq!(dns["full-id"], &dns_host[..33]);
     assert_eq!(dns["q-type"], "A");
@@ -90,7 +113,10 @@ async fn polling_an_unknown_id_says_could_not_get_correlation_id_from_cache() {
     let client = RawClient::new(&server.base());
     let (status, body) = client.poll_raw(&client.secret).await;
     assert_eq!(status, 400);
-    assert!(body.contains("could not get correlation-id from cache"), "{body}");
+    assert!(
+        body.contains("could not get correlation-id from cache"),
+        "{body}"
+    );
     server.stop().await;
 }
 
@@ -105,7 +131,10 @@ async fn registering_an_id_twice_is_refused_and_deregistering_forgets_it() {
     assert_eq!(client.deregister().await.0, 200);
     let (status, body) = client.poll_raw(&client.secret).await;
     assert_eq!(status, 400);
-    assert!(body.contains("could not get correlation-id from cache"), "{body}");
+    assert!(
+        body.contains("could not get correlation-id from cache"),
+        "{body}"
+    );
     server.stop().await;
 }
 
@@ -135,7 +164,11 @@ async fn with_a_token_the_api_needs_it_as_the_raw_authorization_header() {
     stranger.id = client.id.clone();
     stranger.secret = client.secret.clone();
     assert_eq!(stranger.poll_raw(&client.secret).await.0, 401);
-    assert_eq!(client.poll().await.len(), 1, "callbacks themselves need no token");
+    assert_eq!(
+        client.poll().await.len(),
+        1,
+        "callbacks themselves need no token"
+    );
     server.stop().await;
 }
 
@@ -150,7 +183,10 @@ async fn two_servers_on_one_redis_serve_one_session() {
     dns_query(a.dns, &client.host(), RecordType::AAAA).await;
     client.base = b.base();
     let polled = client.poll().await;
-    let mut protocols: Vec<_> = polled.iter().map(|i| i["protocol"].as_str().unwrap()).collect();
+    let mut protocols: Vec<_> = polled
+        .iter()
+        .map(|i| i["protocol"].as_str().unwrap())
+        .collect();
     protocols.sort_unstable();
     assert_eq!(protocols, ["dns", "http"]);
     a.stop().await;
@@ -182,7 +218,10 @@ async fn dns_answers_a_for_the_zone_and_refuses_names_outside_it() {
         assert!(answer.authoritative() && !answer.recursion_available());
         let ips: Vec<_> = answer.answers().iter().map(|r| r.data().clone()).collect();
         assert_eq!(ips, [RData::A(Ipv4Addr::LOCALHOST.into())]);
-        assert!(answer_len <= query_len + MAX_GROWTH, "{answer_len} bytes answer {query_len}");
+        assert!(
+            answer_len <= query_len + MAX_GROWTH,
+            "{answer_len} bytes answer {query_len}"
+        );
     }
     let (ns, _, _) = dns_query(server.dns, &format!("{DOMAIN}."), RecordType::NS).await;
     assert_eq!(ns.answers()[0].record_type(), RecordType::NS);
@@ -205,7 +244,10 @@ async fn dns_answers_any_and_txt_minimally() {
     assert_eq!(txt.response_code(), ResponseCode::NoError);
     assert!(txt.answers().is_empty(), "NODATA");
     assert_eq!(txt.name_servers()[0].record_type(), RecordType::SOA);
-    assert!(txt_len <= query_len + MAX_GROWTH, "{txt_len} bytes answer {query_len}");
+    assert!(
+        txt_len <= query_len + MAX_GROWTH,
+        "{txt_len} bytes answer {query_len}"
+    );
     server.stop().await;
 }
 
@@ -222,7 +264,12 @@ async fn smtp_and_ldap_callbacks_are_recorded() {
     let stream = TcpStream::connect(server.smtp.unwrap()).await.unwrap();
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
-    assert!(lines.next_line().await.unwrap().unwrap().starts_with("220 "));
+    assert!(lines
+        .next_line()
+        .await
+        .unwrap()
+        .unwrap()
+        .starts_with("220 "));
     for (command, reply) in [
         ("EHLO tester".to_string(), "250"),
         ("MAIL FROM:<a@sender.example>".to_string(), "250"),
@@ -231,14 +278,19 @@ async fn smtp_and_ldap_callbacks_are_recorded() {
         ("Subject: hi\r\n\r\nbody\r\n.".to_string(), "250"),
         ("QUIT".to_string(), "221"),
     ] {
-        write.write_all(format!("{command}\r\n").as_bytes()).await.unwrap();
+        write
+            .write_all(format!("{command}\r\n").as_bytes())
+            .await
+            .unwrap();
         let line = lines.next_line().await.unwrap().unwrap();
         assert!(line.starts_with(reply), "{command} -> {line}");
     }
 
     let base = client.host();
     let mut ldap = TcpStream::connect(server.ldap.unwrap()).await.unwrap();
-    let bind = [0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00];
+    let bind = [
+        0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
+    ];
     ldap.write_all(&bind).await.unwrap();
     let mut reply = [0u8; 14];
     ldap.read_exact(&mut reply).await.unwrap();
@@ -246,7 +298,9 @@ async fn smtp_and_ldap_callbacks_are_recorded() {
     // searchRequest: base DN = payload label, scope, deref, limits, typesOnly, filter (objectClass=*), no attributes.
     let mut search = vec![0x04, base.len() as u8];
     search.extend_from_slice(base.as_bytes());
-    search.extend_from_slice(&[0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01, 0x00]);
+    search.extend_from_slice(&[
+        0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01, 0x00,
+    ]);
     search.extend_from_slice(&[0x87, 0x0b]);
     search.extend_from_slice(b"objectClass");
     search.extend_from_slice(&[0x30, 0x00]);
@@ -260,11 +314,20 @@ async fn smtp_and_ldap_callbacks_are_recorded() {
     assert_eq!(done[5], 0x65, "searchResultDone");
 
     let polled = client.poll().await;
-    let smtp = polled.iter().find(|i| i["protocol"] == "smtp").expect("an smtp interaction");
+    let smtp = polled
+        .iter()
+        .find(|i| i["protocol"] == "smtp")
+        .expect("an smtp interaction");
     assert_eq!(smtp["unique-id"], &rcpt[..33]);
     assert_eq!(smtp["smtp-from"], "<a@sender.example>");
-    assert!(smtp["raw-request"].as_str().unwrap().contains("Subject: hi"));
-    let ldap = polled.iter().find(|i| i["protocol"] == "ldap").expect("an ldap interaction");
+    assert!(smtp["raw-request"]
+        .as_str()
+        .unwrap()
+        .contains("Subject: hi"));
+    let ldap = polled
+        .iter()
+        .find(|i| i["protocol"] == "ldap")
+        .expect("an ldap interaction");
     assert_eq!(ldap["unique-id"], &base[..33]);
     server.stop().await;
 }
@@ -290,7 +353,12 @@ async fn https_callbacks_are_recorded_as_https() {
         .build()
         .unwrap();
     let port = server.https.unwrap().port();
-    let status = https.get(format!("https://{host}:{port}/")).send().await.unwrap().status();
+    let status = https
+        .get(format!("https://{host}:{port}/"))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 200);
     let polled = client.poll().await;
     assert_eq!(polled.len(), 1);
@@ -310,7 +378,10 @@ async fn an_idle_session_is_evicted_after_the_eviction_time() {
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
     let (status, body) = client.poll_raw(&client.secret).await;
     assert_eq!(status, 400);
-    assert!(body.contains("could not get correlation-id from cache"), "{body}");
+    assert!(
+        body.contains("could not get correlation-id from cache"),
+        "{body}"
+    );
     server.stop().await;
 }
 
@@ -338,5 +409,29 @@ async fn metrics_count_registrations_interactions_and_dns_queries() {
     ] {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_engine_client_library_works_against_our_server() {
+    let server = spawn(settings(&unique_prefix())).await;
+    let config = scanfleet_interactsh::SessionConfig {
+        server_url: server.base(),
+        payload_domain: Some(DOMAIN.into()),
+        ..Default::default()
+    };
+    let session = scanfleet_interactsh::Session::register_with(config)
+        .await
+        .unwrap();
+    let host = session.payload_host();
+    dns_query(server.dns, &host, RecordType::TXT).await;
+    let polled = session.poll().await.unwrap();
+    assert_eq!(polled.len(), 1);
+    assert_eq!(
+        (polled[0].protocol.as_str(), polled[0].q_type.as_str()),
+        ("dns", "TXT")
+    );
+    assert_eq!(polled[0].unique_id, host[..33]);
+    session.deregister().await.unwrap();
     server.stop().await;
 }

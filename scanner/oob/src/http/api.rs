@@ -32,7 +32,11 @@ pub async fn handle(ctx: &HttpContext, parts: &Parts, body: &Bytes) -> Response<
     };
     result.unwrap_or_else(|e| {
         tracing::error!(error = %e, source = ?std::error::Error::source(&e), "API call failed");
-        json(StatusCode::INTERNAL_SERVER_ERROR, "error", "internal server error")
+        json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "error",
+            "internal server error",
+        )
     })
 }
 
@@ -57,7 +61,9 @@ async fn register(ctx: &HttpContext, body: &Bytes) -> Result<Response<Full<Bytes
     };
     let id = &request.correlation_id;
     if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Ok(bad_request("could not set id and public key: invalid correlation-id"));
+        return Ok(bad_request(
+            "could not set id and public key: invalid correlation-id",
+        ));
     }
     let public = match crypto::parse_public_key(&request.public_key) {
         Ok(key) => key,
@@ -113,10 +119,14 @@ async fn poll(ctx: &HttpContext, query: &str) -> Result<Response<Full<Bytes>>, O
     };
     let polled = match ctx.store.poll(&id, &secret).await? {
         Access::UnknownId => {
-            return Ok(bad_request(&format!("could not get interactions: {EVICTED_MESSAGE}")))
+            return Ok(bad_request(&format!(
+                "could not get interactions: {EVICTED_MESSAGE}"
+            )))
         }
         Access::WrongSecret => {
-            return Ok(bad_request(&format!("could not get interactions: {WRONG_SECRET}")))
+            return Ok(bad_request(&format!(
+                "could not get interactions: {WRONG_SECRET}"
+            )))
         }
         Access::Granted(polled) => polled,
     };
@@ -125,7 +135,9 @@ async fn poll(ctx: &HttpContext, query: &str) -> Result<Response<Full<Bytes>>, O
         .decode(&polled.aes_key)
         .ok()
         .and_then(|k| crypto::AesKey::try_from(k.as_slice()).ok())
-        .ok_or(OobError::RedisShape("a registration's AES key is not 32 bytes of base64"))?;
+        .ok_or(OobError::RedisShape(
+            "a registration's AES key is not 32 bytes of base64",
+        ))?;
     let answer = PollResponse {
         data: polled
             .interactions
@@ -148,8 +160,14 @@ fn bad_request(text: &str) -> Response<Full<Bytes>> {
 /// `{"<key>": "<text>"}` and a newline, as Go's JSON encoder writes it.
 fn json(status: StatusCode, key: &str, text: &str) -> Response<Full<Bytes>> {
     let body = match key {
-        "message" => StatusBody { message: Some(text.into()), error: None },
-        _ => StatusBody { message: None, error: Some(text.into()) },
+        "message" => StatusBody {
+            message: Some(text.into()),
+            error: None,
+        },
+        _ => StatusBody {
+            message: None,
+            error: Some(text.into()),
+        },
     };
     let mut bytes = serde_json::to_vec(&body).unwrap_or_default();
     bytes.push(b'\n');

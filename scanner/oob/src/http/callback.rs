@@ -43,7 +43,10 @@ pub async fn handle(
     let mut response = Response::new(Full::new(Bytes::from(text)));
     *response.status_mut() = StatusCode::OK;
     let headers = response.headers_mut();
-    headers.insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(content_type));
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
     if let Ok(server) = hyper::header::HeaderValue::from_str(&ctx.domain) {
         headers.insert(hyper::header::SERVER, server);
     }
@@ -85,13 +88,19 @@ fn page(path: &str, reflection: &str, domain: &str) -> (&'static str, String) {
         );
         ("text/html; charset=utf-8", banner)
     } else if lower == "/robots.txt" {
-        ("text/plain; charset=utf-8", format!("User-agent: *\nDisallow: / # {reflection}"))
+        (
+            "text/plain; charset=utf-8",
+            format!("User-agent: *\nDisallow: / # {reflection}"),
+        )
     } else if lower.ends_with(".json") {
         ("application/json", format!("{{\"data\":\"{reflection}\"}}"))
     } else if lower.ends_with(".xml") {
         ("application/xml", format!("<data>{reflection}</data>"))
     } else {
-        ("text/html; charset=utf-8", format!("<html><head></head><body>{reflection}</body></html>"))
+        (
+            "text/html; charset=utf-8",
+            format!("<html><head></head><body>{reflection}</body></html>"),
+        )
     }
 }
 
@@ -99,12 +108,20 @@ fn page(path: &str, reflection: &str, domain: &str) -> (&'static str, String) {
 /// `Host`, the other headers with canonical names, a blank line, the body.
 fn dump_request(parts: &Parts, host: &str, body: &Bytes) -> String {
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut dump = format!("{} {target} {:?}\r\nHost: {host}\r\n", parts.method, parts.version);
+    let mut dump = format!(
+        "{} {target} {:?}\r\nHost: {host}\r\n",
+        parts.method, parts.version
+    );
     for (name, value) in &parts.headers {
         if name == hyper::header::HOST {
             continue;
         }
-        let _ = write!(dump, "{}: {}\r\n", canonical(name.as_str()), String::from_utf8_lossy(value.as_bytes()));
+        let _ = write!(
+            dump,
+            "{}: {}\r\n",
+            canonical(name.as_str()),
+            String::from_utf8_lossy(value.as_bytes())
+        );
     }
     dump.push_str("\r\n");
     dump.push_str(&String::from_utf8_lossy(body));
@@ -149,7 +166,10 @@ mod tests {
     #[test]
     fn pages_follow_the_path_and_reflect_the_label() {
         assert!(page("/", "", "oob.test").1.contains("*.oob.test"));
-        assert_eq!(page("/x", "cba", "oob.test").1, "<html><head></head><body>cba</body></html>");
+        assert_eq!(
+            page("/x", "cba", "oob.test").1,
+            "<html><head></head><body>cba</body></html>"
+        );
         assert_eq!(page("/a.JSON", "cba", "oob.test").1, "{\"data\":\"cba\"}");
         assert!(page("/robots.txt", "cba", "oob.test").1.ends_with("# cba"));
     }

@@ -139,7 +139,9 @@ pub async fn serve_metrics(listener: TcpListener, shutdown: CancellationToken) {
                     .header("content-type", "text/plain; version=0.0.4")
                     .body(Full::new(Bytes::from(crate::metrics::handle().render())))
             } else {
-                Response::builder().status(404).body(Full::new(Bytes::new()))
+                Response::builder()
+                    .status(404)
+                    .body(Full::new(Bytes::new()))
             };
             Ok::<_, hyper::http::Error>(response.unwrap_or_default())
         });

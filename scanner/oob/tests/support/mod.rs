@@ -66,7 +66,7 @@ pub fn settings(prefix: &str) -> Settings {
 pub async fn spawn(settings: Settings) -> TestServer {
     let app = Application::build(settings).await.expect("server starts");
     let shutdown = CancellationToken::new();
-    let server = TestServer {
+    TestServer {
         http: app.http_addr(),
         dns: app.dns_addr(),
         https: app.https_addr(),
@@ -75,8 +75,7 @@ pub async fn spawn(settings: Settings) -> TestServer {
         metrics: app.metrics_addr(),
         shutdown: shutdown.clone(),
         task: tokio::spawn(app.run_until_stopped(shutdown)),
-    };
-    server
+    }
 }
 
 /// `n` random characters of `alphabet`.
@@ -128,7 +127,11 @@ impl RawClient {
 
     /// A fresh payload host: id, 13-character nonce, the domain.
     pub fn host(&self) -> String {
-        format!("{}{}.{DOMAIN}", self.id, random_chars(b"ybndrfg8ejkmcpqxot1uwisza345h769", 13))
+        format!(
+            "{}{}.{DOMAIN}",
+            self.id,
+            random_chars(b"ybndrfg8ejkmcpqxot1uwisza345h769", 13)
+        )
     }
 
     fn with_token(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -144,13 +147,19 @@ impl RawClient {
             "secret-key": self.secret,
             "correlation-id": self.id,
         });
-        let request = self.http.post(format!("{}/register", self.base)).json(&body);
+        let request = self
+            .http
+            .post(format!("{}/register", self.base))
+            .json(&body);
         answer(self.with_token(request).send().await.unwrap()).await
     }
 
     pub async fn deregister(&self) -> (u16, String) {
         let body = json!({"correlation-id": self.id, "secret-key": self.secret});
-        let request = self.http.post(format!("{}/deregister", self.base)).json(&body);
+        let request = self
+            .http
+            .post(format!("{}/deregister", self.base))
+            .json(&body);
         answer(self.with_token(request).send().await.unwrap()).await
     }
 
@@ -166,10 +175,16 @@ impl RawClient {
         assert_eq!(status, 200, "{body}");
         let answer: Value = serde_json::from_str(&body).unwrap();
         for field in ["data", "extra", "aes_key", "tlddata"] {
-            assert!(answer.get(field).is_some(), "poll answer lacks {field}: {body}");
+            assert!(
+                answer.get(field).is_some(),
+                "poll answer lacks {field}: {body}"
+            );
         }
         let wrapped = B64.decode(answer["aes_key"].as_str().unwrap()).unwrap();
-        let key = self.private.decrypt(Oaep::new::<sha2::Sha256>(), &wrapped).unwrap();
+        let key = self
+            .private
+            .decrypt(Oaep::new::<sha2::Sha256>(), &wrapped)
+            .unwrap();
         assert_eq!(key.len(), 32);
         let items = answer["data"].as_array().unwrap();
         items
@@ -206,7 +221,11 @@ pub async fn http_callback(addr: SocketAddr, host: &str, path: &str) -> (u16, St
 
 /// One DNS query over UDP; returns the answer and the sizes of the query
 /// and of the answer on the wire.
-pub async fn dns_query(server: SocketAddr, name: &str, qtype: RecordType) -> (Message, usize, usize) {
+pub async fn dns_query(
+    server: SocketAddr,
+    name: &str,
+    qtype: RecordType,
+) -> (Message, usize, usize) {
     let mut query = Message::new();
     query.set_id(rand::random());
     query.set_recursion_desired(true);
