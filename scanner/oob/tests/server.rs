@@ -261,57 +261,9 @@ async fn smtp_and_ldap_callbacks_are_recorded() {
     client.register().await;
 
     let rcpt = client.host();
-    let stream = TcpStream::connect(server.smtp.unwrap()).await.unwrap();
-    let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    assert!(lines
-        .next_line()
-        .await
-        .unwrap()
-        .unwrap()
-        .starts_with("220 "));
-    for (command, reply) in [
-        ("EHLO tester".to_string(), "250"),
-        ("MAIL FROM:<a@sender.example>".to_string(), "250"),
-        (format!("RCPT TO:<user@{rcpt}>"), "250"),
-        ("DATA".to_string(), "354"),
-        ("Subject: hi\r\n\r\nbody\r\n.".to_string(), "250"),
-        ("QUIT".to_string(), "221"),
-    ] {
-        write
-            .write_all(format!("{command}\r\n").as_bytes())
-            .await
-            .unwrap();
-        let line = lines.next_line().await.unwrap().unwrap();
-        assert!(line.starts_with(reply), "{command} -> {line}");
-    }
-
+    smtp_conversation(server.smtp.unwrap(), &rcpt).await;
     let base = client.host();
-    let mut ldap = TcpStream::connect(server.ldap.unwrap()).await.unwrap();
-    let bind = [
-        0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
-    ];
-    ldap.write_all(&bind).await.unwrap();
-    let mut reply = [0u8; 14];
-    ldap.read_exact(&mut reply).await.unwrap();
-    assert_eq!(reply[5..11], [0x61, 0x07, 0x0a, 0x01, 0x00, 0x04]);
-    // searchRequest: base DN = payload label, scope, deref, limits, typesOnly, filter (objectClass=*), no attributes.
-    let mut search = vec![0x04, base.len() as u8];
-    search.extend_from_slice(base.as_bytes());
-    search.extend_from_slice(&[
-        0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01, 0x00,
-    ]);
-    search.extend_from_slice(&[0x87, 0x0b]);
-    search.extend_from_slice(b"objectClass");
-    search.extend_from_slice(&[0x30, 0x00]);
-    let mut message = vec![0x02, 0x01, 0x02, 0x63, search.len() as u8];
-    message.extend_from_slice(&search);
-    let mut framed = vec![0x30, message.len() as u8];
-    framed.extend_from_slice(&message);
-    ldap.write_all(&framed).await.unwrap();
-    let mut done = [0u8; 14];
-    ldap.read_exact(&mut done).await.unwrap();
-    assert_eq!(done[5], 0x65, "searchResultDone");
+    ldap_bind_and_search(server.ldap.unwrap(), &base).await;
 
     let polled = client.poll().await;
     let smtp = polled
@@ -434,4 +386,61 @@ async fn the_engine_client_library_works_against_our_server() {
     assert_eq!(polled[0].unique_id, host[..33]);
     session.deregister().await.unwrap();
     server.stop().await;
+}
+
+/// A whole SMTP transaction to `user@<rcpt>`, checking each reply code.
+async fn smtp_conversation(addr: std::net::SocketAddr, rcpt: &str) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    assert!(lines
+        .next_line()
+        .await
+        .unwrap()
+        .unwrap()
+        .starts_with("220 "));
+    for (command, reply) in [
+        ("EHLO tester".to_string(), "250"),
+        ("MAIL FROM:<a@sender.example>".to_string(), "250"),
+        (format!("RCPT TO:<user@{rcpt}>"), "250"),
+        ("DATA".to_string(), "354"),
+        ("Subject: hi\r\n\r\nbody\r\n.".to_string(), "250"),
+        ("QUIT".to_string(), "221"),
+    ] {
+        write
+            .write_all(format!("{command}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let line = lines.next_line().await.unwrap().unwrap();
+        assert!(line.starts_with(reply), "{command} -> {line}");
+    }
+}
+
+/// A bind, then a search whose base DN is `base`, as a JNDI lookup sends.
+async fn ldap_bind_and_search(addr: std::net::SocketAddr, base: &str) {
+    let mut ldap = TcpStream::connect(addr).await.unwrap();
+    let bind = [
+        0x30, 0x0c, 0x02, 0x01, 0x01, 0x60, 0x07, 0x02, 0x01, 0x03, 0x04, 0x00, 0x80, 0x00,
+    ];
+    ldap.write_all(&bind).await.unwrap();
+    let mut reply = [0u8; 14];
+    ldap.read_exact(&mut reply).await.unwrap();
+    assert_eq!(reply[5..11], [0x61, 0x07, 0x0a, 0x01, 0x00, 0x04]);
+    // searchRequest: base DN = payload label, scope, deref, limits, typesOnly, filter (objectClass=*), no attributes.
+    let mut search = vec![0x04, base.len() as u8];
+    search.extend_from_slice(base.as_bytes());
+    search.extend_from_slice(&[
+        0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00, 0x02, 0x01, 0x00, 0x01, 0x01, 0x00,
+    ]);
+    search.extend_from_slice(&[0x87, 0x0b]);
+    search.extend_from_slice(b"objectClass");
+    search.extend_from_slice(&[0x30, 0x00]);
+    let mut message = vec![0x02, 0x01, 0x02, 0x63, search.len() as u8];
+    message.extend_from_slice(&search);
+    let mut framed = vec![0x30, message.len() as u8];
+    framed.extend_from_slice(&message);
+    ldap.write_all(&framed).await.unwrap();
+    let mut done = [0u8; 14];
+    ldap.read_exact(&mut done).await.unwrap();
+    assert_eq!(done[5], 0x65, "searchResultDone");
 }
