@@ -84,8 +84,7 @@ pub struct SessionConfig {
     pub http: Option<reqwest::Client>,
 }
 
-/// One registration. Cheap to share behind an `Arc`; every method takes
-/// `&self` except [`Session::deregister`].
+/// One registration. Share it behind an `Arc`; every method takes `&self`.
 pub struct Session {
     http: reqwest::Client,
     base: String,
@@ -240,8 +239,10 @@ impl Session {
         Ok(key)
     }
 
-    /// Ends the registration; the server drops what it still holds.
-    pub async fn deregister(self) -> Result<(), ClientError> {
+    /// Ends the registration; the server drops what it still holds. Takes
+    /// `&self` so a session shared behind an `Arc` can be ended too; calls
+    /// after it fail with [`ClientError::Evicted`].
+    pub async fn deregister(&self) -> Result<(), ClientError> {
         let body = DeregisterRequest {
             correlation_id: self.correlation_id.clone(),
             secret_key: self.secret_key.clone(),
