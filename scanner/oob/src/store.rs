@@ -25,6 +25,10 @@ use crate::error::OobError;
 /// Interactions kept per id before the oldest are dropped: a flood of
 /// callbacks for one id must not grow Redis without bound.
 pub const MAX_PENDING: u64 = 100_000;
+/// Interactions one poll takes at most (the oldest first); the rest wait
+/// for the next poll. Bounds the size of an answer (about 650 bytes an
+/// item) and the memory the server needs to build it.
+pub const MAX_PER_POLL: u64 = 10_000;
 
 const REGISTER: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -47,8 +51,8 @@ const POLL: &str = r#"
 local reg = redis.call('HMGET', KEYS[1], 'secret', 'aes', 'wrapped')
 if not reg[1] then return {0} end
 if string.lower(reg[1]) ~= string.lower(ARGV[1]) then return {1} end
-local items = redis.call('LRANGE', KEYS[2], 0, -1)
-redis.call('DEL', KEYS[2])
+local items = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+if #items > 0 then redis.call('LTRIM', KEYS[2], #items, -1) end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return {2, reg[2], reg[3], items}
 "#;
@@ -153,13 +157,18 @@ impl Store {
         Ok(stored == 1)
     }
 
-    /// Takes (reads and deletes, atomically) the pending interactions.
+    /// Takes (reads and deletes, atomically) the oldest pending
+    /// interactions, at most [`MAX_PER_POLL`].
     pub async fn poll(
         &self,
         correlation_id: &str,
         secret: &str,
     ) -> Result<Access<Polled>, OobError> {
-        let args = vec![secret.to_string(), self.ttl.to_string()];
+        let args = vec![
+            secret.to_string(),
+            self.ttl.to_string(),
+            MAX_PER_POLL.to_string(),
+        ];
         let answer: Value = self.eval(POLL, correlation_id, args).await?;
         let Value::Array(mut parts) = answer else {
             return Err(OobError::RedisShape("poll answer is not an array"));
