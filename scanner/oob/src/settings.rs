@@ -105,7 +105,12 @@ fn normalise_domain(raw: &str) -> String {
     raw.trim().trim_end_matches('.').to_ascii_lowercase()
 }
 
-fn parse_domain(raw: &str) -> Result<String, String> {
+/// A `--domain` that is not a plain ASCII host name.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a domain name (ASCII letters, digits and hyphens, dots between)")]
+pub struct InvalidDomain(String);
+
+fn parse_domain(raw: &str) -> Result<String, InvalidDomain> {
     let domain = normalise_domain(raw);
     let valid = !domain.is_empty()
         && domain.split('.').all(|label| {
@@ -117,9 +122,7 @@ fn parse_domain(raw: &str) -> Result<String, String> {
     if valid {
         Ok(domain)
     } else {
-        Err(format!(
-            "{raw:?} is not a domain name (ASCII labels, dots between)"
-        ))
+        Err(InvalidDomain(raw.to_string()))
     }
 }
 

@@ -234,6 +234,36 @@ async fn dns_answers_a_for_the_zone_and_refuses_names_outside_it() {
 }
 
 #[tokio::test]
+async fn dns_over_tcp_answers_like_udp() {
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::Name;
+    let server = spawn(settings(&unique_prefix())).await;
+    let mut query = Message::new();
+    query.set_id(7);
+    query.add_query(Query::query(
+        Name::from_ascii(format!("tcp.{DOMAIN}.")).unwrap(),
+        RecordType::A,
+    ));
+    let bytes = query.to_vec().unwrap();
+    let mut stream = TcpStream::connect(server.dns).await.unwrap();
+    stream
+        .write_all(&(bytes.len() as u16).to_be_bytes())
+        .await
+        .unwrap();
+    stream.write_all(&bytes).await.unwrap();
+    let len = stream.read_u16().await.unwrap();
+    let mut answer = vec![0u8; usize::from(len)];
+    stream.read_exact(&mut answer).await.unwrap();
+    let answer = Message::from_vec(&answer).unwrap();
+    assert_eq!(answer.id(), 7);
+    assert_eq!(
+        answer.answers()[0].data(),
+        &RData::A(Ipv4Addr::LOCALHOST.into())
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn dns_answers_any_and_txt_minimally() {
     let server = spawn(settings(&unique_prefix())).await;
     let name = format!("x.{DOMAIN}.");
