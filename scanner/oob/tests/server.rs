@@ -474,3 +474,27 @@ async fn ldap_bind_and_search(addr: std::net::SocketAddr, base: &str) {
     ldap.read_exact(&mut done).await.unwrap();
     assert_eq!(done[5], 0x65, "searchResultDone");
 }
+
+#[tokio::test]
+async fn a_poll_takes_at_most_ten_thousand_interactions_and_the_rest_wait() {
+    use scanfleet_oob::store::{Store, MAX_PER_POLL};
+    let prefix = unique_prefix();
+    let settings = settings(&prefix);
+    let store = Store::connect(settings.redis_url.expose(), &prefix, 600)
+        .await
+        .unwrap();
+    let server = spawn(settings).await;
+    let client = RawClient::new(&server.base());
+    client.register().await;
+    // Straight into the store, many at once: fred pipelines them.
+    let json = serde_json::json!({"protocol": "http", "unique-id": "u", "full-id": "u",
+        "remote-address": "127.0.0.1", "timestamp": "2024-05-01T10:00:00Z"});
+    let records = (0..=MAX_PER_POLL).map(|_| store.record(&client.id, json.to_string()));
+    let stored = futures::future::join_all(records).await;
+    assert!(stored.into_iter().all(|r| r.unwrap()));
+    assert_eq!(client.poll().await.len() as u64, MAX_PER_POLL);
+    assert_eq!(client.poll().await.len(), 1);
+    assert!(client.poll().await.is_empty());
+    store.quit().await;
+    server.stop().await;
+}
