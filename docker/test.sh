@@ -13,6 +13,17 @@ if ! command -v pdftotext >/dev/null 2>&1; then
     echo "test: the report tests need poppler-utils (pdftotext); install it" >&2
   fi
 fi
+# The Redis failure tests start, kill and restart private redis-server
+# processes (Sentinel mode included), whatever Redis REDIS_URL points at.
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "test: installing redis-server with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2 \
+      || { apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >&2; }
+  else
+    echo "test: the Redis failure tests need redis-server; install it" >&2
+  fi
+fi
 # The pipeline tests start the api, scanner and scheduler binaries.
 cargo build --bins
 if cargo nextest --version >/dev/null 2>&1; then

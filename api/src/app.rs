@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use fred::prelude::{Builder, Config as RedisConfig};
 use poem::endpoint::make_sync;
 use poem::listener::{Acceptor, TcpAcceptor};
 use poem::middleware::Tracing;
 use poem::{get, Endpoint, EndpointExt, Response, Route, Server};
+use scanfleet_bus::{RedisTarget, ScanQueue};
 use scanfleet_common::keys::Keys;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
@@ -22,7 +22,6 @@ use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
 use crate::ingest::Ingester;
 use crate::problem::problem_guard;
-use crate::queue::ScanQueue;
 use crate::routes::{self, health};
 use crate::startup;
 use crate::state::AppState;
@@ -108,13 +107,9 @@ impl AppState {
     pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         // Both services are checked before the migrations change anything.
         startup::check_database(&settings).await?;
-        let redis = Builder::from_config(
-            RedisConfig::from_url(settings.redis_url.expose())
-                .context("REDIS_URL is not a valid Redis URL")?,
-        )
-        .build()
-        .context("building the Redis client")?;
-        startup::check_redis(&redis, settings.redis_url.expose()).await?;
+        let redis_target = RedisTarget::from_settings(&settings)?;
+        let url = settings.redis_url.expose();
+        let redis = startup::connect_redis(&redis_target, url, "api").await?;
         let db = store::connect(settings.database_url.expose())?;
         migrate::run(&db)
             .await
@@ -122,13 +117,11 @@ impl AppState {
 
         let keys = Keys::new(settings.redis_prefix.clone());
         let hub = Arc::new(Hub::new(
-            redis_client(&settings).await?,
+            startup::connect_redis(&redis_target, url, "hub").await?,
             redis.clone(),
             keys.clone(),
         ));
-        let scan_queue = ScanQueue::connect(settings.redis_url.expose(), &keys)
-            .await
-            .context("connecting the scan queue to Redis")?;
+        let scan_queue = ScanQueue::new(redis.clone(), &keys);
 
         let secret = match &settings.jwt_secret {
             Some(s) => s.expose().to_string(),
@@ -150,6 +143,7 @@ impl AppState {
             ownership,
             db,
             redis,
+            redis_target,
             scan_queue,
             hub,
             keys,
@@ -162,16 +156,13 @@ impl AppState {
     }
 }
 
-/// A Redis client on a connection of its own (for blocking reads).
-async fn redis_client(settings: &Settings) -> anyhow::Result<fred::clients::Client> {
-    let client = Builder::from_config(
-        RedisConfig::from_url(settings.redis_url.expose())
-            .context("REDIS_URL is not a valid Redis URL")?,
-    )
-    .build()
-    .context("building the Redis client")?;
-    startup::check_redis(&client, settings.redis_url.expose()).await?;
-    Ok(client)
+/// A Redis client on a connection of its own, for `role` (a metrics label).
+async fn redis_client(
+    state: &AppState,
+    role: &'static str,
+) -> Result<fred::clients::Client, startup::StartupError> {
+    let url = state.settings.redis_url.expose();
+    startup::connect_redis(&state.redis_target, url, role).await
 }
 
 /// The process's ingester, with its own blocking connection and a consumer
@@ -179,9 +170,13 @@ async fn redis_client(settings: &Settings) -> anyhow::Result<fred::clients::Clie
 async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
     Ok(Ingester {
         db: state.db.clone(),
-        redis: redis_client(&state.settings).await?,
+        index: scanfleet_bus::events::IngestIndex::new(
+            redis_client(state, "ingester").await?,
+            &state.keys,
+            format!("api-{}", uuid::Uuid::new_v4().simple()),
+        ),
+        redis: state.redis.clone(),
         keys: state.keys.clone(),
-        consumer: format!("api-{}", uuid::Uuid::new_v4().simple()),
     })
 }
 

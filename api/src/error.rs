@@ -196,6 +196,17 @@ impl From<fred::error::Error> for Error {
     }
 }
 
+impl From<scanfleet_bus::BusError> for Error {
+    fn from(e: scanfleet_bus::BusError) -> Self {
+        match e {
+            scanfleet_bus::BusError::Redis(e) => e.into(),
+            bad @ scanfleet_bus::BusError::BadJob { .. } => {
+                Error::Unexpected(anyhow::Error::new(bad))
+            }
+        }
+    }
+}
+
 impl IntoResponse for Error {
     fn into_response(self) -> Response {
         self.into_problem_response().into_response()

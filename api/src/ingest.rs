@@ -1,27 +1,19 @@
 //! The ingester: applies scan events from Redis to Postgres. One runs inside
 //! every api process; replicas share the work through a consumer group.
 //!
-//! # Stream layout (the decision, and why)
-//! - **One stream per scan**, `{prefix}:scan:{id}:events`, holding every
-//!   event of that scan in the order its node emitted it. It is the record:
-//!   the ingester applies it in order, and the WebSocket reads the same
-//!   stream for snapshots and live updates. Nobody trims it; the ingester
-//!   sets an expiry (one hour) only after it committed the scan's terminal
-//!   event, so no event is ever trimmed or expired before it is in Postgres.
-//! - **One ingest index**, `{prefix}:scan-events`, where each write of a
-//!   node (a batch of events) appends the scan's id. The ingesters read it
-//!   with `XREADGROUP` in the consumer group `ingesters`, so a thousand
-//!   running scans cost one blocking read per api process, not one reader
-//!   per scan, and replicas split the index between them.
-//! - Index entries are only pointers. For each scan named in a batch the
-//!   ingester locks the scan's row, reads the scan's stream from the cursor
-//!   saved in that row (`scans.events_cursor`), applies everything new and
-//!   saves the new cursor in the same transaction, then acknowledges (and
-//!   deletes) the index entries. Two replicas handling the same scan are
-//!   serialised by the row lock and the second finds nothing new; a crash
-//!   before the commit leaves the index entries pending, and another
-//!   ingester claims them after [`CLAIM_IDLE`]. Postgres being down only
-//!   delays the acknowledgement: the batch is retried until it commits.
+//! The stream layout (a stream per scan, an ingest index read by a
+//! consumer group) is described in `scanfleet_bus::events`. For each scan
+//! named in a batch of index entries the ingester locks the scan's row,
+//! reads the scan's stream from the cursor saved in that row
+//! (`scans.events_cursor`), applies everything new and saves the new cursor
+//! in the same transaction, then acknowledges (and deletes) the index
+//! entries. Two replicas handling the same scan are serialised by the row
+//! lock and the second finds nothing new; a crash before the commit leaves
+//! the index entries pending, and another ingester claims them after
+//! [`CLAIM_IDLE`]. Postgres or Redis being down only delays the
+//! acknowledgement: the batch is retried until it commits. After Redis
+//! lost its data the consumer group is made again, and the scans' new
+//! entries carry ids after every saved cursor.
 //!
 //! # Applying events
 //! Findings are inserted with the dedup rule (first wins); the status only
@@ -30,13 +22,14 @@
 //! idempotent) and closes the scan's stream for ingestion, so nothing the
 //! scan emits after a stop is recorded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fred::clients::Client;
-use fred::interfaces::{KeysInterface, StreamsInterface};
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, EVENT_FIELD};
-use scanfleet_common::keys::{Keys, INGEST_GROUP};
+use fred::interfaces::KeysInterface;
+use scanfleet_bus::events::{self, Entry, IngestIndex};
+use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
+use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -48,23 +41,24 @@ const BATCH: u64 = 256;
 /// Stream entries read per `XRANGE`.
 const PAGE: u64 = 1000;
 /// How long a read blocks when the index is idle.
-const BLOCK_MS: u64 = 1000;
+const BLOCK: Duration = Duration::from_secs(1);
+/// The longest pause between retries while Postgres or Redis is away.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Index entries pending this long with another consumer (a dead api
 /// process) are claimed.
 pub const CLAIM_IDLE: Duration = Duration::from_secs(10);
 /// How long a finished scan's stream stays readable (WebSocket snapshots).
 const FINISHED_STREAM_TTL_SECS: i64 = 3600;
 
-/// One ingester. `redis` must be a connection of its own: it blocks.
+/// One ingester.
 pub struct Ingester {
     pub db: Db,
+    /// The index, on a connection of its own: it blocks.
+    pub index: IngestIndex,
+    /// Short commands: stream reads, expiries.
     pub redis: Client,
     pub keys: Keys,
-    /// This process's consumer name in the group.
-    pub consumer: String,
 }
-
-type Entry = (String, HashMap<String, String>);
 
 impl Ingester {
     /// Runs until `shutdown` fires. Errors (Redis or Postgres unreachable)
@@ -77,18 +71,18 @@ impl Ingester {
         let mut pending_first = true;
         while !shutdown.is_cancelled() {
             let step = async {
-                self.ensure_group().await?;
+                self.index.ensure_group().await?;
                 let mut entries = if pending_first {
-                    self.read("0", None).await?
+                    self.index.read("0", BATCH, None).await?
                 } else {
                     Vec::new()
                 };
                 if last_claim.elapsed() >= CLAIM_IDLE / 2 {
-                    entries.extend(self.claim().await?);
+                    entries.extend(self.index.claim(CLAIM_IDLE, BATCH).await?);
                     last_claim = tokio::time::Instant::now();
                 }
                 if entries.is_empty() {
-                    entries = self.read(">", Some(BLOCK_MS)).await?;
+                    entries = self.index.read(">", BATCH, Some(BLOCK)).await?;
                 }
                 self.apply(&entries).await?;
                 Ok::<usize, Error>(entries.len())
@@ -112,61 +106,10 @@ impl Ingester {
                         _ = tokio::time::sleep(backoff) => {}
                         _ = shutdown.cancelled() => break,
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
         }
-    }
-
-    async fn ensure_group(&self) -> Result<(), Error> {
-        let created: Result<(), fred::error::Error> = self
-            .redis
-            .xgroup_create(self.keys.scan_events_index(), INGEST_GROUP, "0", true)
-            .await;
-        match created {
-            Ok(()) => Ok(()),
-            Err(e) if e.details().contains("BUSYGROUP") => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    async fn read(&self, from: &str, block: Option<u64>) -> Result<Vec<Entry>, Error> {
-        let index = self.keys.scan_events_index();
-        let reply: fred::types::Value = self
-            .redis
-            .xreadgroup(
-                INGEST_GROUP,
-                self.consumer.as_str(),
-                Some(BATCH),
-                block,
-                false,
-                index.as_str(),
-                from,
-            )
-            .await?;
-        // A blocking read that timed out answers nil.
-        if reply.is_null() {
-            return Ok(Vec::new());
-        }
-        let mut reply: HashMap<String, Vec<Entry>> = reply.into_xread_response()?;
-        Ok(reply.remove(&index).unwrap_or_default())
-    }
-
-    /// Takes over index entries another consumer left pending too long.
-    async fn claim(&self) -> Result<Vec<Entry>, Error> {
-        let (_, entries): (String, Vec<Entry>) = self
-            .redis
-            .xautoclaim_values(
-                self.keys.scan_events_index(),
-                INGEST_GROUP,
-                self.consumer.as_str(),
-                CLAIM_IDLE.as_millis() as u64,
-                "0-0",
-                Some(BATCH),
-                false,
-            )
-            .await?;
-        Ok(entries)
     }
 
     /// Applies every scan named in `entries`, then acknowledges them.
@@ -174,22 +117,11 @@ impl Ingester {
         if entries.is_empty() {
             return Ok(());
         }
-        let mut scans: Vec<Uuid> = entries
-            .iter()
-            .filter_map(|(_, f)| f.get("scan_id").and_then(|s| Uuid::parse_str(s).ok()))
-            .collect();
-        scans.sort();
-        scans.dedup();
-        for scan_id in scans {
+        for scan_id in events::scans_named(entries) {
             self.ingest_scan(scan_id).await?;
         }
         let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
-        let index = self.keys.scan_events_index();
-        let _: i64 = self
-            .redis
-            .xack(index.as_str(), INGEST_GROUP, ids.clone())
-            .await?;
-        let _: i64 = self.redis.xdel(index.as_str(), ids).await?;
+        self.index.done(ids).await?;
         Ok(())
     }
 
@@ -212,10 +144,7 @@ impl Ingester {
         let mut closed = false;
         let mut applied = 0usize;
         'pages: loop {
-            let page: Vec<Entry> = self
-                .redis
-                .xrange_values(&stream, format!("({cursor}"), "+", Some(PAGE))
-                .await?;
+            let page: Vec<Entry> = events::range(&self.redis, &stream, &cursor, "+", PAGE).await?;
             if page.is_empty() {
                 break;
             }
@@ -223,10 +152,7 @@ impl Ingester {
             for (id, fields) in &page {
                 cursor = id.clone();
                 applied += 1;
-                let Some(event) = fields
-                    .get(EVENT_FIELD)
-                    .and_then(|json| serde_json::from_str::<ScanEvent>(json).ok())
-                else {
+                let Some(event) = events::decode(fields) else {
                     tracing::warn!(entry = %id, "skipping an unreadable scan event");
                     continue;
                 };

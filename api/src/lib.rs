@@ -30,7 +30,6 @@
 //!   or a well-known file) and the gate that refuses scans without it.
 //! - [`payments`]: the payment provider (Stripe's HTTP API, or the dev
 //!   stand-in) and its signed webhook events.
-//! - [`queue`]: pushing scan jobs to the apalis Redis queue, publishing stops.
 //! - [`report`]: scan reports in HTML, PDF, JSON, SARIF and CSV, streamed
 //!   from Postgres into one renderer per format.
 //! - [`state`]: what every handler shares.
@@ -55,7 +54,6 @@ pub mod ownership;
 pub mod payload;
 pub mod payments;
 pub mod problem;
-pub mod queue;
 pub mod ratelimit;
 pub mod report;
 pub mod routes;

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use fred::interfaces::{ListInterface, SortedSetsInterface, StreamsInterface};
+use fred::interfaces::StreamsInterface;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use poem::http::StatusCode;
 use poem::web::Data;
@@ -102,10 +102,8 @@ async fn refresh(state: &AppState) -> Result<(), crate::Error> {
         let n: i64 = row.try_get("n")?;
         metrics::gauge!("scanfleet_scans", "status" => status).set(n as f64);
     }
-    let config = state.scan_queue.config();
-    let active: i64 = state.redis.llen(config.active_jobs_list()).await?;
-    let scheduled: i64 = state.redis.zcard(config.scheduled_jobs_set()).await?;
-    metrics::gauge!("scanfleet_queue_depth").set((active + scheduled) as f64);
+    let depth = state.scan_queue.depth().await?;
+    metrics::gauge!("scanfleet_queue_depth").set(depth as f64);
     let index = state.keys.scan_events_index();
     let backlog: i64 = state.redis.xlen(&index).await?;
     metrics::gauge!("scanfleet_ingest_backlog_entries").set(backlog as f64);

@@ -31,10 +31,11 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use fred::interfaces::KeysInterface;
+use fred::interfaces::{ClientLike, KeysInterface};
 use poem::http::header::{HeaderName, HeaderValue, AUTHORIZATION};
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
 use uuid::Uuid;
@@ -76,6 +77,7 @@ impl RateLimit {
                 user_rpm: Mutex::new(HashMap::new()),
                 key_owner: Mutex::new(HashMap::new()),
                 leases: Mutex::new(HashMap::new()),
+                skipping: AtomicBool::new(false),
             }),
         }
     }
@@ -113,6 +115,9 @@ struct Limiter {
     key_owner: Mutex<HashMap<Vec<u8>, Cached<KeyOwner>>>,
     /// Subject key -> this process's reservation in the current window.
     leases: Mutex<HashMap<String, Arc<Reservation>>>,
+    /// Set while requests go uncounted because Redis is unreachable, so
+    /// the outage is logged once at each end.
+    skipping: AtomicBool,
 }
 
 /// Slots of one subject's window that this process reserved in Redis.
@@ -446,6 +451,18 @@ impl Limiter {
 
     /// The subject's count, or `None` when it cannot be had.
     async fn check(&self, req: &Request, class: PathClass) -> Option<Count> {
+        // While Redis is away the client queues commands until it is back:
+        // answer at once instead, and count again as soon as it reconnects.
+        if !self.state.redis.is_connected() {
+            if !self.skipping.swap(true, Ordering::Relaxed) {
+                tracing::warn!("rate limiting skipped while Redis is unreachable");
+            }
+            metrics::counter!("scanfleet_rate_limit_skipped_total").increment(1);
+            return None;
+        }
+        if self.skipping.swap(false, Ordering::Relaxed) {
+            tracing::info!("rate limiting resumed: Redis is back");
+        }
         let work = async {
             let subject = self.subject(req, class).await?;
             self.count(&subject).await

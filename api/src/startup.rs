@@ -115,21 +115,25 @@ async fn create_database(
     }
 }
 
-/// Connects a Redis client, giving up after a few seconds with one line.
-/// A plain TCP connection is tried first, so the reason is the operating
-/// system's words ("Connection refused") rather than the client's.
-pub async fn check_redis(client: &fred::clients::Client, url: &str) -> Result<(), StartupError> {
-    use fred::interfaces::ClientLike;
+/// Connects a Redis client for `role`, giving up after a few seconds with
+/// one line. Without sentinels a plain TCP connection to `url`'s server is
+/// tried first, so the reason is the operating system's words
+/// ("Connection refused") rather than the client's.
+pub async fn connect_redis(
+    target: &scanfleet_bus::RedisTarget,
+    url: &str,
+    role: &'static str,
+) -> Result<fred::clients::Client, StartupError> {
     let unreachable = |reason: String| StartupError::RedisUnreachable { reason };
-    if let Some(addr) = redis_address(url) {
+    if let Some(addr) = redis_address(url).filter(|_| !target.is_sentinel()) {
         match tokio::time::timeout(REDIS_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(unreachable(format!("{addr}: {e}"))),
             Err(_) => return Err(unreachable(format!("{addr}: no answer"))),
         }
     }
-    match tokio::time::timeout(REDIS_TIMEOUT, client.init()).await {
-        Ok(Ok(_)) => Ok(()),
+    match tokio::time::timeout(REDIS_TIMEOUT, scanfleet_bus::connect(target, role)).await {
+        Ok(Ok(client)) => Ok(client),
         Ok(Err(e)) => Err(unreachable(e.to_string())),
         Err(_) => Err(unreachable(format!(
             "no answer within {} s",

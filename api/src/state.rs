@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
+use scanfleet_bus::{RedisTarget, ScanQueue};
 use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
 
 use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
 use crate::ownership::Ownership;
-use crate::queue::ScanQueue;
 use crate::store::Db;
 use crate::ws::Hub;
 
@@ -18,7 +18,9 @@ pub struct AppState {
     pub db: Db,
     /// Shared client for short commands; blocking reads use their own connections.
     pub redis: fred::clients::Client,
-    /// Producer end of the apalis scan queue.
+    /// Where Redis is, for the clients of blocking reads.
+    pub redis_target: RedisTarget,
+    /// Producer end of the scan queue, on `redis`.
     pub scan_queue: ScanQueue,
     /// The process's shared reader of scan streams for WebSocket listeners.
     pub hub: Arc<Hub>,

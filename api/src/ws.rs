@@ -25,7 +25,8 @@ use poem::web::websocket::{CloseCode, Message, WebSocket, WebSocketStream};
 use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
 use poem_openapi::auth::Bearer;
-use scanfleet_common::events::{ScanEvent, ScanEventKind, ScanStatus, EVENT_FIELD};
+use scanfleet_bus::events::{self, Entry};
+use scanfleet_common::events::{ScanEvent, ScanEventKind, ScanStatus};
 use scanfleet_common::keys::Keys;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, Mutex};
@@ -38,7 +39,7 @@ use crate::state::AppState;
 use crate::store::scans::{self, ScanRow};
 
 /// How long the hub's read blocks when nothing happens.
-const BLOCK_MS: u64 = 250;
+const BLOCK: Duration = Duration::from_millis(250);
 /// Stream entries read per round.
 const READ_COUNT: u64 = 1000;
 /// Events buffered per scan for a slow listener before it lags.
@@ -75,8 +76,6 @@ pub struct Subscription {
     pub rx: broadcast::Receiver<Arc<ScanEvent>>,
 }
 
-type Entry = (String, HashMap<String, String>);
-
 impl Hub {
     pub fn new(reader: Client, redis: Client, keys: Keys) -> Hub {
         let wake_key = format!("{}:ws-wake:{}", keys.prefix(), Uuid::new_v4().simple());
@@ -93,11 +92,7 @@ impl Hub {
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let mut wake_last = "$".to_string();
         // "$" only on the first read: later rounds continue from the last id.
-        if let Ok(entries) = self
-            .redis
-            .xrevrange_values::<String, String, String, _, _, _>(&self.wake_key, "+", "-", Some(1))
-            .await
-        {
+        if let Ok(entries) = events::latest(&self.redis, &self.wake_key, 1).await {
             if let Some((id, _)) = entries.first() {
                 wake_last = id.clone();
             }
@@ -112,19 +107,9 @@ impl Hub {
             };
             keys.push(self.wake_key.clone());
             ids.push(wake_last.clone());
-            let read = self.reader.xread::<fred::types::Value, _, _>(
-                Some(READ_COUNT),
-                Some(BLOCK_MS),
-                keys,
-                ids,
-            );
+            let read = events::read_streams(&self.reader, keys, ids, READ_COUNT, BLOCK);
             let reply: HashMap<String, Vec<Entry>> = tokio::select! {
-                // A read that timed out answers nil.
-                r = read => match r.and_then(|v| if v.is_null() {
-                    Ok(HashMap::new())
-                } else {
-                    v.into_xread_response()
-                }) {
+                r = read => match r {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::warn!(error = %e, "websocket hub: read failed; retrying");
@@ -146,10 +131,10 @@ impl Hub {
                     continue;
                 };
                 for (id, fields) in entries {
-                    if !id_after(&id, &watch.last_id) {
+                    if !events::id_after(&id, &watch.last_id) {
                         continue;
                     }
-                    if let Some(event) = parse(&fields) {
+                    if let Some(event) = events::decode(&fields) {
                         // No receiver left: the watch goes next round.
                         let _ = watch.tx.send(Arc::new(event));
                     }
@@ -168,10 +153,7 @@ impl Hub {
             match watches.get(&scan_id) {
                 Some(w) => (w.tx.subscribe(), w.last_id.clone(), false),
                 None => {
-                    let last: Vec<Entry> = self
-                        .redis
-                        .xrevrange_values(&stream, "+", "-", Some(1))
-                        .await?;
+                    let last: Vec<Entry> = events::latest(&self.redis, &stream, 1).await?;
                     let last_id = last
                         .first()
                         .map(|(id, _)| id.clone())
@@ -200,14 +182,12 @@ impl Hub {
         if upto != "0-0" {
             let mut from = "-".to_string();
             loop {
-                let page: Vec<Entry> = self
-                    .redis
-                    .xrange_values(&stream, from.as_str(), upto.as_str(), Some(READ_COUNT))
-                    .await?;
+                let page: Vec<Entry> =
+                    events::range(&self.redis, &stream, &from, &upto, READ_COUNT).await?;
                 let Some((last, _)) = page.last() else { break };
-                from = format!("({last}");
+                from = last.clone();
                 let full = page.len() as u64 == READ_COUNT;
-                history.extend(page.iter().filter_map(|(_, f)| parse(f)));
+                history.extend(page.iter().filter_map(|(_, f)| events::decode(f)));
                 if !full {
                     break;
                 }
@@ -215,19 +195,6 @@ impl Hub {
         }
         Ok(Subscription { history, rx })
     }
-}
-
-fn parse(fields: &HashMap<String, String>) -> Option<ScanEvent> {
-    serde_json::from_str(fields.get(EVENT_FIELD)?).ok()
-}
-
-/// Whether stream id `a` comes after `b` (`ms-seq` compared numerically).
-fn id_after(a: &str, b: &str) -> bool {
-    fn split(id: &str) -> (u64, u64) {
-        let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
-        (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
-    }
-    split(a) > split(b)
 }
 
 /// One message to a listener.
@@ -463,17 +430,4 @@ async fn deliver(
         return false;
     }
     true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stream_ids_compare_numerically() {
-        assert!(id_after("10-0", "9-5"));
-        assert!(id_after("5-10", "5-9"));
-        assert!(!id_after("5-1", "5-1"));
-        assert!(id_after("1-0", "0-0"));
-    }
 }

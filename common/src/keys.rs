@@ -23,9 +23,39 @@ impl Keys {
         &self.prefix
     }
 
-    /// Name of the apalis queue that carries `ScanJob`s to scanner nodes.
+    /// Common start of the scan queue's keys: `{prefix}:queue:scans`. The
+    /// queue itself (what each key holds) is `scanfleet-bus`'s `queue`.
     pub fn scan_queue(&self) -> String {
         format!("{}:queue:scans", self.prefix)
+    }
+
+    /// Hash of scan id -> `ScanJob` JSON: every job not yet finished, waiting
+    /// or held by a node.
+    pub fn scan_queue_jobs(&self) -> String {
+        format!("{}:jobs", self.scan_queue())
+    }
+
+    /// List of the ids of jobs waiting for a node, oldest first.
+    pub fn scan_queue_waiting(&self) -> String {
+        format!("{}:waiting", self.scan_queue())
+    }
+
+    /// Sorted set of held jobs' ids, scored by when their lease ends
+    /// (milliseconds of the Redis server's clock).
+    pub fn scan_queue_leases(&self) -> String {
+        format!("{}:leases", self.scan_queue())
+    }
+
+    /// Hash of held job id -> the node holding it.
+    pub fn scan_queue_holders(&self) -> String {
+        format!("{}:holders", self.scan_queue())
+    }
+
+    /// A value written once per Redis data set: when it is missing, Redis
+    /// lost its data (a restart without persistence) and the queue is
+    /// rebuilt from Postgres.
+    pub fn bus_epoch(&self) -> String {
+        format!("{}:epoch", self.prefix)
     }
 
     /// Stream of one scan's events (status, stage, progress, findings).
@@ -39,16 +69,10 @@ impl Keys {
         format!("{}:scan-events", self.prefix)
     }
 
-    /// How many times a node took up the scan's job (our own attempt count:
-    /// apalis re-enqueues a crashed node's job without counting it).
+    /// How many times a node took up the scan's job (a job put back after
+    /// its node went silent is taken up again, and counted again).
     pub fn scan_attempts(&self, scan_id: Uuid) -> String {
         format!("{}:scan:{scan_id}:attempts", self.prefix)
-    }
-
-    /// Set, with a short expiry, by the node running the scan, renewed while
-    /// it runs: the reaper treats a scan without it as silent.
-    pub fn scan_heartbeat(&self, scan_id: Uuid) -> String {
-        format!("{}:scan:{scan_id}:heartbeat", self.prefix)
     }
 
     /// Pub/sub channel on which scan stops are published to scanner nodes.
@@ -84,13 +108,16 @@ mod tests {
         let k = Keys::new("t1");
         let id = Uuid::nil();
         for key in [
-            k.scan_queue(),
+            k.scan_queue_jobs(),
+            k.scan_queue_waiting(),
+            k.scan_queue_leases(),
+            k.scan_queue_holders(),
+            k.bus_epoch(),
             k.scan_events_stream(id),
             k.scan_events_index(),
             k.scan_stop_channel(),
             k.scan_closed(id),
             k.scan_attempts(id),
-            k.scan_heartbeat(id),
             k.rate_window("user:1", 7),
         ] {
             assert!(key.starts_with("t1:"), "{key}");

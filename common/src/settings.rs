@@ -73,11 +73,11 @@ pub struct ScannerSettings {
     pub dns_server: Option<SocketAddr>,
     /// Directory of templates replacing the built-in pack, when set.
     pub templates_dir: Option<String>,
-    /// How often an idle node asks the queue for a job (apalis otherwise
-    /// asks only on its heartbeat).
+    /// How often an idle node asks the queue for a job.
     pub poll_interval_ms: u64,
-    /// apalis worker heartbeat; a node silent for `orphan_after_secs` has
-    /// its taken jobs put back in the queue by the other nodes.
+    /// How often a node renews the lease of each job it holds; a job's
+    /// lease lasts `orphan_after_secs`, after which the other nodes put it
+    /// back in the queue.
     pub heartbeat_secs: u64,
     pub orphan_after_secs: u64,
     /// Whole-scan deadlines per engine, enforced by the node itself.
@@ -147,6 +147,12 @@ pub struct Settings {
     pub mode: Mode,
     pub database_url: Secret,
     pub redis_url: Secret,
+    /// Sentinels asked for the current master (`REDIS_SENTINELS`, a list of
+    /// `host:port`); when set, `REDIS_URL` only gives the credentials and
+    /// database, and the clients follow a promoted replica.
+    pub redis_sentinels: Vec<(String, u16)>,
+    /// The master's name among the sentinels (`REDIS_SENTINEL_MASTER`).
+    pub redis_sentinel_master: String,
     pub redis_prefix: String,
     pub jwt_secret: Option<Secret>,
     pub admin_email: Option<String>,
@@ -218,6 +224,13 @@ impl Settings {
                 get("DATABASE_URL").unwrap_or("postgres://postgres@127.0.0.1:5432/scanfleet"),
             ),
             redis_url: Secret::new(get("REDIS_URL").unwrap_or("redis://127.0.0.1:6379")),
+            redis_sentinels: get("REDIS_SENTINELS")
+                .map(parse_sentinels)
+                .transpose()?
+                .unwrap_or_default(),
+            redis_sentinel_master: get("REDIS_SENTINEL_MASTER")
+                .unwrap_or("mymaster")
+                .to_string(),
             redis_prefix: get("SCANFLEET_REDIS_PREFIX")
                 .unwrap_or("scanfleet")
                 .to_string(),
@@ -425,6 +438,26 @@ where
         .transpose()
 }
 
+/// `host:port` entries separated by commas; the port defaults to 26379,
+/// Sentinel's own.
+fn parse_sentinels(raw: &str) -> Result<Vec<(String, u16)>, SettingsError> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|entry| {
+            let (host, port) = match entry.rsplit_once(':') {
+                Some((h, p)) if !h.ends_with(':') => (h, p.parse().ok()),
+                _ => (entry, Some(26379)),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            match port {
+                Some(port) if !host.is_empty() => Ok((host.to_string(), port)),
+                _ => Err(invalid("REDIS_SENTINELS", entry, "host:port entries")),
+            }
+        })
+        .collect()
+}
+
 fn parse_bool<'a>(
     get: &impl Fn(&str) -> Option<&'a str>,
     name: &'static str,
@@ -561,6 +594,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("SCANFLEET_RATE__ENABLED"), "{err}");
+    }
+
+    #[test]
+    fn sentinels_are_host_port_pairs_with_sentinels_own_default_port() {
+        let s = Settings::from_vars(&vars(&[
+            ("REDIS_SENTINELS", "10.0.0.1:26380, sentinel-b ,[::1]:5000"),
+            ("REDIS_SENTINEL_MASTER", "queue"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.redis_sentinels,
+            vec![
+                ("10.0.0.1".to_string(), 26380),
+                ("sentinel-b".to_string(), 26379),
+                ("::1".to_string(), 5000)
+            ]
+        );
+        assert_eq!(s.redis_sentinel_master, "queue");
+        let err = Settings::from_vars(&vars(&[("REDIS_SENTINELS", "a:port")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("REDIS_SENTINELS"), "{err}");
+        let s = Settings::from_vars(&HashMap::new()).unwrap();
+        assert!(s.redis_sentinels.is_empty());
     }
 
     #[test]

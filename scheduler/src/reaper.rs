@@ -1,30 +1,29 @@
 //! The stuck-scan reaper: every scan reaches a terminal state.
 //!
 //! - A `pending` or `running` scan that nobody has heard from for
-//!   `SCANFLEET_SCHEDULER__STUCK_AFTER_SECS` (no event ingested, no
-//!   heartbeat from a node), and whose job is not waiting in the queue to be
-//!   taken up again, is failed with a `scan_failed` notification.
+//!   `SCANFLEET_SCHEDULER__STUCK_AFTER_SECS` (no event ingested) is failed
+//!   with a `scan_failed` notification, unless its job is held by a node
+//!   whose lease is live or waits in the queue to be taken up again. A job
+//!   whose lease ran out and that nobody put back (no node is alive), or a
+//!   job that is gone (Redis lost it and its node is gone too), does not
+//!   save it.
 //! - A `queued` scan older than `SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS`
-//!   whose job is neither in the queue nor held by a live node is enqueued
-//!   again once; the second time it is failed.
+//!   whose job is not in the queue is enqueued again once; the second time
+//!   it is failed.
+//! - When Redis's data set is new (a restart without persistence lost the
+//!   queue), the jobs of every `queued` scan are pushed again at once
+//!   (pushing is idempotent per scan); running scans are written back by
+//!   the nodes running them.
 //!
 //! A reaped scan gets its closed marker (a node that finds the job later
 //! drops it) and a `failed` event on its stream (WebSocket listeners see
 //! the end); the database change and the notification are one transaction.
 
-use std::collections::HashSet;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use fred::interfaces::{
-    HashesInterface, KeysInterface, ListInterface, SetsInterface, SortedSetsInterface,
-};
-use fred::types::Expiration;
-use scanfleet_api::queue::{append_event, STOPPED_MARKER_TTL_SECS};
 use scanfleet_api::state::AppState;
 use scanfleet_api::store::scans::{self, StaleScan};
 use scanfleet_api::Error;
+use scanfleet_bus::{events, markers, JobState};
 use scanfleet_common::events::{ScanEvent, ScanStatus};
-use scanfleet_common::jobs::ScanJob;
 use uuid::Uuid;
 
 /// What one pass did.
@@ -32,10 +31,16 @@ use uuid::Uuid;
 pub struct ReapReport {
     pub failed: usize,
     pub requeued: usize,
+    /// Jobs pushed again after Redis lost its data.
+    pub restored: usize,
 }
 
 /// One pass over the stale scans.
 pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
+    let mut report = ReapReport::default();
+    if markers::data_set_is_new(&state.redis, &state.keys).await? {
+        report.restored = restore_queue(state).await?;
+    }
     let cfg = &state.settings.scheduler;
     let stale = {
         let db = state.db.get().await?;
@@ -46,24 +51,16 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
         )
         .await?
     };
-    let mut report = ReapReport::default();
     if stale.is_empty() {
         return Ok(report);
     }
-    let waiting = scans_with_jobs(state).await?;
+    let ids: Vec<Uuid> = stale.iter().map(|s| s.id).collect();
+    let jobs = state.scan_queue.inspect(&ids).await?;
     for scan in stale {
-        if waiting.contains(&scan.id) {
-            continue;
-        }
-        let (changed, counter) = match scan.status {
-            ScanStatus::Pending | ScanStatus::Running => {
-                let alive: bool = state
-                    .redis
-                    .exists(state.keys.scan_heartbeat(scan.id))
-                    .await?;
-                if alive {
-                    continue;
-                }
+        let job = jobs.get(&scan.id).cloned().unwrap_or(JobState::Missing);
+        let (changed, counter) = match (scan.status, job) {
+            (_, JobState::Waiting) | (_, JobState::Held { .. }) => continue,
+            (ScanStatus::Pending | ScanStatus::Running, _) => {
                 let error = format!(
                     "the scanner node running this scan stopped responding (nothing heard for {} s) \
                      and no other node took the scan up",
@@ -71,10 +68,10 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
                 );
                 (fail(state, scan.id, &error).await?, &mut report.failed)
             }
-            ScanStatus::Queued if scan.requeued == 0 => {
+            (ScanStatus::Queued, JobState::Missing) if scan.requeued == 0 => {
                 (requeue(state, &scan).await?, &mut report.requeued)
             }
-            ScanStatus::Queued => {
+            (ScanStatus::Queued, JobState::Missing) => {
                 let error = "the scan's job was lost from the queue twice; start the scan again";
                 (fail(state, scan.id, error).await?, &mut report.failed)
             }
@@ -87,23 +84,35 @@ pub async fn reap(state: &AppState) -> Result<ReapReport, Error> {
     Ok(report)
 }
 
+/// Pushes the job of every queued scan; how many were missing.
+async fn restore_queue(state: &AppState) -> Result<usize, Error> {
+    let queued = {
+        let db = state.db.get().await?;
+        scans::queued_scans(&**db).await?
+    };
+    let mut restored = 0;
+    for scan in &queued {
+        if state.scan_queue.push(&scan.job()).await? {
+            restored += 1;
+        }
+    }
+    if restored > 0 {
+        tracing::warn!(
+            restored,
+            "Redis lost its data: pushed the jobs of queued scans again"
+        );
+    }
+    Ok(restored)
+}
+
 /// Fails an unfinished scan everywhere; false when it had finished.
 async fn fail(state: &AppState, scan_id: Uuid, error: &str) -> Result<bool, Error> {
-    let _: () = state
-        .redis
-        .set(
-            state.keys.scan_closed(scan_id),
-            "1",
-            Some(Expiration::EX(STOPPED_MARKER_TTL_SECS)),
-            None,
-            false,
-        )
-        .await?;
+    markers::close(&state.redis, &state.keys, scan_id).await?;
     let mut db = state.db.get().await?;
     let failed = scans::fail_scan(&mut db, scan_id, error).await?;
     if failed {
         tracing::warn!(%scan_id, %error, "scan reaped");
-        append_event(
+        events::append_event(
             &state.redis,
             &state.keys,
             &ScanEvent::status(scan_id, ScanStatus::Failed, Some(error.to_string())),
@@ -119,54 +128,6 @@ async fn requeue(state: &AppState, scan: &StaleScan) -> Result<bool, Error> {
         return Ok(false);
     }
     tracing::warn!(scan_id = %scan.id, "queued scan had no job in the queue; enqueued again");
-    state
-        .scan_queue
-        .push(ScanJob {
-            scan_id: scan.id,
-            target_id: scan.target_id,
-            domain: scan.domain.clone(),
-            engine: scan.engine,
-        })
-        .await?;
+    state.scan_queue.push(&scan.job()).await?;
     Ok(true)
-}
-
-/// Scans whose job is waiting in the queue, or held by a node that is
-/// still heartbeating.
-async fn scans_with_jobs(state: &AppState) -> Result<HashSet<Uuid>, Error> {
-    let config = state.scan_queue.config();
-    // A pushed job waits in the scheduled set until a node's fetch moves it
-    // to the active list (apalis pushes with "run at: now").
-    let mut task_ids: Vec<String> = state.redis.lrange(config.active_jobs_list(), 0, -1).await?;
-    let scheduled: Vec<String> = state
-        .redis
-        .zrangebyscore(config.scheduled_jobs_set(), "-inf", "+inf", false, None)
-        .await?;
-    task_ids.extend(scheduled);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs() as f64;
-    let fresh_after = now - state.settings.scanner.orphan_after_secs as f64;
-    let live_workers: Vec<String> = state
-        .redis
-        .zrangebyscore(config.workers_set(), fresh_after, "+inf", false, None)
-        .await?;
-    for worker in live_workers {
-        let held: Vec<String> = state
-            .redis
-            .smembers(format!("{}:{worker}", config.inflight_jobs_set()))
-            .await?;
-        task_ids.extend(held);
-    }
-    if task_ids.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let jobs: Vec<Option<String>> = state.redis.hmget(config.job_data_hash(), task_ids).await?;
-    Ok(jobs
-        .into_iter()
-        .flatten()
-        .filter_map(|json| serde_json::from_str::<ScanJob>(&json).ok())
-        .map(|job| job.scan_id)
-        .collect())
 }

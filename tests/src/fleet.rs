@@ -129,7 +129,7 @@ impl Fleet {
             ("SCANFLEET_RATE__ENABLED", "false".into()),
             ("SCANFLEET_SCANNER__HEARTBEAT_SECS", "1".into()),
             ("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "3".into()),
-            ("RUST_LOG", "info,apalis_core=warn".into()),
+            ("RUST_LOG", "info".into()),
         ] {
             env.insert(k.into(), v);
         }
@@ -376,17 +376,39 @@ impl Fleet {
         self.redis().await.get(key).await.expect("attempts")
     }
 
-    /// The node currently running `scan` (its heartbeat names it).
-    pub async fn running_node(&self, scan: &str) -> Option<String> {
-        use fred::interfaces::KeysInterface;
-        let key = format!("{}:scan:{scan}:heartbeat", self.prefix);
-        self.redis()
-            .await
-            .get::<Option<String>, _>(key)
-            .await
-            .ok()
-            .flatten()
+    /// Waits until `scan` is in VALIDATE on some node, and returns that node.
+    pub async fn running_on(&self, token: &str, scan: &str) -> String {
+        self.wait_scan(token, scan, Duration::from_secs(60), |s| {
+            s["stage"] == "VALIDATE"
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(node) = self.running_node(scan).await {
+                return node;
+            }
+            assert!(Instant::now() < deadline, "no node holds {scan}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
+
+    /// The node currently holding the job of `scan` in the queue.
+    pub async fn running_node(&self, scan: &str) -> Option<String> {
+        let keys = scanfleet_common::keys::Keys::new(self.prefix.clone());
+        let queue = scanfleet_bus::ScanQueue::new(self.redis().await, &keys);
+        queue.holder(scan.parse().ok()?).await.ok().flatten()
+    }
+}
+
+/// A fleet whose nodes send `hosts` to `lab`, with `extra` settings.
+pub async fn fleet_with_lab(
+    lab: &crate::lab::Lab,
+    hosts: &[&str],
+    extra: &[(&str, &str)],
+) -> Fleet {
+    let mut env = lab.node_env(hosts);
+    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Fleet::new(&env).await
 }
 
 impl Drop for Fleet {

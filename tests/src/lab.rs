@@ -21,6 +21,33 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+/// The lab's shop, as a target's domain.
+pub const DOMAIN: &str = "shop.example.test";
+/// Found by the wordlist.
+pub const API_HOST: &str = "api.shop.example.test";
+/// Named only on the lab's root page.
+pub const PORTAL_HOST: &str = "legacy-portal.shop.example.test";
+
+/// Every host of the shop a full scan finds.
+pub fn lab_hosts() -> Vec<&'static str> {
+    vec![DOMAIN, API_HOST, PORTAL_HOST]
+}
+
+/// What a full scan of the lab finds, as sorted `template_id matched_at`
+/// lines: on every host, the probe, the exposed Git configuration (high),
+/// the X-Powered-By disclosure (low) and the Express detection (info).
+pub fn full_findings(hosts: &[&str]) -> Vec<String> {
+    let mut keys = Vec::new();
+    for h in hosts {
+        keys.push(format!("http-probe http://{h}/"));
+        keys.push(format!("git-config-exposure http://{h}/.git/config"));
+        keys.push(format!("x-powered-by-disclosure http://{h}/"));
+        keys.push(format!("express-detect http://{h}/"));
+    }
+    keys.sort();
+    keys
+}
+
 pub struct Lab {
     pub port: u16,
     /// Requests answered so far.

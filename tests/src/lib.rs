@@ -16,6 +16,7 @@ pub mod stripe;
 pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod redis;
 pub mod site;
 
 use std::collections::HashMap;

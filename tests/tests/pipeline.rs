@@ -6,41 +6,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use reqwest::Method;
-use scanfleet_tests::fleet::{Fleet, PgProxy};
-use scanfleet_tests::lab::Lab;
+use scanfleet_tests::fleet::{fleet_with_lab, Fleet, PgProxy};
+use scanfleet_tests::lab::{full_findings, lab_hosts, Lab, API_HOST, DOMAIN, PORTAL_HOST};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
-
-const DOMAIN: &str = "shop.example.test";
-/// Found by the wordlist.
-const API_HOST: &str = "api.shop.example.test";
-/// Named only on the lab's root page.
-const PORTAL_HOST: &str = "legacy-portal.shop.example.test";
-
-fn lab_hosts() -> Vec<&'static str> {
-    vec![DOMAIN, API_HOST, PORTAL_HOST]
-}
-
-/// What a full scan of the lab finds: on every host, the probe, the exposed
-/// Git configuration (high), the X-Powered-By disclosure (low) and the
-/// Express detection (info).
-fn full_findings(hosts: &[&str]) -> Vec<String> {
-    let mut keys = Vec::new();
-    for h in hosts {
-        keys.push(format!("http-probe http://{h}/"));
-        keys.push(format!("git-config-exposure http://{h}/.git/config"));
-        keys.push(format!("x-powered-by-disclosure http://{h}/"));
-        keys.push(format!("express-detect http://{h}/"));
-    }
-    keys.sort();
-    keys
-}
-
-async fn fleet_with_lab(lab: &Lab, hosts: &[&str], extra: &[(&str, &str)]) -> Fleet {
-    let mut env = lab.node_env(hosts);
-    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Fleet::new(&env).await
-}
 
 /// Follows a scan's WebSocket to its close: the messages and the close code.
 async fn follow(fleet: &Fleet, token: &str, scan: &str) -> (Vec<Value>, Option<u16>) {
@@ -397,23 +366,6 @@ async fn assert_failed_with(fleet: &Fleet, token: &str, scan: &str, reason: &str
     assert!(note["message"].as_str().unwrap().contains(reason), "{note}");
 }
 
-/// Waits until `scan` is in VALIDATE on some node, and returns that node.
-async fn running_on(fleet: &Fleet, token: &str, scan: &str) -> String {
-    fleet
-        .wait_scan(token, scan, Duration::from_secs(60), |s| {
-            s["stage"] == "VALIDATE"
-        })
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(node) = fleet.running_node(scan).await {
-            return node;
-        }
-        assert!(Instant::now() < deadline, "no node heartbeat for {scan}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_mid_scan_is_replaced_by_the_other_and_the_findings_are_exactly_a_clean_run()
 {
@@ -425,7 +377,7 @@ async fn a_node_killed_mid_scan_is_replaced_by_the_other_and_the_findings_are_ex
     let token = fleet.user().await;
     let target = fleet.target(&token, DOMAIN).await;
     let scan = fleet.scan(&token, &target, "full").await;
-    let node = running_on(&fleet, &token, &scan).await;
+    let node = fleet.running_on(&token, &scan).await;
     if node.starts_with("scanner-node-a") {
         a.kill9();
     } else {
@@ -460,7 +412,7 @@ async fn a_node_killed_with_no_other_node_alive_fails_the_scan_with_a_notificati
     let token = fleet.user().await;
     let target = fleet.target(&token, DOMAIN).await;
     let scan = fleet.scan(&token, &target, "full").await;
-    running_on(&fleet, &token, &scan).await;
+    fleet.running_on(&token, &scan).await;
     a.kill9();
     let killed = Instant::now();
     let detail = fleet
@@ -497,7 +449,7 @@ async fn restarting_the_api_mid_scan_loses_no_event_and_a_reconnecting_listener_
     let token = fleet.user().await;
     let target = fleet.target(&token, DOMAIN).await;
     let scan = fleet.scan(&token, &target, "full").await;
-    running_on(&fleet, &token, &scan).await;
+    fleet.running_on(&token, &scan).await;
     api.kill9();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let _api = fleet.api(&[]).await;
@@ -628,7 +580,7 @@ async fn a_node_drained_by_sigterm_mid_scan_exits_in_its_grace_time_and_the_scan
     let token = fleet.user().await;
     let target = fleet.target(&token, DOMAIN).await;
     let scan = fleet.scan(&token, &target, "full").await;
-    running_on(&fleet, &token, &scan).await;
+    fleet.running_on(&token, &scan).await;
     // The replacement starts (a rolling restart), then the old node is told to go.
     let _b = fleet.node("node-b", &[]);
     assert!(

@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use fred::interfaces::{
-    ClientLike, EventInterface, HashesInterface, KeysInterface, ListInterface, PubsubInterface,
-    SortedSetsInterface,
-};
+use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
 use fred::prelude::{Builder, Config as RedisConfig};
 use reqwest::Method;
 use scanfleet_api::store::{findings, scans, subscriptions};
@@ -29,44 +26,18 @@ async fn scan(app: &TestApp, user: &TestUser, target_id: Uuid) -> Uuid {
     r.body["id"].as_str().unwrap().parse().unwrap()
 }
 
-/// The jobs in the apalis queue, in push order. apalis keeps the task ids
-/// of pushed jobs in the `<queue>:scheduled` sorted set (scored by their
-/// run time, now) until a worker's fetch moves them to `<queue>:active`, and
-/// the JSON-encoded jobs in the `<queue>:data` hash.
+/// The jobs waiting in the scan queue, in push order.
 async fn queued_jobs(app: &TestApp) -> Vec<ScanJob> {
-    let queue = app.state.keys.scan_queue();
-    let mut ids: Vec<String> = app
-        .state
-        .redis
-        .zrange(
-            format!("{queue}:scheduled"),
-            0,
-            -1,
-            None,
-            false,
-            None,
-            false,
-        )
-        .await
-        .unwrap();
-    let active: Vec<String> = app
-        .state
-        .redis
-        .lrange(format!("{queue}:active"), 0, -1)
-        .await
-        .unwrap();
-    ids.extend(active);
-    // Task ids are ULIDs: sorting them sorts by push time.
-    ids.sort();
     let mut jobs = Vec::new();
-    for id in ids {
-        let data: String = app
-            .state
-            .redis
-            .hget(format!("{queue}:data"), id)
-            .await
-            .unwrap();
-        jobs.push(serde_json::from_str(&data).expect("a ScanJob"));
+    for id in app.state.scan_queue.waiting().await.unwrap() {
+        jobs.push(
+            app.state
+                .scan_queue
+                .job(id)
+                .await
+                .unwrap()
+                .expect("a ScanJob"),
+        );
     }
     jobs
 }
@@ -160,8 +131,8 @@ async fn a_failed_queue_push_fails_the_scan_and_answers_503() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     let t = app.new_target(&user, "example.com").await;
-    // A string where apalis keeps its job hash: the push script errors.
-    let data_key = format!("{}:data", app.state.keys.scan_queue());
+    // A string where the queue keeps its job hash: the push script errors.
+    let data_key = app.state.keys.scan_queue_jobs();
     let _: () = app
         .state
         .redis
@@ -596,48 +567,38 @@ async fn scan_operations_need_authentication() {
     r.assert_problem(401);
 }
 
-/// The other end of the queue: a scanner node is an apalis worker on a
-/// `RedisStorage<ScanJob>` with the same queue name, and it must receive the
-/// job `POST /scans` pushed.
+/// The other end of the queue: a scanner node claims from the same queue,
+/// and it must receive the job `POST /scans` pushed, once.
 #[tokio::test]
-async fn an_apalis_worker_on_the_scan_queue_takes_the_pushed_job() {
-    use apalis::prelude::{BoxDynError, Data, WorkerBuilder, WorkerContext};
-    use apalis_redis::{Config, RedisStorage};
-
+async fn a_node_claiming_from_the_scan_queue_takes_the_pushed_job_once() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     let t = app.new_target(&user, "example.com").await;
     let s = scan(&app, &user, t).await;
 
-    let conn = apalis_redis::connect(app.state.settings.redis_url.expose())
+    let lease = Duration::from_secs(10);
+    let job = app
+        .state
+        .scan_queue
+        .claim("test-node", lease)
         .await
-        .unwrap();
-    let storage = RedisStorage::<ScanJob>::new(conn)
-        .with_config(Config::default().queue(app.state.keys.scan_queue()));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ScanJob>();
-    async fn take(
-        job: ScanJob,
-        tx: Data<tokio::sync::mpsc::UnboundedSender<ScanJob>>,
-        worker: WorkerContext,
-    ) -> Result<(), BoxDynError> {
-        let _ = tx.send(job);
-        worker.stop()?;
-        Ok(())
-    }
-    let worker = WorkerBuilder::new(format!("test-node-{}", Uuid::new_v4()))
-        .backend(storage)
-        .data(tx)
-        .build(take);
-    let handle = tokio::spawn(worker.run());
-    let job = tokio::time::timeout(Duration::from_secs(20), rx.recv())
-        .await
-        .expect("the worker received no job")
-        .unwrap();
+        .unwrap()
+        .expect("the node received no job");
     assert_eq!(job.scan_id, s);
     assert_eq!(job.target_id, t);
     assert_eq!(job.domain, "example.com");
     assert_eq!(job.engine, Engine::Full);
-    handle.abort();
+    assert!(app
+        .state
+        .scan_queue
+        .claim("another-node", lease)
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        app.state.scan_queue.holder(s).await.unwrap().as_deref(),
+        Some("test-node")
+    );
 }
 
 async fn api_key(app: &TestApp, user: &TestUser, permissions: &[&str]) -> String {
@@ -756,7 +717,7 @@ async fn demo_scans_count_in_the_calendar_month_even_when_the_push_fails() {
     let user = app.new_user().await;
     let t = app.new_target(&user, "example.com").await;
     scan(&app, &user, t).await;
-    let data_key = format!("{}:data", app.state.keys.scan_queue());
+    let data_key = app.state.keys.scan_queue_jobs();
     let _: () = app.state.redis.del(&data_key).await.unwrap();
     let _: () = app
         .state

@@ -266,25 +266,19 @@ async fn queued_scan(app: &TestApp, user: &TestUser, domain: &str) -> Uuid {
 
 #[tokio::test]
 async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
-    use fred::interfaces::{KeysInterface, ListInterface, SortedSetsInterface};
+    use fred::interfaces::KeysInterface;
     let app =
         scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
     let scan = queued_scan(&app, &u, "lost.example.com").await;
-    let config = app.state.scan_queue.config();
-    let (active, scheduled) = (config.active_jobs_list(), config.scheduled_jobs_set());
-    let waiting = || async {
-        let a: i64 = app.state.redis.llen(&active).await.unwrap();
-        let s: i64 = app.state.redis.zcard(&scheduled).await.unwrap();
-        a + s
-    };
+    let keys = &app.state.keys;
+    let queue_keys = vec![keys.scan_queue_jobs(), keys.scan_queue_waiting()];
+    let waiting = || async { app.state.scan_queue.depth().await.unwrap() };
+    // The data-set mark is written by the first pass; losing the job is
+    // not losing Redis's data.
+    scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
     let lose_job_and_age = || async {
-        let _: i64 = app
-            .state
-            .redis
-            .del(vec![active.clone(), scheduled.clone()])
-            .await
-            .unwrap();
+        let _: i64 = app.state.redis.del(queue_keys.clone()).await.unwrap();
         let db = app.state.db.get().await.unwrap();
         db.execute(
             "UPDATE scans SET updated_at = now() - interval '1 minute' WHERE id = $1",
@@ -325,20 +319,20 @@ async fn a_queued_scan_whose_job_was_lost_is_enqueued_again_once_then_failed() {
 }
 
 #[tokio::test]
-async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
-    use fred::interfaces::KeysInterface;
+async fn a_running_scan_whose_node_holds_a_live_lease_is_not_reaped() {
     let app =
         scanfleet_tests::spawn_app_with(&[("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "1")]).await;
     let u = app.new_user().await;
     let scan = queued_scan(&app, &u, "busy.example.com").await;
-    // A node took the job (it left the queue) and runs the scan.
-    let config = app.state.scan_queue.config();
-    let _: i64 = app
+    // A node took the job and runs the scan.
+    let job = app
         .state
-        .redis
-        .del(vec![config.active_jobs_list(), config.scheduled_jobs_set()])
+        .scan_queue
+        .claim("node-x", std::time::Duration::from_secs(60))
         .await
-        .unwrap();
+        .unwrap()
+        .expect("the job");
+    assert_eq!(job.scan_id, scan);
     let db = app.state.db.get().await.unwrap();
     db.execute(
         "UPDATE scans SET status = 'running', updated_at = now() - interval '1 minute' WHERE id = $1",
@@ -346,26 +340,47 @@ async fn a_running_scan_whose_node_still_beats_is_not_reaped() {
     )
     .await
     .unwrap();
-    let _: () = app
-        .state
-        .redis
-        .set(
-            app.state.keys.scan_heartbeat(scan),
-            "node-x",
-            None,
-            None,
-            false,
-        )
-        .await
-        .unwrap();
     let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
     assert_eq!(report.failed, 0);
+    // The node dies: its lease runs out and no node is left to put the job
+    // back.
+    app.state
+        .scan_queue
+        .renew(&job, "node-x", std::time::Duration::from_millis(1))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.failed, 1);
+}
+
+#[tokio::test]
+async fn after_redis_lost_its_data_the_jobs_of_queued_scans_are_pushed_again_at_once() {
+    use fred::interfaces::KeysInterface;
+    let app = scanfleet_tests::spawn_app().await;
+    let u = app.new_user().await;
+    let first = queued_scan(&app, &u, "one.example.com").await;
+    let second = queued_scan(&app, &u, "two.example.com").await;
+    // The first pass writes the data-set mark and finds both jobs there.
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report.restored, 0);
+    // Redis restarts without persistence: every key of the deployment goes.
+    let keys = &app.state.keys;
     let _: i64 = app
         .state
         .redis
-        .del(app.state.keys.scan_heartbeat(scan))
+        .del(vec![
+            keys.bus_epoch(),
+            keys.scan_queue_jobs(),
+            keys.scan_queue_waiting(),
+        ])
         .await
         .unwrap();
     let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
-    assert_eq!(report.failed, 1);
+    assert_eq!(report.restored, 2);
+    let waiting = app.state.scan_queue.waiting().await.unwrap();
+    assert_eq!(waiting, vec![first, second], "oldest first");
+    // Once is enough: the next pass finds the mark.
+    let report = scanfleet_scheduler::reaper::reap(&app.state).await.unwrap();
+    assert_eq!(report, scanfleet_scheduler::reaper::ReapReport::default());
 }

@@ -250,7 +250,7 @@ impl TargetsApi {
         // Stop before deleting: once the rows are gone the nodes running
         // these scans would have nowhere to report to.
         for scan_id in scans::active_ids_of_target(&*tx, target_id.0).await? {
-            crate::queue::publish_stop(&state.redis, &state.keys, scan_id).await?;
+            scanfleet_bus::markers::publish_stop(&state.redis, &state.keys, scan_id).await?;
         }
         if !targets::delete(&*tx, me.user.id, target_id.0).await? {
             return Err(Error::NotFound("target"));

@@ -117,7 +117,7 @@ pub fn upgrade_prompt_at(public_url: &str, current: &str, message: impl Into<Str
 /// queue, and the public URL for upgrade prompts.
 pub struct ScanPaths<'a> {
     pub db: &'a super::Db,
-    pub queue: &'a crate::queue::ScanQueue,
+    pub queue: &'a scanfleet_bus::ScanQueue,
     pub public_url: &'a str,
     /// The ownership gate every scan passes.
     pub ownership: &'a crate::ownership::Ownership,
@@ -259,7 +259,7 @@ pub async fn create_scan(
         domain: scan.domain.clone(),
         engine,
     };
-    if let Err(e) = paths.queue.push(job).await {
+    if let Err(e) = push(paths.queue, &job).await {
         tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
         fail_unqueued(
             &**db,
@@ -272,6 +272,27 @@ pub async fn create_scan(
     tracing::info!(scan_id = %scan.id, engine = engine.as_str(), "scan queued");
     Ok(scan)
 }
+
+/// Pushes a job, failing at once when Redis is unreachable (a request
+/// never waits on a dead connection) and after a few seconds when it
+/// hangs.
+async fn push(queue: &scanfleet_bus::ScanQueue, job: &ScanJob) -> Result<(), Error> {
+    use fred::interfaces::ClientLike;
+    if !queue.client().is_connected() {
+        return Err(Error::Unavailable(
+            "scan queue push: Redis is unreachable".into(),
+        ));
+    }
+    match tokio::time::timeout(PUSH_TIMEOUT, queue.push(job)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Unavailable(format!("scan queue push: {e}"))),
+        Err(_) => Err(Error::Unavailable("scan queue push timed out".into())),
+    }
+}
+
+/// A push that takes longer than this is reported as a failure, so that a
+/// hung Redis fails the request instead of holding it open.
+const PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Marks a scan whose job never reached the queue as failed.
 async fn fail_unqueued(db: &impl GenericClient, scan_id: Uuid, error: &str) -> Result<(), Error> {
@@ -410,7 +431,7 @@ pub async fn stop_scan(
     if scan.status.is_terminal() {
         return Err(finished());
     }
-    crate::queue::publish_stop(redis, keys, scan_id).await?;
+    scanfleet_bus::markers::publish_stop(redis, keys, scan_id).await?;
     let row = db
         .query_opt(
             &format!(
@@ -593,20 +614,50 @@ pub async fn stale_scans(
             &[&(silent_secs as f64), &(queued_secs as f64)],
         )
         .await?;
-    rows.iter()
-        .map(|r| {
-            let engine: &str = r.get("engine");
-            let status: &str = r.get("status");
-            Ok(StaleScan {
-                id: r.get("id"),
-                target_id: r.get("target_id"),
-                domain: r.get("domain"),
-                engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
-                status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
-                requeued: r.get("requeued"),
-            })
+    rows.iter().map(StaleScan::try_from).collect()
+}
+
+/// Every `queued` scan, oldest first: their jobs are pushed again after
+/// Redis lost its data.
+pub async fn queued_scans(db: &impl GenericClient) -> Result<Vec<StaleScan>, Error> {
+    let rows = db
+        .query(
+            "SELECT s.id, s.target_id, t.domain, s.engine, s.status, s.requeued
+             FROM scans s JOIN targets t ON t.id = s.target_id
+             WHERE s.status = 'queued' ORDER BY s.created_at",
+            &[],
+        )
+        .await?;
+    rows.iter().map(StaleScan::try_from).collect()
+}
+
+impl TryFrom<&Row> for StaleScan {
+    type Error = Error;
+
+    fn try_from(r: &Row) -> Result<StaleScan, Error> {
+        let engine: &str = r.try_get("engine")?;
+        let status: &str = r.try_get("status")?;
+        Ok(StaleScan {
+            id: r.try_get("id")?,
+            target_id: r.try_get("target_id")?,
+            domain: r.try_get("domain")?,
+            engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
+            status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
+            requeued: r.try_get("requeued")?,
         })
-        .collect()
+    }
+}
+
+impl StaleScan {
+    /// The job that runs the scan.
+    pub fn job(&self) -> ScanJob {
+        ScanJob {
+            scan_id: self.id,
+            target_id: self.target_id,
+            domain: self.domain.clone(),
+            engine: self.engine,
+        }
+    }
 }
 
 /// Counts a re-enqueue of a queued scan and restarts its clock; false when

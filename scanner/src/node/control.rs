@@ -1,17 +1,21 @@
 //! The scans a node is running, and the ways one ends early: its owner
 //! stops it (a message on the stop channel, or the closed marker seen by
-//! the watchdog), its deadline passes, or the node shuts down.
+//! the watchdog), its deadline passes, another node took it over, or the
+//! node shuts down. The watchdog also keeps the scan's lease on its job.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fred::clients::Client;
-use fred::interfaces::{ClientLike, EventInterface, KeysInterface, PubsubInterface};
-use fred::prelude::{Builder, Config, Expiration};
+use fred::clients::{Client, SubscriberClient};
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use scanfleet_bus::{markers, Renewal, ScanQueue};
+use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
+
+use super::sink::EventSink;
 
 /// Why a scan ended before its work was done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +24,10 @@ pub enum EndReason {
     Closed,
     /// The engine's deadline passed.
     Deadline,
+    /// Another node holds the scan's job now (this node's lease ran out
+    /// while it was cut off): the scan ends here without a word, the other
+    /// node reports it.
+    TakenOver,
 }
 
 /// One running scan: cancelling `token` stops every stage at its next step.
@@ -67,6 +75,11 @@ impl Running {
         self.lock().len()
     }
 
+    /// The ids of the scans running now.
+    pub fn ids(&self) -> Vec<Uuid> {
+        self.lock().keys().copied().collect()
+    }
+
     fn close(&self, scan_id: Uuid) {
         if let Some(c) = self.lock().get(&scan_id) {
             c.end(EndReason::Closed);
@@ -78,19 +91,15 @@ impl Running {
     }
 }
 
-/// Follows the stop channel on a connection of its own and ends the named
-/// scan when it runs here. Returns when `shutdown` fires.
+/// Follows the stop channel and ends the named scan when it runs here.
+/// The subscriber reconnects and subscribes again by itself; returns when
+/// `shutdown` fires.
 pub async fn listen_for_stops(
-    redis_url: &str,
+    subscriber: SubscriberClient,
     keys: Keys,
     running: Arc<Running>,
     shutdown: CancellationToken,
 ) -> Result<(), fred::error::Error> {
-    let subscriber =
-        Builder::from_config(Config::from_url(redis_url)?).build_subscriber_client()?;
-    subscriber.init().await?;
-    // Re-subscribes by itself after a reconnect.
-    let _resubscribe = subscriber.manage_subscriptions();
     let mut messages = subscriber.message_rx();
     subscriber.subscribe(keys.scan_stop_channel()).await?;
     loop {
@@ -111,40 +120,61 @@ pub async fn listen_for_stops(
     Ok(())
 }
 
-/// How long a scan's heartbeat key lives without renewal; the watchdog
-/// renews it every [`WATCH_EVERY`].
-pub const HEARTBEAT_TTL_SECS: i64 = 5;
+/// How often the watchdog looks at the closed marker.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
-/// Keeps the scan's heartbeat key alive, ends the scan when its closed
-/// marker appears (a stop whose message this node missed) and when its
-/// deadline passes. Runs until the scan's token is cancelled or `done` is.
+/// What the watchdog of one scan needs.
+pub struct Watch {
+    pub queue: ScanQueue,
+    pub redis: Client,
+    pub keys: Keys,
+    pub job: ScanJob,
+    pub node_name: String,
+    /// How long a lease lasts, and how often it is renewed.
+    pub lease: Duration,
+    pub renew_every: Duration,
+    pub deadline: Duration,
+}
+
+/// Keeps the scan's lease, ends the scan when its closed marker appears (a
+/// stop whose message this node missed), when its deadline passes or when
+/// another node took its job over, and writes the scan's record again when
+/// Redis lost it. Runs until the scan's token is cancelled or `done` is.
 pub async fn watchdog(
-    redis: Client,
-    keys: Keys,
-    scan_id: Uuid,
-    node_name: String,
+    watch: Watch,
+    sink: Arc<EventSink>,
     control: Arc<ScanControl>,
-    deadline: Duration,
     done: CancellationToken,
 ) {
-    let heartbeat = keys.scan_heartbeat(scan_id);
-    let closed = keys.scan_closed(scan_id);
-    let expires = tokio::time::Instant::now() + deadline;
+    let scan_id = watch.job.scan_id;
+    let expires = tokio::time::Instant::now() + watch.deadline;
+    let mut next_renewal = tokio::time::Instant::now();
     loop {
-        let beat: Result<(), _> = redis
-            .set(
-                &heartbeat,
-                node_name.as_str(),
-                Some(Expiration::EX(HEARTBEAT_TTL_SECS)),
-                None,
-                false,
-            )
-            .await;
-        if let Err(e) = beat {
-            tracing::warn!(%scan_id, error = %e, "could not renew the scan heartbeat");
+        if tokio::time::Instant::now() >= next_renewal {
+            next_renewal = tokio::time::Instant::now() + watch.renew_every;
+            match watch
+                .queue
+                .renew(&watch.job, &watch.node_name, watch.lease)
+                .await
+            {
+                Ok(Renewal::Held) => {}
+                Ok(Renewal::Retaken) => {
+                    tracing::warn!(%scan_id, "the scan's lease had lapsed; taken again")
+                }
+                Ok(Renewal::Restored) => {
+                    if let Err(e) = sink.replay().await {
+                        tracing::warn!(%scan_id, error = %e, "could not write the scan's events again");
+                    }
+                }
+                Ok(Renewal::TakenOver) => {
+                    tracing::warn!(%scan_id, "another node took the scan over; letting go");
+                    control.end(EndReason::TakenOver);
+                    break;
+                }
+                Err(e) => tracing::warn!(%scan_id, error = %e, "could not renew the scan's lease"),
+            }
         }
-        if let Ok(true) = redis.exists::<bool, _>(&closed).await {
+        if let Ok(true) = markers::is_closed(&watch.redis, &watch.keys, scan_id).await {
             control.end(EndReason::Closed);
         }
         tokio::select! {
@@ -156,5 +186,4 @@ pub async fn watchdog(
             _ = tokio::time::sleep(WATCH_EVERY) => {}
         }
     }
-    let _: Result<(), _> = redis.del(&heartbeat).await;
 }

@@ -1,4 +1,4 @@
-//! The scanner node: takes [`ScanJob`]s from the apalis Redis queue, runs
+//! The scanner node: takes [`ScanJob`]s from the Redis scan queue, runs
 //! each scan's stages with the template engine, and appends what happens to
 //! the scan's Redis event stream. A node holds only Redis settings and its
 //! own scanner settings; it never talks to Postgres.
@@ -15,29 +15,32 @@
 //! the ingester sets the expiry after it committed the terminal event. The
 //! layout and why it was chosen are described in the api's `ingest` module.
 //!
-//! # apalis-redis 1.0, and how the node works around it
-//! - *Idle workers poll only on their heartbeat*: [`queue::Nudged`] re-polls
-//!   every `SCANFLEET_SCANNER__POLL_INTERVAL_MS` (50 ms) while idle.
-//! - *Dead-worker recovery after 5 minutes, run only by live workers*: the
-//!   heartbeat is 2 s and a node silent for 10 s has its jobs re-enqueued by
-//!   any other node; when no other node is alive, the scheduler's reaper
-//!   fails the scan once it has been silent for its limit.
-//! - *`max_attempts` is not honoured, and a re-enqueued job does not count
-//!   an attempt*: the node counts pick-ups per scan in Redis
+//! # Jobs
+//! The node takes jobs from the scan queue ([`scanfleet_bus::queue`]) while
+//! it has a free slot (`SCANFLEET_SCANNER__CONCURRENCY`), asking every
+//! `SCANFLEET_SCANNER__POLL_INTERVAL_MS` (50 ms) while idle. Each job is
+//! held under a lease of `SCANFLEET_SCANNER__ORPHAN_AFTER_SECS` (10 s),
+//! renewed every `SCANFLEET_SCANNER__HEARTBEAT_SECS` (2 s): a node that
+//! dies stops renewing, and any idle node puts its jobs back in the queue
+//! once their lease ran out. When no node is left, the scheduler's reaper
+//! fails the scan once it has been silent for its limit.
+//! - The node counts pick-ups per scan in Redis
 //!   (`{prefix}:scan:{id}:attempts`) and fails the scan on the fourth, that
 //!   is after three crashed attempts.
-//! - *`.timeout()` leaves a job dead with no retry*: no apalis timeout is
-//!   used; the node enforces each engine's deadline itself
+//! - The node enforces each engine's deadline itself
 //!   (`SCANFLEET_SCANNER__DEADLINE_{FULL,QUICK,RECON}_SECS`) and fails the
 //!   scan with a clear error.
-//! - *A backend error ends the worker's run*: the node starts a new worker
-//!   under the same name, so the jobs it holds stay its own.
 //! - A job for a scan that is over (stopped, reaped, finished by an earlier
 //!   attempt) finds the scan's closed marker and is dropped.
+//! - Redis going away pauses the node: the clients reconnect by themselves,
+//!   event writes wait and retry, and a renewal after Redis lost its data
+//!   writes the job back and the scan's record again
+//!   ([`sink::EventSink::replay`]). After a reconnect the node waits one
+//!   lease before it puts anyone's jobs back, so the nodes running them can
+//!   renew first.
 //!
 //! # Layout
 //! - [`engines`]: each engine as data (stages, templates, deadlines).
-//! - [`queue`]: the apalis storage and the polling wrapper.
 //! - [`sink`]: event writes.
 //! - [`control`]: running scans, stops, heartbeats and deadlines.
 //! - [`pipeline`]: the stages of one scan; [`discover`] and [`probe`].
@@ -47,20 +50,19 @@ pub mod discover;
 pub mod engines;
 pub mod pipeline;
 pub mod probe;
-pub mod queue;
 pub mod sink;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use apalis::prelude::{Data, WorkerBuilder, WorkerBuilderExt};
 use fred::clients::Client;
-use fred::interfaces::{ClientLike, KeysInterface};
-use fred::prelude::{Builder, Config as RedisConfig, Expiration};
+use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{CompiledTemplate, Engine, EngineConfig};
@@ -74,16 +76,15 @@ use sink::EventSink;
 /// attempts ended with their node gone.
 pub const MAX_ATTEMPTS: i64 = 3;
 
-/// How long per-scan markers and counters live.
-const MARKER_TTL_SECS: i64 = 7 * 24 * 60 * 60;
-
 /// What can stop a node or a scan's reporting.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error("Redis: {0}")]
     Redis(#[from] fred::error::Error),
-    #[error("Redis queue: {0}")]
-    Queue(#[from] apalis_redis::RedisError),
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    #[error(transparent)]
+    RedisUrl(#[from] scanfleet_bus::connect::BadRedisUrl),
     #[error("scanner settings: {0}")]
     Settings(String),
     #[error("templates: {0}")]
@@ -95,8 +96,11 @@ pub struct Node {
     pub name: String,
     pub settings: Arc<Settings>,
     pub keys: Keys,
+    redis_target: RedisTarget,
     /// Short commands and event writes.
     pub redis: Client,
+    /// The scan queue, on `redis`.
+    pub queue: ScanQueue,
     /// One engine, so every scan of the node shares its connection pool.
     pub engine: Engine,
     pub templates: Vec<Arc<CompiledTemplate>>,
@@ -107,9 +111,8 @@ impl Node {
     /// Connects to Redis and loads the templates (the built-in pack, or
     /// `SCANFLEET_SCANNER__TEMPLATES_DIR`).
     pub async fn build(settings: Settings) -> Result<Node, NodeError> {
-        let redis =
-            Builder::from_config(RedisConfig::from_url(settings.redis_url.expose())?).build()?;
-        redis.init().await?;
+        let redis_target = RedisTarget::from_settings(&settings)?;
+        let redis = scanfleet_bus::connect(&redis_target, "scanner").await?;
         let scanner = &settings.scanner;
         let client = ClientConfig::from_settings(&settings.scanner)
             .map_err(|e| NodeError::Settings(e.to_string()))?;
@@ -128,9 +131,12 @@ impl Node {
             return Err(NodeError::Templates("no runnable templates".into()));
         }
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "node".into());
+        let keys = Keys::new(settings.redis_prefix.clone());
         Ok(Node {
             name: format!("scanner-{host}-{}", uuid::Uuid::new_v4().simple()),
-            keys: Keys::new(settings.redis_prefix.clone()),
+            queue: ScanQueue::new(redis.clone(), &keys),
+            keys,
+            redis_target,
             settings: Arc::new(settings),
             redis,
             engine,
@@ -139,35 +145,26 @@ impl Node {
         })
     }
 
+    fn lease(&self) -> Duration {
+        Duration::from_secs(self.settings.scanner.orphan_after_secs)
+    }
+
+    fn heartbeat(&self) -> Duration {
+        Duration::from_secs(self.settings.scanner.heartbeat_secs)
+    }
+
     /// Takes and runs jobs until `shutdown` fires, then waits up to `grace`
-    /// for running scans. Scans still running after that are left to the
-    /// other nodes (their jobs are re-enqueued once this node is silent).
+    /// for running scans. Scans still running after that are put back in
+    /// the queue for the other nodes.
     pub async fn run(self, shutdown: CancellationToken, grace: Duration) -> Result<(), NodeError> {
         let node = Arc::new(self);
-        let stops = tokio::spawn({
-            let url = node.settings.redis_url.expose().to_string();
-            let keys = node.keys.clone();
-            let running = node.running.clone();
-            let shutdown = shutdown.clone();
-            async move {
-                loop {
-                    match control::listen_for_stops(
-                        &url,
-                        keys.clone(),
-                        running.clone(),
-                        shutdown.clone(),
-                    )
-                    .await
-                    {
-                        Ok(()) => break,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "stop listener lost Redis; reconnecting");
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                    }
-                }
-            }
-        });
+        let subscriber = scanfleet_bus::subscriber(&node.redis_target, "scanner-stops").await?;
+        let stops = tokio::spawn(control::listen_for_stops(
+            subscriber,
+            node.keys.clone(),
+            node.running.clone(),
+            shutdown.clone(),
+        ));
         if let Some(addr) = node.settings.scanner.metrics_bind {
             metrics_exporter_prometheus::PrometheusBuilder::new()
                 .with_http_listener(addr)
@@ -177,91 +174,101 @@ impl Node {
                 })?;
             tracing::info!(%addr, "serving Prometheus metrics");
         }
-        let client = apalis_redis::Client::open(node.settings.redis_url.expose())?;
-        let conn = client.get_connection_manager().await?;
-        let poll = Duration::from_millis(node.settings.scanner.poll_interval_ms);
         tracing::info!(
             node = %node.name,
             concurrency = node.settings.scanner.concurrency,
             templates = node.templates.len(),
             "scanner node taking jobs"
         );
-        loop {
-            let storage = queue::storage(conn.clone(), &node.keys, &node.settings.scanner);
-            let worker = WorkerBuilder::new(node.name.as_str())
-                .backend(queue::Nudged::new(storage, poll))
-                .data(node.clone())
-                .concurrency(node.settings.scanner.concurrency)
-                .build(handle_job);
-            let stop = shutdown.clone();
-            let run = worker.run_until(async move {
-                stop.cancelled().await;
-                Ok::<(), std::io::Error>(())
-            });
-            // A stopping worker waits for every running scan; past the grace
-            // period the node leaves them to the other nodes instead.
-            let overdue = async {
-                shutdown.cancelled().await;
-                tokio::time::sleep(grace).await;
-            };
-            let result = tokio::select! {
-                r = run => r,
-                _ = overdue => {
-                    tracing::warn!(
-                        running = node.running.count(),
-                        "leaving unfinished scans to the other nodes"
-                    );
-                    break;
+        let mut scans = take_jobs(&node, &shutdown).await;
+        // Running scans get the grace period; past it the node hands them
+        // back to the queue for the other nodes and leaves.
+        let drained =
+            tokio::time::timeout(grace, async { while scans.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            let left = node.running.ids();
+            tracing::warn!(
+                running = left.len(),
+                "leaving unfinished scans to the other nodes"
+            );
+            scans.shutdown().await;
+            for scan_id in left {
+                if let Err(e) = node.queue.release(scan_id, &node.name).await {
+                    tracing::warn!(%scan_id, error = %e, "could not hand the scan back");
                 }
-            };
-            if shutdown.is_cancelled() {
-                break;
             }
-            if let Err(e) = result {
-                tracing::warn!(error = %e, "the queue worker stopped; starting it again");
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
         }
         stops.abort();
         Ok(())
     }
 }
 
-/// The apalis handler: always `Ok`, since the outcome of a scan is reported
-/// as its events, and an error would only make apalis keep the job.
-async fn handle_job(
-    job: ScanJob,
-    node: Data<Arc<Node>>,
-) -> Result<(), apalis::prelude::BoxDynError> {
-    let node: Arc<Node> = (*node).clone();
-    let scan_id = job.scan_id;
-    // The scan runs on a task of its own, so a worker restart does not
-    // cancel it half-way.
-    let task = tokio::spawn(async move {
-        if let Err(e) = run_job(&node, job).await {
-            tracing::error!(%scan_id, error = %e, "scan could not report its outcome");
+/// The node's loop: while a slot is free, claim a job and run it on a task
+/// of its own; while idle, put back the jobs of dead nodes. Returns the
+/// running scans when `shutdown` fires.
+async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()> {
+    let slots = Arc::new(Semaphore::new(node.settings.scanner.concurrency));
+    let poll = Duration::from_millis(node.settings.scanner.poll_interval_ms);
+    let link = Link::of(&node.redis);
+    let mut scans = JoinSet::new();
+    let mut next_requeue = tokio::time::Instant::now();
+    loop {
+        while scans.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        if tokio::time::Instant::now() >= next_requeue && !link.reconnected_within(node.lease()) {
+            next_requeue = tokio::time::Instant::now() + node.heartbeat();
+            match node.queue.requeue_expired().await {
+                Ok(ids) if !ids.is_empty() => {
+                    tracing::warn!(scans = ?ids, "put back the jobs of a silent node")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not look for silent nodes' jobs"),
+            }
         }
-    });
-    let _ = task.await;
-    Ok(())
+        let pause = match node.queue.claim(&node.name, node.lease()).await {
+            Ok(Some(job)) => {
+                scans.spawn(handle_job(node.clone(), job, permit));
+                continue;
+            }
+            Ok(None) => poll,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take a job; retrying");
+                Duration::from_millis(500)
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    scans
+}
+
+/// Runs one job on its slot; the outcome of a scan is reported as its
+/// events, so an error here is only logged.
+async fn handle_job(node: Arc<Node>, job: ScanJob, _slot: OwnedSemaphorePermit) {
+    let scan_id = job.scan_id;
+    if let Err(e) = run_job(&node, job).await {
+        tracing::error!(%scan_id, error = %e, "scan could not report its outcome");
+    }
 }
 
 #[tracing::instrument(skip_all, fields(scan_id = %job.scan_id, engine = job.engine.as_str()))]
 async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     let keys = &node.keys;
-    let closed = keys.scan_closed(job.scan_id);
-    if node.redis.exists::<bool, _>(&closed).await? {
+    if markers::is_closed(&node.redis, keys, job.scan_id).await? {
         tracing::info!("job dropped: the scan is over");
-        return Ok(());
+        return finish(node, job.scan_id).await;
     }
-    let attempts_key = keys.scan_attempts(job.scan_id);
-    let attempt: i64 = node.redis.incr(&attempts_key).await?;
-    let _: () = node
-        .redis
-        .expire(&attempts_key, MARKER_TTL_SECS, None)
-        .await?;
+    let attempt = markers::count_attempt(&node.redis, keys, job.scan_id).await?;
     let floor = sink::progress_floor(&node.redis, keys, job.scan_id).await?;
-    let sink = EventSink::new(node.redis.clone(), keys, job.scan_id, floor);
+    let sink = Arc::new(EventSink::new(node.redis.clone(), keys, job.scan_id, floor));
     if attempt > MAX_ATTEMPTS {
         tracing::warn!(
             attempt,
@@ -271,7 +278,7 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
             "the scan was interrupted {MAX_ATTEMPTS} times (its scanner node stopped) and was given up"
         );
         sink.status(ScanStatus::Failed, Some(error)).await?;
-        return close(node, &closed).await;
+        return finish(node, job.scan_id).await;
     }
     tracing::info!(attempt, "scan taken");
     let spec = EngineSpec::of(job.engine);
@@ -279,12 +286,18 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     metrics::gauge!("scanfleet_scanner_scans_running").increment(1.0);
     let watch_done = CancellationToken::new();
     let watchdog = tokio::spawn(control::watchdog(
-        node.redis.clone(),
-        keys.clone(),
-        job.scan_id,
-        node.name.clone(),
+        control::Watch {
+            queue: node.queue.clone(),
+            redis: node.redis.clone(),
+            keys: keys.clone(),
+            job: job.clone(),
+            node_name: node.name.clone(),
+            lease: node.lease(),
+            renew_every: node.heartbeat(),
+            deadline: spec.deadline(&node.settings.scanner),
+        },
+        sink.clone(),
         control.clone(),
-        spec.deadline(&node.settings.scanner),
         watch_done.clone(),
     ));
     let result = async {
@@ -299,6 +312,10 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     metrics::gauge!("scanfleet_scanner_scans_running").decrement(1.0);
     let outcome = result?;
     let (status, error) = match (outcome, control.reason()) {
+        (_, Some(EndReason::TakenOver)) => {
+            tracing::info!("scan left to the node that took it over");
+            return Ok(());
+        }
         (Outcome::Failed(reason), _) => (ScanStatus::Failed, Some(reason)),
         (_, Some(EndReason::Deadline)) => (
             ScanStatus::Failed,
@@ -320,20 +337,13 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     metrics::counter!("scanfleet_scanner_scans_finished_total", "status" => status.as_str())
         .increment(1);
     sink.status(status, error).await?;
-    close(node, &closed).await
+    finish(node, job.scan_id).await
 }
 
-/// Marks the scan over, so a late duplicate of its job is dropped.
-async fn close(node: &Node, closed: &str) -> Result<(), NodeError> {
-    let _: () = node
-        .redis
-        .set(
-            closed,
-            "1",
-            Some(Expiration::EX(MARKER_TTL_SECS)),
-            None,
-            false,
-        )
-        .await?;
+/// Marks the scan over, so a late duplicate of its job is dropped, and
+/// removes its job from the queue.
+async fn finish(node: &Node, scan_id: uuid::Uuid) -> Result<(), NodeError> {
+    markers::close(&node.redis, &node.keys, scan_id).await?;
+    node.queue.finish(scan_id, &node.name).await?;
     Ok(())
 }

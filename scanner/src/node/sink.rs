@@ -1,44 +1,54 @@
 //! Where a scan's events go: appended to the scan's own Redis stream, with a
-//! pointer entry on the ingest index so the ingesters know the scan has new
-//! events. A scanner node writes nothing else anywhere.
+//! pointer entry on the ingest index ([`scanfleet_bus::events::append`]). A
+//! scanner node writes nothing else anywhere.
+//!
+//! The sink keeps what it wrote (statuses, findings, the last progress), so
+//! that after Redis lost its data ([`EventSink::replay`]) the scan's record
+//! is written again: findings are unique per scan and statuses and progress
+//! only move forward, so a replay adds nothing twice.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use fred::clients::Client;
-use fred::interfaces::StreamsInterface;
-use scanfleet_common::events::{
-    FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage, EVENT_FIELD,
-};
+use scanfleet_bus::events;
+use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage};
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
 
 use super::NodeError;
 
-/// Attempts of one write before the scan gives up on Redis (about 30 s in
-/// all), so a short Redis restart costs nothing.
-const WRITE_ATTEMPTS: u32 = 12;
+/// The longest pause between two attempts of a write while Redis is away.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
 /// The event writer of one scan. Progress only ever grows: every progress
 /// event carries the highest value reported so far (including by earlier
 /// attempts of the scan on other nodes, the `floor`).
 pub struct EventSink {
     redis: Client,
+    keys: Keys,
     scan_id: Uuid,
-    stream: String,
-    index: String,
     /// Last progress event sent: stage, value, tool.
     last: Mutex<(Option<Stage>, u8, Option<String>)>,
+    /// What was written, for a replay.
+    written: Mutex<Written>,
+}
+
+#[derive(Default)]
+struct Written {
+    statuses: Vec<String>,
+    findings: Vec<String>,
+    progress: Option<String>,
 }
 
 impl EventSink {
     pub fn new(redis: Client, keys: &Keys, scan_id: Uuid, floor: u8) -> EventSink {
         EventSink {
             redis,
+            keys: keys.clone(),
             scan_id,
-            stream: keys.scan_events_stream(scan_id),
-            index: keys.scan_events_index(),
             last: Mutex::new((None, floor, None)),
+            written: Mutex::new(Written::default()),
         }
     }
 
@@ -83,47 +93,93 @@ impl EventSink {
         self.write(vec![event]).await
     }
 
-    /// Appends the events, then one index entry, retrying while Redis is
-    /// unreachable. A retry after a partial write may append an event twice:
-    /// every consumer is idempotent, so that is harmless.
+    /// Writes again everything the scan reported so far, after Redis lost
+    /// its data (the events may have gone before the ingester read them).
+    pub async fn replay(&self) -> Result<(), NodeError> {
+        let lines: Vec<String> = {
+            let w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+            w.statuses
+                .iter()
+                .chain(&w.findings)
+                .chain(&w.progress)
+                .cloned()
+                .collect()
+        };
+        tracing::warn!(
+            scan_id = %self.scan_id,
+            events = lines.len(),
+            "Redis lost the scan's events; writing them again"
+        );
+        self.append(&lines).await
+    }
+
+    /// Appends the events, retrying while Redis is unreachable: a scan's
+    /// record is never dropped for an outage (the node's shutdown or the
+    /// scan's end stops the retries).
     async fn write(&self, events: Vec<ScanEventKind>) -> Result<(), NodeError> {
-        let lines: Vec<String> = events
+        let kinds: Vec<(Kind, String)> = events
             .into_iter()
-            .map(|kind| ScanEvent::new(self.scan_id, kind).to_json())
+            .map(|kind| {
+                let k = Kind::of(&kind);
+                (k, ScanEvent::new(self.scan_id, kind).to_json())
+            })
             .collect();
-        let mut delay = Duration::from_millis(100);
-        for attempt in 1..=WRITE_ATTEMPTS {
-            match self.append(&lines).await {
+        let lines: Vec<String> = kinds.iter().map(|(_, l)| l.clone()).collect();
+        self.append(&lines).await?;
+        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        for (kind, line) in kinds {
+            match kind {
+                Kind::Status => w.statuses.push(line),
+                Kind::Finding => w.findings.push(line),
+                Kind::Progress => w.progress = Some(line),
+                Kind::Other => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn append(&self, lines: &[String]) -> Result<(), NodeError> {
+        let mut pause = Duration::from_millis(100);
+        let mut failures = 0u32;
+        loop {
+            match events::append(&self.redis, &self.keys, self.scan_id, lines).await {
                 Ok(()) => return Ok(()),
-                Err(e) if attempt == WRITE_ATTEMPTS => return Err(NodeError::Redis(e)),
                 Err(e) => {
-                    tracing::warn!(scan_id = %self.scan_id, error = %e, "writing scan events failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
+                    failures += 1;
+                    // One line per outage, then one every ten attempts.
+                    if failures % 10 == 1 {
+                        tracing::warn!(
+                            scan_id = %self.scan_id,
+                            error = %e,
+                            failures,
+                            "writing scan events failed; retrying until Redis answers"
+                        );
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
             }
         }
-        unreachable!("the last attempt returns")
     }
+}
 
-    async fn append(&self, lines: &[String]) -> Result<(), fred::error::Error> {
-        let pipeline = self.redis.pipeline();
-        for line in lines {
-            let _: () = pipeline
-                .xadd(&self.stream, false, None, "*", (EVENT_FIELD, line.as_str()))
-                .await?;
+/// Which part of the record an event belongs to.
+#[derive(Clone, Copy)]
+enum Kind {
+    Status,
+    Finding,
+    Progress,
+    Other,
+}
+
+impl Kind {
+    fn of(kind: &ScanEventKind) -> Kind {
+        match kind {
+            ScanEventKind::Status { .. } => Kind::Status,
+            ScanEventKind::Finding(_) => Kind::Finding,
+            ScanEventKind::Progress { .. } => Kind::Progress,
+            ScanEventKind::Error { .. } => Kind::Other,
         }
-        let _: () = pipeline
-            .xadd(
-                &self.index,
-                false,
-                None,
-                "*",
-                ("scan_id", self.scan_id.to_string()),
-            )
-            .await?;
-        let _: Vec<fred::types::Value> = pipeline.all().await?;
-        Ok(())
     }
 }
 
@@ -131,13 +187,10 @@ impl EventSink {
 /// the end of its stream, so a scan restarted on another node never goes
 /// backwards.
 pub async fn progress_floor(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<u8, NodeError> {
-    let entries: Vec<(String, std::collections::HashMap<String, String>)> = redis
-        .xrevrange_values(keys.scan_events_stream(scan_id), "+", "-", Some(200))
-        .await?;
+    let entries = events::latest(redis, &keys.scan_events_stream(scan_id), 200).await?;
     Ok(entries
         .iter()
-        .filter_map(|(_, fields)| fields.get(EVENT_FIELD))
-        .filter_map(|json| serde_json::from_str::<ScanEvent>(json).ok())
+        .filter_map(|(_, fields)| events::decode(fields))
         .filter_map(|e| match e.kind {
             ScanEventKind::Progress { progress, .. } => Some(progress),
             _ => None,

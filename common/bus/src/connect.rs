@@ -1,0 +1,282 @@
+//! Redis clients that outlive the server they talk to: every client of every
+//! process is built here, with a reconnect policy, so a Redis restart or a
+//! Sentinel failover costs a pause, never a client that stays broken.
+//!
+//! - **Reconnects** forever, 50 to 500 ms apart. Commands issued while the
+//!   connection is down wait in the client's queue and run once it is back,
+//!   up to [`COMMAND_TIMEOUT`]; callers that must not wait (the rate
+//!   limiter, a scan push) look at [`ClientLike::is_connected`] first.
+//! - **Sentinel**: with `REDIS_SENTINELS` set (or a `redis-sentinel://` or
+//!   `redis+sentinel://` URL) the client asks the sentinels for the master
+//!   on every (re)connect, so it follows a promoted replica. A `READONLY`
+//!   answer (a demoted master still reached) or `LOADING` (a restarted
+//!   server reading its data) also reconnects.
+//! - **Metrics**, per client role: `scanfleet_redis_reconnects_total`,
+//!   `scanfleet_redis_outage_seconds` (each outage, from the first error to
+//!   the reconnect: its `_sum` is the time without Redis) and the gauge
+//!   `scanfleet_redis_connected`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::clients::{Client, SubscriberClient};
+use fred::interfaces::{ClientLike, EventInterface};
+use fred::prelude::{Builder, Config, ReconnectPolicy, Server, ServerConfig};
+use fred::types::config::UnresponsiveConfig;
+use scanfleet_common::Settings;
+
+/// The longest a command waits, queued while Redis is away or in flight.
+/// Longer than any blocking read of ours (at most a second).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the deployment's Redis is, parsed once from the settings.
+#[derive(Clone)]
+pub struct RedisTarget {
+    config: Config,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The config holds the password: name the servers only.
+        f.debug_struct("RedisTarget")
+            .field("server", &self.config.server)
+            .finish()
+    }
+}
+
+/// A Redis setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("REDIS_URL is not a valid Redis URL")]
+pub struct BadRedisUrl(#[source] fred::error::Error);
+
+impl RedisTarget {
+    /// `REDIS_URL`, or the sentinels of `REDIS_SENTINELS` with the URL's
+    /// credentials and database.
+    pub fn from_settings(settings: &Settings) -> Result<RedisTarget, BadRedisUrl> {
+        let url = settings.redis_url.expose();
+        // redis-rs spells the sentinel scheme `redis+sentinel`; fred parses
+        // `redis-sentinel`.
+        let url = match url.strip_prefix("redis+sentinel://") {
+            Some(rest) => format!("redis-sentinel://{rest}"),
+            None => match url.strip_prefix("rediss+sentinel://") {
+                Some(rest) => format!("rediss-sentinel://{rest}"),
+                None => url.to_string(),
+            },
+        };
+        let scheme = url.split_once("://").map_or("", |(s, _)| s);
+        if !matches!(
+            scheme,
+            "redis" | "rediss" | "redis-sentinel" | "rediss-sentinel"
+        ) {
+            return Err(BadRedisUrl(fred::error::Error::new(
+                fred::error::ErrorKind::Config,
+                "expected redis://, rediss:// or redis-sentinel://",
+            )));
+        }
+        let mut config = Config::from_url(&url).map_err(BadRedisUrl)?;
+        if !settings.redis_sentinels.is_empty() {
+            config.server = ServerConfig::Sentinel {
+                hosts: settings
+                    .redis_sentinels
+                    .iter()
+                    .map(|(host, port)| Server::new(host.as_str(), *port))
+                    .collect(),
+                service_name: settings.redis_sentinel_master.clone(),
+            };
+        }
+        Ok(RedisTarget { config })
+    }
+
+    /// Whether the clients find the master through sentinels.
+    pub fn is_sentinel(&self) -> bool {
+        self.config.server.is_sentinel()
+    }
+
+    fn builder(&self) -> Builder {
+        let mut builder = Builder::from_config(self.config.clone());
+        builder
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(2);
+                c.internal_command_timeout = Duration::from_secs(2);
+                // A silent connection (a host gone without closing it) is
+                // dropped and reconnected instead of waited on.
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(Duration::from_secs(10)),
+                    interval: Duration::from_secs(1),
+                };
+            })
+            .with_performance_config(|p| {
+                p.default_command_timeout = COMMAND_TIMEOUT;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 50, 500, 2));
+        builder
+    }
+}
+
+/// A connected client for `role` (a metrics label: `api`, `ingester`, ...).
+/// Fails when Redis cannot be reached now; once connected it reconnects by
+/// itself for good.
+pub async fn connect(
+    target: &RedisTarget,
+    role: &'static str,
+) -> Result<Client, fred::error::Error> {
+    let client = target.builder().build()?;
+    watch(&client, role);
+    client.init().await?;
+    Ok(client)
+}
+
+/// A connected pub/sub client for `role` that subscribes again to its
+/// channels after every reconnect.
+pub async fn subscriber(
+    target: &RedisTarget,
+    role: &'static str,
+) -> Result<SubscriberClient, fred::error::Error> {
+    let client = target.builder().build_subscriber_client()?;
+    watch(&client, role);
+    client.init().await?;
+    // The task ends with the client.
+    drop(client.manage_subscriptions());
+    Ok(client)
+}
+
+/// When a client last came back after losing Redis, shared with whoever
+/// asks ([`Link`]); `u64::MAX` until it first does.
+#[derive(Debug, Clone)]
+pub struct Link {
+    started: Instant,
+    /// Milliseconds after `started` of the last reconnect.
+    reconnected_ms: Arc<AtomicU64>,
+}
+
+impl Link {
+    /// Follows `client`'s reconnects.
+    pub fn of(client: &impl EventInterface) -> Link {
+        let link = Link {
+            started: Instant::now(),
+            reconnected_ms: Arc::new(AtomicU64::new(u64::MAX)),
+        };
+        let mut reconnects = client.reconnect_rx();
+        let shared = link.clone();
+        tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
+            while let Ok(_) | Err(RecvError::Lagged(_)) = reconnects.recv().await {
+                let ms = shared.started.elapsed().as_millis() as u64;
+                shared.reconnected_ms.store(ms, Ordering::Relaxed);
+            }
+        });
+        link
+    }
+
+    /// Whether the client reconnected less than `within` ago.
+    pub fn reconnected_within(&self, within: Duration) -> bool {
+        match self.reconnected_ms.load(Ordering::Relaxed) {
+            u64::MAX => false,
+            ms => self.started.elapsed() < Duration::from_millis(ms) + within,
+        }
+    }
+}
+
+/// Counts reconnects and the time without Redis, and logs both ends of an
+/// outage once.
+fn watch(client: &impl EventInterface, role: &'static str) {
+    let mut errors = client.error_rx();
+    let mut reconnects = client.reconnect_rx();
+    metrics::gauge!("scanfleet_redis_connected", "client" => role).set(0.0);
+    tokio::spawn(async move {
+        use tokio::sync::broadcast::error::RecvError;
+        let mut down_since: Option<Instant> = None;
+        let mut connected_once = false;
+        loop {
+            tokio::select! {
+                error = errors.recv() => match error {
+                    Ok((e, _)) => {
+                        if down_since.is_none() {
+                            down_since = Some(Instant::now());
+                            metrics::gauge!("scanfleet_redis_connected", "client" => role).set(0.0);
+                            tracing::warn!(client = role, error = %e, "lost Redis; reconnecting");
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => break,
+                },
+                server = reconnects.recv() => match server {
+                    Ok(_) | Err(RecvError::Lagged(_)) => {
+                        metrics::gauge!("scanfleet_redis_connected", "client" => role).set(1.0);
+                        // The first connect is not a reconnect.
+                        if connected_once {
+                            metrics::counter!("scanfleet_redis_reconnects_total", "client" => role)
+                                .increment(1);
+                        }
+                        connected_once = true;
+                        if let Some(since) = down_since.take() {
+                            let down = since.elapsed();
+                            metrics::histogram!("scanfleet_redis_outage_seconds", "client" => role)
+                                .record(down.as_secs_f64());
+                            tracing::info!(
+                                client = role,
+                                down_ms = down.as_millis() as u64,
+                                "Redis is back"
+                            );
+                        }
+                    }
+                    Err(RecvError::Closed) => break,
+                },
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(vars: &[(&str, &str)]) -> Settings {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Settings::from_vars(&vars).expect("settings")
+    }
+
+    #[test]
+    fn sentinels_replace_the_server_of_the_url() {
+        let target = RedisTarget::from_settings(&settings(&[
+            ("REDIS_URL", "redis://:pw@127.0.0.1:6379/2"),
+            ("REDIS_SENTINELS", "127.0.0.1:26379,127.0.0.1:26380"),
+            ("REDIS_SENTINEL_MASTER", "main"),
+        ]))
+        .unwrap();
+        assert!(target.is_sentinel());
+        assert_eq!(target.config.database, Some(2));
+        match &target.config.server {
+            ServerConfig::Sentinel {
+                hosts,
+                service_name,
+            } => {
+                assert_eq!(service_name, "main");
+                assert_eq!(hosts.len(), 2);
+                assert_eq!(hosts[1].port, 26380);
+            }
+            other => panic!("not a sentinel config: {other:?}"),
+        }
+        assert!(!format!("{target:?}").contains("pw"));
+    }
+
+    #[test]
+    fn both_spellings_of_the_sentinel_scheme_are_accepted() {
+        for scheme in ["redis-sentinel", "redis+sentinel"] {
+            let target = RedisTarget::from_settings(&settings(&[(
+                "REDIS_URL",
+                &format!("{scheme}://127.0.0.1:26379/0?sentinelServiceName=main"),
+            )]))
+            .unwrap();
+            assert!(target.is_sentinel(), "{scheme}");
+        }
+        let plain = RedisTarget::from_settings(&settings(&[])).unwrap();
+        assert!(!plain.is_sentinel());
+        assert!(RedisTarget::from_settings(&settings(&[("REDIS_URL", "http://x")])).is_err());
+    }
+}

@@ -1,0 +1,39 @@
+//! The queue and event-stream protocol between scanfleet's processes, on
+//! Redis, in one place: the api and the scheduler push scan jobs and stops,
+//! scanner nodes take jobs and append events, the ingester and the
+//! WebSocket hub read them.
+//!
+//! Data flow: api / scheduler -> [`queue`] -> scanner node -> [`events`]
+//! (a stream per scan + the ingest index) -> ingester -> Postgres; the
+//! WebSocket hub reads the same streams.
+//!
+//! It may import `scanfleet-common` (payloads, key names, settings) and
+//! `fred`; nothing of the api, the scanner or the scheduler, and no HTTP or
+//! SQL.
+//!
+//! # Layout
+//! - [`connect`]: every Redis client, reconnecting, Sentinel-aware, counted.
+//! - [`queue`]: the scan queue with leases ([`queue::ScanQueue`]).
+//! - [`events`]: appending and reading scan event streams, the ingest index.
+//! - [`markers`]: closed scans, attempt counts, stops, the data-set mark.
+
+pub mod connect;
+pub mod events;
+pub mod markers;
+pub mod queue;
+
+pub use connect::{connect, subscriber, Link, RedisTarget};
+pub use queue::{JobState, Renewal, ScanQueue};
+
+/// What a bus operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("Redis: {0}")]
+    Redis(#[from] fred::error::Error),
+    #[error("the job of scan {scan_id} cannot be read or written")]
+    BadJob {
+        scan_id: uuid::Uuid,
+        #[source]
+        source: serde_json::Error,
+    },
+}

@@ -1,0 +1,275 @@
+//! Private Redis servers for the failure tests: a `redis-server` process on a
+//! free loopback port with a data directory of its own, which a test kills
+//! (`SIGKILL`) and starts again on the same port and data, and a Sentinel
+//! set (a master, a replica and three sentinels) whose master a test kills
+//! to see the replica promoted.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What the server writes to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// Append-only file, fsync after every write: a restart loses nothing.
+    AofAlways,
+    /// Nothing on disk: a restart loses everything.
+    None,
+}
+
+/// One `redis-server` process, killed when dropped.
+pub struct RedisServer {
+    pub port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "scanfleet-{name}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("redis data dir");
+    dir
+}
+
+/// One command over RESP, with its first reply line.
+pub fn command(port: u16, args: &[&str]) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let mut request = format!("*{}\r\n", args.len());
+    for a in args {
+        request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = vec![0u8; 16 * 1024];
+    let n = stream.read(&mut reply).ok()?;
+    Some(String::from_utf8_lossy(&reply[..n]).into_owned())
+}
+
+impl RedisServer {
+    /// Starts a server that persists as `persistence` says.
+    pub fn start(persistence: Persistence) -> RedisServer {
+        let args = match persistence {
+            Persistence::AofAlways => vec!["--appendonly", "yes", "--appendfsync", "always"],
+            Persistence::None => vec!["--appendonly", "no"],
+        };
+        RedisServer::with_args(&args)
+    }
+
+    /// Starts a server with extra `redis-server` arguments.
+    pub fn with_args(extra: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: temp_dir("redis"),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("redis.log"))
+            .expect("redis log");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                self.dir.to_str().expect("utf-8 temp dir"),
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+            ])
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("starting redis-server (is it installed?)");
+        self.child = Some(child);
+        wait_until_answers(self.port);
+    }
+
+    /// `kill -9`: no shutdown, no last write.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits until the server on `port` answers `PING` with `PONG` (not
+/// `LOADING`).
+fn wait_until_answers(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if command(port, &["PING"]).is_some_and(|r| r.starts_with("+PONG")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "redis on {port} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A master, a replica and three sentinels watching the master as
+/// `mymaster` (quorum 2, down after 1 s).
+pub struct SentinelSet {
+    pub master: RedisServer,
+    pub replica: RedisServer,
+    pub sentinel_ports: Vec<u16>,
+    sentinels: Vec<Child>,
+    dir: PathBuf,
+}
+
+pub const SENTINEL_MASTER: &str = "mymaster";
+
+impl SentinelSet {
+    pub fn start() -> SentinelSet {
+        let master = RedisServer::start(Persistence::AofAlways);
+        let master_port = master.port.to_string();
+        let replica = RedisServer::with_args(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--replicaof",
+            "127.0.0.1",
+            &master_port,
+        ]);
+        let dir = temp_dir("sentinels");
+        let mut sentinels = Vec::new();
+        let mut sentinel_ports = Vec::new();
+        for i in 0..3 {
+            let port = free_port();
+            let conf = dir.join(format!("sentinel-{i}.conf"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\nbind 127.0.0.1\ndir {dir}\n\
+                     sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2\n\
+                     sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+                     sentinel failover-timeout {SENTINEL_MASTER} 5000\n\
+                     sentinel parallel-syncs {SENTINEL_MASTER} 1\n",
+                    dir = dir.display()
+                ),
+            )
+            .expect("sentinel config");
+            let log = std::fs::File::create(dir.join(format!("sentinel-{i}.log"))).expect("log");
+            let child = Command::new("redis-server")
+                .arg(&conf)
+                .arg("--sentinel")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("starting redis-server --sentinel");
+            wait_until_answers(port);
+            sentinels.push(child);
+            sentinel_ports.push(port);
+        }
+        let set = SentinelSet {
+            master,
+            replica,
+            sentinel_ports,
+            sentinels,
+            dir,
+        };
+        set.wait_until_ready();
+        set
+    }
+
+    /// Waits until every sentinel knows the replica and the two other
+    /// sentinels, so a failover can be agreed on.
+    fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = self.sentinel_ports.iter().all(|port| {
+                command(*port, &["SENTINEL", "MASTER", SENTINEL_MASTER]).is_some_and(|r| {
+                    field(&r, "num-other-sentinels") == Some("2")
+                        && field(&r, "num-slaves") == Some("1")
+                })
+            });
+            if ready {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the sentinels did not meet");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `REDIS_SENTINELS` for the processes.
+    pub fn sentinels_setting(&self) -> String {
+        self.sentinel_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The master's port as the first sentinel sees it now.
+    pub fn master_port(&self) -> Option<u16> {
+        let reply = command(
+            self.sentinel_ports[0],
+            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER],
+        )?;
+        reply.lines().rev().find_map(|l| l.parse().ok())
+    }
+}
+
+/// The value after `name` in a flat RESP array reply of names and values.
+fn field<'a>(reply: &'a str, name: &str) -> Option<&'a str> {
+    let lines: Vec<&str> = reply
+        .lines()
+        .filter(|l| !l.starts_with(['*', '$']))
+        .collect();
+    lines
+        .iter()
+        .position(|l| *l == name)
+        .and_then(|i| lines.get(i + 1).copied())
+}
+
+impl Drop for SentinelSet {
+    fn drop(&mut self) {
+        for child in &mut self.sentinels {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
