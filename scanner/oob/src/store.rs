@@ -14,11 +14,13 @@
 //! Each operation is one Lua script, so checks and writes are atomic across
 //! instances (two servers registering one id, a poll racing a callback).
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::interfaces::ClientLike;
 use fred::prelude::{Builder, Client, Config, ReconnectPolicy, Value};
-use fred::types::{ClusterHash, CustomCommand, FromValue};
+use fred::types::scripts::Script;
+use fred::types::FromValue;
 
 use crate::error::OobError;
 
@@ -29,25 +31,37 @@ pub const MAX_PENDING: u64 = 100_000;
 /// for the next poll. Bounds the size of an answer (about 650 bytes an
 /// item) and the memory the server needs to build it.
 pub const MAX_PER_POLL: u64 = 10_000;
+/// The longest a Redis command waits, queued or in flight.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
-const REGISTER: &str = r#"
+static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'aes', ARGV[2], 'wrapped', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
-"#;
+"#,
+    )
+});
 
-const RECORD: &str = r#"
+static RECORD: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local n = redis.call('RPUSH', KEYS[2], ARGV[1])
 if n > tonumber(ARGV[3]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1) end
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
-"#;
+"#,
+    )
+});
 
-const POLL: &str = r#"
+static POLL: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
 local reg = redis.call('HMGET', KEYS[1], 'secret', 'aes', 'wrapped')
 if not reg[1] then return {0} end
 if string.lower(reg[1]) ~= string.lower(ARGV[1]) then return {1} end
@@ -55,15 +69,21 @@ local items = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1)
 if #items > 0 then redis.call('LTRIM', KEYS[2], #items, -1) end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return {2, reg[2], reg[3], items}
-"#;
+"#,
+    )
+});
 
-const DEREGISTER: &str = r#"
+static DEREGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
 local secret = redis.call('HGET', KEYS[1], 'secret')
 if not secret then return 0 end
 if string.lower(secret) ~= string.lower(ARGV[1]) then return 1 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return 2
-"#;
+"#,
+    )
+});
 
 /// What a poll or deregister found for an id and secret.
 #[derive(Debug, PartialEq, Eq)]
@@ -102,6 +122,9 @@ impl Store {
         let redis = Builder::from_config(config)
             .set_policy(ReconnectPolicy::new_exponential(0, 100, 2000, 2))
             .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
+            // While Redis is away commands queue; a listener must not wait
+            // on them for ever (a DNS resolver gave up long before).
+            .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
             .build()?;
         redis.init().await?;
         Ok(Store {
@@ -112,23 +135,19 @@ impl Store {
     }
 
     /// Runs `script` on the registration and interaction keys of
-    /// `correlation_id`. Through EVAL as a plain command: fred's scripting
-    /// interface is behind a feature the rest of the workspace does not
-    /// build, and Redis caches the compiled script by its hash anyway.
+    /// `correlation_id`: EVALSHA, loading the script on a server that does
+    /// not know it yet (a new or restarted Redis).
     async fn eval<R: FromValue>(
         &self,
-        script: &'static str,
+        script: &Script,
         correlation_id: &str,
         args: Vec<String>,
     ) -> Result<R, OobError> {
-        let mut command = Vec::with_capacity(4 + args.len());
-        command.push(script.to_string());
-        command.push("2".to_string());
-        command.push(format!("{}:oob:reg:{correlation_id}", self.prefix));
-        command.push(format!("{}:oob:int:{correlation_id}", self.prefix));
-        command.extend(args);
-        let eval = CustomCommand::new_static("EVAL", ClusterHash::FirstKey, false);
-        Ok(self.redis.custom(eval, command).await?)
+        let keys = vec![
+            format!("{}:oob:reg:{correlation_id}", self.prefix),
+            format!("{}:oob:int:{correlation_id}", self.prefix),
+        ];
+        Ok(script.evalsha_with_reload(&self.redis, keys, args).await?)
     }
 
     /// Stores a new registration; `false` when the id is already taken.
@@ -145,7 +164,7 @@ impl Store {
             wrapped_key.to_string(),
             self.ttl.to_string(),
         ];
-        let created: i64 = self.eval(REGISTER, correlation_id, args).await?;
+        let created: i64 = self.eval(&REGISTER, correlation_id, args).await?;
         Ok(created == 1)
     }
 
@@ -153,7 +172,7 @@ impl Store {
     /// when the id is not registered.
     pub async fn record(&self, correlation_id: &str, json: String) -> Result<bool, OobError> {
         let args = vec![json, self.ttl.to_string(), MAX_PENDING.to_string()];
-        let stored: i64 = self.eval(RECORD, correlation_id, args).await?;
+        let stored: i64 = self.eval(&RECORD, correlation_id, args).await?;
         Ok(stored == 1)
     }
 
@@ -169,7 +188,7 @@ impl Store {
             self.ttl.to_string(),
             MAX_PER_POLL.to_string(),
         ];
-        let answer: Value = self.eval(POLL, correlation_id, args).await?;
+        let answer: Value = self.eval(&POLL, correlation_id, args).await?;
         let Value::Array(mut parts) = answer else {
             return Err(OobError::RedisShape("poll answer is not an array"));
         };
@@ -201,7 +220,7 @@ impl Store {
         secret: &str,
     ) -> Result<Access<()>, OobError> {
         let args = vec![secret.to_string()];
-        let status: i64 = self.eval(DEREGISTER, correlation_id, args).await?;
+        let status: i64 = self.eval(&DEREGISTER, correlation_id, args).await?;
         Ok(match status {
             0 => Access::UnknownId,
             1 => Access::WrongSecret,
