@@ -292,3 +292,9 @@ async fn each_payload_host_carries_the_id_and_a_fresh_nonce_under_the_server_dom
         session.correlation_id()
     );
 }
+
+#[test]
+fn a_session_can_be_shared_between_tasks() {
+    fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Session>();
+}
