@@ -1,0 +1,182 @@
+//! The OOB server's own settings: command-line flags, each also read from
+//! a `SCANFLEET_OOB__*` environment variable (flags win), plus the shared
+//! `REDIS_URL` and `SCANFLEET_REDIS_PREFIX`.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::Parser;
+use scanfleet_common::secret::Secret;
+
+/// Everything `scanfleet-oob` is told at start-up.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "scanfleet-oob",
+    version,
+    about = "scanfleet's out-of-band interaction server (interactsh-compatible)",
+    long_about = "Records DNS, HTTP(S), SMTP and LDAP interactions with payload hosts under \
+                  --domain and serves them to interactsh clients (the scanfleet engine, nuclei \
+                  -iserver) through /register, /poll and /deregister on the HTTP listener. \
+                  State lives in Redis, so several instances can serve one domain."
+)]
+pub struct Settings {
+    /// The zone this server is authoritative for (payload hosts are
+    /// `<id><nonce>.<domain>`).
+    #[arg(long, env = "SCANFLEET_OOB__DOMAIN", value_parser = parse_domain)]
+    pub domain: String,
+    /// The public address(es) DNS answers give for the domain and every
+    /// name under it (IPv4 for A, IPv6 for AAAA); comma-separated in the
+    /// environment.
+    #[arg(
+        long,
+        env = "SCANFLEET_OOB__IP",
+        value_delimiter = ',',
+        required = true
+    )]
+    pub ip: Vec<IpAddr>,
+    /// HTTP listener: callbacks and the register/poll/deregister API.
+    #[arg(long, env = "SCANFLEET_OOB__HTTP", default_value = "0.0.0.0:80")]
+    pub http: SocketAddr,
+    /// DNS listener, UDP and TCP on the same port.
+    #[arg(long, env = "SCANFLEET_OOB__DNS", default_value = "0.0.0.0:53")]
+    pub dns: SocketAddr,
+    /// HTTPS listener (needs --cert and --key); off when not given.
+    #[arg(long, env = "SCANFLEET_OOB__HTTPS", requires_all = ["cert", "key"])]
+    pub https: Option<SocketAddr>,
+    /// PEM certificate chain for HTTPS.
+    #[arg(long, env = "SCANFLEET_OOB__CERT")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    #[arg(long, env = "SCANFLEET_OOB__KEY")]
+    pub key: Option<PathBuf>,
+    /// SMTP listener; off when not given.
+    #[arg(long, env = "SCANFLEET_OOB__SMTP")]
+    pub smtp: Option<SocketAddr>,
+    /// LDAP listener; off when not given.
+    #[arg(long, env = "SCANFLEET_OOB__LDAP")]
+    pub ldap: Option<SocketAddr>,
+    /// When set, register/poll/deregister need this exact `Authorization`
+    /// header (interactsh's token semantics).
+    #[arg(long, env = "SCANFLEET_OOB__TOKEN", hide_env_values = true, value_parser = parse_secret)]
+    pub token: Option<Secret>,
+    /// Seconds a registration and its pending interactions live without a
+    /// register, callback or poll (sliding).
+    #[arg(long, env = "SCANFLEET_OOB__EVICTION_SECS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub eviction_secs: u64,
+    /// Prometheus text at `/metrics` on this address; off when not given.
+    #[arg(long, env = "SCANFLEET_OOB__METRICS")]
+    pub metrics: Option<SocketAddr>,
+    /// The Redis holding registrations and interactions.
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379",
+          hide_env_values = true, value_parser = parse_secret)]
+    pub redis_url: Secret,
+    /// Prefix of every Redis key (`{prefix}:oob:...`).
+    #[arg(long, env = "SCANFLEET_REDIS_PREFIX", default_value = "scanfleet")]
+    pub redis_prefix: String,
+}
+
+impl Settings {
+    /// Settings for `domain` with every listener on an ephemeral loopback
+    /// port and the optional ones off: what tests and benches start from.
+    pub fn local(domain: &str, redis_url: &str, redis_prefix: &str) -> Settings {
+        let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+        Settings {
+            domain: normalise_domain(domain),
+            ip: vec![IpAddr::from([127, 0, 0, 1])],
+            http: any_port,
+            dns: any_port,
+            https: None,
+            cert: None,
+            key: None,
+            smtp: None,
+            ldap: None,
+            token: None,
+            eviction_secs: 3600,
+            metrics: None,
+            redis_url: Secret::new(redis_url),
+            redis_prefix: redis_prefix.to_string(),
+        }
+    }
+}
+
+fn normalise_domain(raw: &str) -> String {
+    raw.trim().trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// A `--domain` that is not a plain ASCII host name.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a domain name (ASCII letters, digits and hyphens, dots between)")]
+pub struct InvalidDomain(String);
+
+fn parse_domain(raw: &str) -> Result<String, InvalidDomain> {
+    let domain = normalise_domain(raw);
+    let valid = !domain.is_empty()
+        && domain.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if valid {
+        Ok(domain)
+    } else {
+        Err(InvalidDomain(raw.to_string()))
+    }
+}
+
+fn parse_secret(raw: &str) -> Result<Secret, Infallible> {
+    Ok(Secret::new(raw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_with_defaults_and_the_domain_is_normalised() {
+        let s = Settings::try_parse_from([
+            "scanfleet-oob",
+            "--domain",
+            "OOB.Example.com.",
+            "--ip",
+            "192.0.2.1",
+        ])
+        .unwrap();
+        assert_eq!(s.domain, "oob.example.com");
+        assert_eq!(s.eviction_secs, 3600);
+        assert!(s.https.is_none() && s.smtp.is_none() && s.token.is_none());
+    }
+
+    #[test]
+    fn https_without_a_certificate_and_a_bad_domain_are_refused() {
+        let https = [
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--https",
+            "0.0.0.0:443",
+        ];
+        assert!(Settings::try_parse_from(https).is_err());
+        let bad = ["scanfleet-oob", "--domain", "a b", "--ip", "192.0.2.1"];
+        assert!(Settings::try_parse_from(bad).is_err());
+    }
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let args = [
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--token",
+            "hunter2",
+        ];
+        let s = Settings::try_parse_from(args).unwrap();
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,235 @@
+//! Registrations and pending interactions in Redis, so any instance can
+//! serve any session and a restart loses nothing.
+//!
+//! Keys (all with a sliding expiry of `eviction_secs`, refreshed on
+//! register, callback and poll):
+//! - `{prefix}:oob:reg:{correlation-id}`: hash of `secret`, `aes` (the raw
+//!   AES key, base64) and `wrapped` (the same key wrapped to the client,
+//!   computed once at registration).
+//! - `{prefix}:oob:int:{correlation-id}`: list of interaction JSON, oldest
+//!   first. Items are stored in the clear and encrypted when polled, as
+//!   the Go server's in-memory store does: a callback is then one script
+//!   call, with no key lookup or AES work on the hot path.
+//!
+//! Each operation is one Lua script, so checks and writes are atomic across
+//! instances (two servers registering one id, a poll racing a callback).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use fred::interfaces::ClientLike;
+use fred::prelude::{Builder, Client, Config, ReconnectPolicy, Value};
+use fred::types::scripts::Script;
+use fred::types::FromValue;
+
+use crate::error::OobError;
+
+/// Interactions kept per id before the oldest are dropped: a flood of
+/// callbacks for one id must not grow Redis without bound.
+pub const MAX_PENDING: u64 = 100_000;
+/// Interactions one poll takes at most (the oldest first); the rest wait
+/// for the next poll. Bounds the size of an answer (about 650 bytes an
+/// item) and the memory the server needs to build it.
+pub const MAX_PER_POLL: u64 = 10_000;
+/// The longest a Redis command waits, queued or in flight.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'secret', ARGV[1], 'aes', ARGV[2], 'wrapped', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"#,
+    )
+});
+
+static RECORD: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = redis.call('RPUSH', KEYS[2], ARGV[1])
+if n > tonumber(ARGV[3]) then redis.call('LTRIM', KEYS[2], -tonumber(ARGV[3]), -1) end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"#,
+    )
+});
+
+static POLL: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
+local reg = redis.call('HMGET', KEYS[1], 'secret', 'aes', 'wrapped')
+if not reg[1] then return {0} end
+if string.lower(reg[1]) ~= string.lower(ARGV[1]) then return {1} end
+local items = redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+if #items > 0 then redis.call('LTRIM', KEYS[2], #items, -1) end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return {2, reg[2], reg[3], items}
+"#,
+    )
+});
+
+static DEREGISTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        r#"
+local secret = redis.call('HGET', KEYS[1], 'secret')
+if not secret then return 0 end
+if string.lower(secret) ~= string.lower(ARGV[1]) then return 1 end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 2
+"#,
+    )
+});
+
+/// What a poll or deregister found for an id and secret.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Access<T> {
+    /// Never registered, deregistered or evicted.
+    UnknownId,
+    WrongSecret,
+    Granted(T),
+}
+
+/// The registration's keys and the interactions taken by one poll.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Polled {
+    /// The raw AES key, base64.
+    pub aes_key: String,
+    /// The AES key wrapped to the client (the answer's `aes_key`).
+    pub wrapped_key: String,
+    /// Interaction JSON, oldest first.
+    pub interactions: Vec<String>,
+}
+
+/// The Redis side of the server; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    redis: Client,
+    prefix: String,
+    /// The sliding expiry, in seconds.
+    ttl: u64,
+}
+
+impl Store {
+    /// Connects (with a reconnect policy, so a Redis restart is ridden out)
+    /// and checks that Redis answers.
+    pub async fn connect(url: &str, prefix: &str, ttl: u64) -> Result<Store, OobError> {
+        let config = Config::from_url(url).map_err(OobError::RedisUrl)?;
+        let redis = Builder::from_config(config)
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 2000, 2))
+            .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
+            // While Redis is away commands queue; a listener must not wait
+            // on them for ever (a DNS resolver gave up long before).
+            .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
+            .build()?;
+        redis.init().await?;
+        Ok(Store {
+            redis,
+            prefix: prefix.to_string(),
+            ttl,
+        })
+    }
+
+    /// Runs `script` on the registration and interaction keys of
+    /// `correlation_id`: EVALSHA, loading the script on a server that does
+    /// not know it yet (a new or restarted Redis).
+    async fn eval<R: FromValue>(
+        &self,
+        script: &Script,
+        correlation_id: &str,
+        args: Vec<String>,
+    ) -> Result<R, OobError> {
+        let keys = vec![
+            format!("{}:oob:reg:{correlation_id}", self.prefix),
+            format!("{}:oob:int:{correlation_id}", self.prefix),
+        ];
+        Ok(script.evalsha_with_reload(&self.redis, keys, args).await?)
+    }
+
+    /// Stores a new registration; `false` when the id is already taken.
+    pub async fn register(
+        &self,
+        correlation_id: &str,
+        secret: &str,
+        aes_key: &str,
+        wrapped_key: &str,
+    ) -> Result<bool, OobError> {
+        let args = vec![
+            secret.to_string(),
+            aes_key.to_string(),
+            wrapped_key.to_string(),
+            self.ttl.to_string(),
+        ];
+        let created: i64 = self.eval(&REGISTER, correlation_id, args).await?;
+        Ok(created == 1)
+    }
+
+    /// Appends an interaction for a registered id; `false` (nothing stored)
+    /// when the id is not registered.
+    pub async fn record(&self, correlation_id: &str, json: String) -> Result<bool, OobError> {
+        let args = vec![json, self.ttl.to_string(), MAX_PENDING.to_string()];
+        let stored: i64 = self.eval(&RECORD, correlation_id, args).await?;
+        Ok(stored == 1)
+    }
+
+    /// Takes (reads and deletes, atomically) the oldest pending
+    /// interactions, at most [`MAX_PER_POLL`].
+    pub async fn poll(
+        &self,
+        correlation_id: &str,
+        secret: &str,
+    ) -> Result<Access<Polled>, OobError> {
+        let args = vec![
+            secret.to_string(),
+            self.ttl.to_string(),
+            MAX_PER_POLL.to_string(),
+        ];
+        let answer: Value = self.eval(&POLL, correlation_id, args).await?;
+        let Value::Array(mut parts) = answer else {
+            return Err(OobError::RedisShape("poll answer is not an array"));
+        };
+        match parts.first().and_then(Value::as_i64) {
+            Some(0) => return Ok(Access::UnknownId),
+            Some(1) => return Ok(Access::WrongSecret),
+            Some(2) if parts.len() == 4 => {}
+            _ => return Err(OobError::RedisShape("poll answer has no known status")),
+        }
+        let items = parts.pop().unwrap_or(Value::Null);
+        let text = |v: Option<Value>| v.and_then(|v| v.into_string()).unwrap_or_default();
+        let wrapped_key = text(parts.pop());
+        let aes_key = text(parts.pop());
+        let interactions = match items {
+            Value::Array(items) => items.into_iter().filter_map(Value::into_string).collect(),
+            _ => Vec::new(),
+        };
+        Ok(Access::Granted(Polled {
+            aes_key,
+            wrapped_key,
+            interactions,
+        }))
+    }
+
+    /// Removes a registration and whatever it still holds.
+    pub async fn deregister(
+        &self,
+        correlation_id: &str,
+        secret: &str,
+    ) -> Result<Access<()>, OobError> {
+        let args = vec![secret.to_string()];
+        let status: i64 = self.eval(&DEREGISTER, correlation_id, args).await?;
+        Ok(match status {
+            0 => Access::UnknownId,
+            1 => Access::WrongSecret,
+            _ => Access::Granted(()),
+        })
+    }
+
+    /// Closes the connection.
+    pub async fn quit(&self) {
+        let _ = self.redis.quit().await;
+    }
+}
