@@ -38,7 +38,7 @@ into_api_error!(
     scanfleet_bus::BusError,
     anyhow::Error,
     crate::payments::PaymentsError,
-    crate::report::ReportError,
+    scanfleet_report::ReportError,
 );
 
 impl From<Error> for ApiError {

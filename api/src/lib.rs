@@ -25,8 +25,6 @@
 //!   change), counted in Redis.
 //! - [`payments`]: the payment provider (Stripe's HTTP API, or the dev
 //!   stand-in) and its signed webhook events.
-//! - [`report`]: scan reports in HTML, PDF, JSON, SARIF and CSV, streamed
-//!   from Postgres into one renderer per format.
 //! - [`state`]: what every handler shares.
 //! - [`metrics`]: `GET /metrics` in Prometheus text.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
@@ -43,7 +41,7 @@ pub mod payload;
 pub mod payments;
 pub mod problem;
 pub mod ratelimit;
-pub mod report;
+
 pub mod routes;
 pub mod state;
 pub mod throttle;

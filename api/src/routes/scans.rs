@@ -24,13 +24,13 @@ use crate::auth::{Access, Credentials};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
 use crate::error::{Error, Result};
 use crate::payload::{self, Direct, Serialized};
-use crate::report::json::JsonReport;
-use crate::report::{self, Format, Rendered, TOOL_NAME};
 use crate::state::AppState;
 use scanfleet_core::scans::upgrade_prompt;
 use scanfleet_core::store::findings::{self, FindingRow};
 use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
 use scanfleet_core::store::tiers;
+use scanfleet_report::json::JsonReport;
+use scanfleet_report::{self as report, Format, Rendered, TOOL_NAME};
 
 /// A scan as lists, creation and stop return it.
 #[derive(Debug, Object, Serialize)]

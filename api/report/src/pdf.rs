@@ -31,8 +31,8 @@ use ttf_parser::Face;
 use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
 use scanfleet_core::store::findings::FindingRow;
 
-const REGULAR_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
-const BOLD_TTF: &[u8] = include_bytes!("../../fonts/DejaVuSans-Bold.ttf");
+const REGULAR_TTF: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+const BOLD_TTF: &[u8] = include_bytes!("../fonts/DejaVuSans-Bold.ttf");
 
 /// A4 in points.
 const PAGE_W: f32 = 595.28;

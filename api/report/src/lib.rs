@@ -1,6 +1,14 @@
 //! Scan reports: the documents `GET /scans/{scan_id}/report` hands out, for
 //! people (HTML, PDF) and for machines (JSON, SARIF 2.1.0, CSV).
 //!
+//! Data flow: the api's report operation -> **report** (finding rows from
+//! the core's store, streamed) -> the document's bytes. It may import
+//! `scanfleet-core` (rows, the store's streaming reads) and
+//! `scanfleet-common`; it must not import the api: it knows no route, no
+//! request and no HTTP status. `poem-openapi` is linked for one thing, the
+//! JSON report, whose schema in the contract and whose writer are one
+//! derive.
+//!
 //! Findings stream from Postgres into a [`Renderer`] one row at a time
 //! ([`build`]), already in the order the format shows them, so a report of
 //! 10,000 findings never holds them twice (rows, then a sorted copy, then
@@ -13,7 +21,8 @@
 //!
 //! # Layout
 //! - [`html`]: one self-contained page, inline CSS and SVG chart, print CSS.
-//! - [`pdf`]: A4 through krilla with the DejaVu fonts shipped in `api/fonts`.
+//! - [`pdf`]: A4 through krilla with the DejaVu fonts shipped in
+//!   `api/report/fonts`.
 //! - [`json`]: the `JsonReport` object of the OpenAPI contract.
 //! - [`sarif`]: SARIF 2.1.0 for code-scanning viewers.
 //! - [`csv`]: RFC 4180, neutralised against spreadsheet formulas.
@@ -29,9 +38,9 @@ use futures::TryStreamExt;
 use scanfleet_common::events::ScanStatus;
 use uuid::Uuid;
 
-use crate::error::Error;
 use scanfleet_core::store::findings::{self, FindingOrder, FindingRow};
 use scanfleet_core::store::scans::{self, ScanRow};
+use scanfleet_core::Error;
 
 /// The scanner's name in reports (the SARIF tool, the detail shape's `tool`).
 pub const TOOL_NAME: &str = "scanfleet-templates";
@@ -44,7 +53,7 @@ pub enum ReportError {
     /// limit of the PDF format).
     #[error("the PDF could not be written: {0}")]
     Pdf(#[from] krilla::error::KrillaError),
-    /// A font shipped in `api/fonts` does not parse.
+    /// A font shipped in `api/report/fonts` does not parse.
     #[error("the embedded font {0} does not parse")]
     Font(&'static str),
     #[error("the report could not be serialised")]
