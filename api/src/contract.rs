@@ -12,30 +12,44 @@
 use std::borrow::Cow;
 use std::ops::Deref;
 
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{
     ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
 };
 use serde_json::Value;
 
-/// A string request value described by `schema` in the contract.
+/// A string request value described by `schema` in the contract: inline
+/// where it is used, or (`component`) once under `components/schemas` with
+/// the type's name, referenced where it is used. An enum that an optional
+/// property takes is a component, so that the document can say `nullable`
+/// beside one statement of its values (inline, OpenAPI 3.0 would need
+/// `null` among the values, which generators turn into several classes).
 macro_rules! contract_string {
-    ($(#[$doc:meta])* $name:ident, $schema:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Default, PartialEq, Eq)]
-        pub struct $name(pub String);
-
-        impl Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
+    ($(#[$doc:meta])* $name:ident, component $schema:expr) => {
+        contract_string!(@value $(#[$doc])* $name);
 
         impl Type for $name {
-            const IS_REQUIRED: bool = true;
-            type RawValueType = String;
-            type RawElementValueType = String;
+            contract_string!(@type_common);
+
+            fn name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn schema_ref() -> MetaSchemaRef {
+                MetaSchemaRef::Reference(stringify!($name).to_string())
+            }
+
+            fn register(registry: &mut Registry) {
+                let build: fn() -> MetaSchema = $schema;
+                registry.create_schema::<Self, _>(stringify!($name).to_string(), |_| build());
+            }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $schema:expr) => {
+        contract_string!(@value $(#[$doc])* $name);
+
+        impl Type for $name {
+            contract_string!(@type_common);
 
             fn name() -> Cow<'static, str> {
                 "string".into()
@@ -45,13 +59,30 @@ macro_rules! contract_string {
                 let build: fn() -> MetaSchema = $schema;
                 MetaSchemaRef::Inline(Box::new(build()))
             }
+        }
+    };
+    (@type_common) => {
+        const IS_REQUIRED: bool = true;
+        type RawValueType = String;
+        type RawElementValueType = String;
 
-            fn as_raw_value(&self) -> Option<&String> {
-                Some(&self.0)
-            }
+        fn as_raw_value(&self) -> Option<&String> {
+            Some(&self.0)
+        }
 
-            fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
-                Box::new(std::iter::once(&self.0))
+        fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+            Box::new(std::iter::once(&self.0))
+        }
+    };
+    (@value $(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct $name(pub String);
+
+        impl Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
             }
         }
 
@@ -104,7 +135,7 @@ contract_string!(
 contract_string!(
     /// `full`, `quick` or `recon`.
     EngineName,
-    || one_of(&["full", "quick", "recon"])
+    component || one_of(&["full", "quick", "recon"])
 );
 contract_string!(
     /// A scan status.
@@ -124,12 +155,12 @@ contract_string!(
 contract_string!(
     /// A user role.
     RoleName,
-    || one_of(&["user", "admin"])
+    component || one_of(&["user", "admin"])
 );
 contract_string!(
     /// Any tier, as an administrator assigns it.
     TierSlug,
-    || one_of(&["demo", "monthly", "yearly", "admin"])
+    component || one_of(&["demo", "monthly", "yearly", "admin"])
 );
 contract_string!(
     /// A tier that can be bought.
