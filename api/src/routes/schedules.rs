@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
-use crate::contract::{self, EngineName, PageLimit, PageOffset};
+use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
 use crate::cron::CronSpec;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -30,7 +30,7 @@ pub struct ScheduleCreate {
     pub engine: Option<EngineName>,
     /// Five fields (minute hour day-of-month month day-of-week), UTC, firing
     /// at most every 5 minutes; e.g. `0 9 * * 1` (Mondays at 09:00).
-    pub cron_expression: String,
+    pub cron_expression: CronExpression,
 }
 
 /// Any of the fields; absent ones stay as they are. `next_run` is recomputed.
@@ -39,7 +39,7 @@ pub struct ScheduleUpdateRequest {
     /// `full`, `quick` or `recon`.
     pub engine: Option<EngineName>,
     /// Five-field cron expression, UTC, at most every 5 minutes.
-    pub cron_expression: Option<String>,
+    pub cron_expression: Option<CronExpression>,
     /// A disabled schedule does not run until enabled again.
     pub enabled: Option<bool>,
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
-use crate::contract::{self, PageLimit, PageOffset, Text};
+use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
 use crate::ownership;
@@ -78,7 +78,7 @@ impl From<TargetRow> for Target {
 pub struct TargetCreate {
     /// A bare hostname such as `example.com` (no scheme, port or path; not an
     /// IP address or wildcard). Internationalised names are accepted.
-    pub domain: String,
+    pub domain: DomainName,
     /// Free text, up to 200 characters; empty when absent.
     pub organization: Option<String>,
 }
@@ -86,7 +86,7 @@ pub struct TargetCreate {
 #[derive(Debug, Object)]
 pub struct TargetImport {
     /// Up to 500 domains.
-    pub domains: Vec<Text>,
+    pub domains: DomainList,
 }
 
 /// A target created by an import.
@@ -342,7 +342,7 @@ impl TargetsApi {
                 format!("an import takes at most {IMPORT_MAX} domains"),
             ));
         }
-        let domains: Vec<String> = body.0.domains.into_iter().map(|d| d.0).collect();
+        let domains: Vec<String> = body.0.domains.0.into_iter().map(|d| d.0).collect();
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
         let lines = targets::import(&*tx, me.user.id, &domains).await?;
