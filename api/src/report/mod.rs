@@ -16,6 +16,7 @@
 //! - [`pdf`]: A4 through krilla with the DejaVu fonts shipped in `api/fonts`.
 //! - [`json`]: the `JsonReport` object of the OpenAPI contract.
 //! - [`sarif`]: SARIF 2.1.0 for code-scanning viewers.
+//! - [`sarif_schema`]: the SARIF log as the OpenAPI contract describes it.
 //! - [`csv`]: RFC 4180, neutralised against spreadsheet formulas.
 
 pub mod csv;
@@ -23,6 +24,7 @@ pub mod html;
 pub mod json;
 pub mod pdf;
 pub mod sarif;
+pub mod sarif_schema;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryStreamExt;

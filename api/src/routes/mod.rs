@@ -8,6 +8,7 @@ pub mod dashboard;
 pub mod findings;
 pub mod health;
 pub mod notifications;
+pub mod reports;
 pub mod scans;
 pub mod schedules;
 pub mod subscriptions;
@@ -48,6 +49,7 @@ pub type Apis = (
     auth::AuthApi,
     targets::TargetsApi,
     scans::ScansApi,
+    reports::ReportsApi,
     findings::FindingsApi,
     dashboard::DashboardApi,
     schedules::SchedulesApi,
@@ -65,6 +67,7 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
             auth::AuthApi,
             targets::TargetsApi,
             scans::ScansApi,
+            reports::ReportsApi,
             findings::FindingsApi,
             dashboard::DashboardApi,
             schedules::SchedulesApi,
@@ -91,6 +94,7 @@ pub fn openapi_json() -> String {
     let mut text = match serde_json::from_str::<Value>(&text) {
         Ok(mut spec) => {
             optional_properties_are_nullable(&mut spec);
+            reports::any_format_answers_are_untyped(&mut spec);
             serde_json::to_string_pretty(&spec).unwrap_or(text)
         }
         Err(_) => text,
@@ -156,6 +160,16 @@ fn nullable_reference(property: &mut Map<String, Value>, enums: &[String]) {
     if names_enum {
         all_of.retain(|s| s.get("$ref").is_some());
     }
+}
+
+/// The operation object with this `operationId`, if the document has one.
+pub fn operation_mut<'a>(spec: &'a mut Value, operation_id: &str) -> Option<&'a mut Value> {
+    spec.get_mut("paths")?
+        .as_object_mut()?
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .find(|op| op["operationId"] == operation_id)
 }
 
 /// Default and maximum page sizes of list endpoints.
