@@ -7,6 +7,7 @@ pub mod auth;
 pub mod dashboard;
 pub mod findings;
 pub mod health;
+pub mod links;
 pub mod notifications;
 pub mod reports;
 pub mod scans;
@@ -94,6 +95,7 @@ pub fn openapi_json() -> String {
     let mut text = match serde_json::from_str::<Value>(&text) {
         Ok(mut spec) => {
             optional_properties_are_nullable(&mut spec);
+            links::add_links(&mut spec);
             reports::any_format_answers_are_untyped(&mut spec);
             serde_json::to_string_pretty(&spec).unwrap_or(text)
         }
