@@ -18,6 +18,7 @@ use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ScanStatusName};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::payload::{self, Direct, Serialized};
 use crate::report::TOOL_NAME;
 use crate::state::AppState;
@@ -329,7 +330,7 @@ impl ScansApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<ScanCreate>,
+        body: JsonBody<ScanCreate>,
     ) -> Result<ScanCreated> {
         let me = state.authenticate(&auth, Access::Scan).await?;
         let engine = parse_engine(body.engine.as_deref())?;

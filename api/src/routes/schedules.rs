@@ -18,6 +18,7 @@ use crate::auth::{Access, Credentials};
 use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
 use crate::cron::CronSpec;
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use crate::store::scans;
 use crate::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
@@ -159,7 +160,7 @@ impl SchedulesApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<ScheduleCreate>,
+        body: JsonBody<ScheduleCreate>,
     ) -> Result<CreateResponse> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let engine = parse_engine(body.engine.as_deref().unwrap_or("full"))?;
@@ -193,7 +194,7 @@ impl SchedulesApi {
         state: Data<&AppState>,
         auth: Credentials,
         schedule_id: Path<Uuid>,
-        body: Json<ScheduleUpdateRequest>,
+        body: JsonBody<ScheduleUpdateRequest>,
     ) -> Result<Json<ScheduleOut>> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let engine = body.engine.as_deref().map(parse_engine).transpose()?;

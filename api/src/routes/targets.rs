@@ -15,6 +15,7 @@ use crate::auth::{Access, Credentials};
 use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::domain::Domain;
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::ownership;
 use crate::state::AppState;
 use crate::store::scans::{self, upgrade_prompt};
@@ -201,7 +202,7 @@ impl TargetsApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<TargetCreate>,
+        body: JsonBody<TargetCreate>,
     ) -> Result<TargetCreated> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let domain = Domain::parse(&body.domain, "domain")?;
@@ -333,7 +334,7 @@ impl TargetsApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<TargetImport>,
+        body: JsonBody<TargetImport>,
     ) -> Result<Json<ImportResult>> {
         let me = state.authenticate(&auth, Access::Write).await?;
         if body.domains.len() > IMPORT_MAX {
