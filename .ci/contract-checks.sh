@@ -29,8 +29,12 @@ trap cleanup EXIT
 psql "$admin_url" -qc "CREATE DATABASE $db"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
+# Hosts-only with an empty hosts map: the ownership checks that the fuzzer
+# reaches (`verify_target` on the targets it creates) look nothing up
+# outside this machine, neither DNS nor HTTP.
 DATABASE_URL="${DATABASE_URL%/*}/$db" SCANFLEET_API__BIND="127.0.0.1:$port" \
   SCANFLEET_REDIS_PREFIX="$prefix" SCANFLEET_RATE__ENABLED=false RUST_LOG=warn \
+  SCANFLEET_SCANNER__HOSTS_ONLY=true \
   SCANFLEET_ADMIN_EMAIL=admin@contract.example SCANFLEET_ADMIN_PASSWORD=contract-admin-pw \
   "${CARGO_TARGET_DIR:-target}/debug/scanfleet-api" > "$work/api.log" 2>&1 &
 api_pid=$!

@@ -1,9 +1,13 @@
 """Walks the service through a client generated from openapi/openapi.json:
 register -> login -> target -> scan -> scan detail -> dashboard, then a
 checkout through the dev payment stand-in (the api's own checkout page) to
-the monthly tier. Every response must parse into the generated models; any
-failure exits non-zero."""
+the monthly tier, then the scan's report in all five formats (a paid
+feature, hence after the checkout), each through its own operation. Every
+response must parse into the generated models (text, a model or bytes);
+any failure exits non-zero."""
 
+import csv
+import io
 import sys
 import urllib.parse
 import urllib.request
@@ -12,10 +16,21 @@ import uuid
 from scanfleet_client import AuthenticatedClient, Client
 from scanfleet_client.api.auth import get_me, login, register
 from scanfleet_client.api.dashboard import get_dashboard_charts, get_dashboard_summary
-from scanfleet_client.api.scans import create_scan, get_scan, list_scans
+from scanfleet_client.api.scans import (
+    create_scan,
+    get_scan,
+    get_scan_report,
+    get_scan_report_csv,
+    get_scan_report_html,
+    get_scan_report_json,
+    get_scan_report_pdf,
+    get_scan_report_sarif,
+    list_scans,
+)
 from scanfleet_client.api.subscriptions import create_checkout, get_current_subscription
 from scanfleet_client.api.targets import create_target, list_targets
-from scanfleet_client.models import LoginRequest, RegisterRequest, ScanCreate, TargetCreate, TierChoice, TierChoiceTierSlug
+from scanfleet_client.models import JsonReport, LoginRequest, RegisterRequest, SarifLog, ScanCreate, TargetCreate, TierChoice, TierChoiceTierSlug
+from scanfleet_client.types import File
 
 
 def expect(response, status, what):
@@ -60,7 +75,46 @@ def main(base):
         assert resp.status == 200, resp.status
     current = expect(get_current_subscription.sync_detailed(client=client), 200, "current subscription")
     assert current.tier_slug == "monthly" and current.status == "active", current
-    print("generated-client walk: register -> login -> target -> scan -> detail -> dashboard -> checkout -> monthly: ok")
+
+    download_reports(client, scan.id)
+    print("generated-client walk: register -> login -> target -> scan -> detail -> dashboard -> checkout -> monthly"
+          " -> report in html, csv, json, sarif, pdf: ok")
+
+
+def download_reports(client, scan_id):
+    """The report of the walk's scan in every format. No scanner node runs in
+    the contract check, so the scan is still queued: the service answers any
+    scan with the report of what is known so far, marked partial, which is
+    what is checked here (no findings yet)."""
+    html = expect(get_scan_report_html.sync_detailed(client=client, scan_id=scan_id), 200, "html report")
+    assert isinstance(html, str) and html.startswith("<!DOCTYPE html>"), html[:80]
+    assert "walk.example.com" in html
+
+    text = expect(get_scan_report_csv.sync_detailed(client=client, scan_id=scan_id), 200, "csv report")
+    assert isinstance(text, str), type(text)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert "severity" in rows[0] and len(rows) == 1, rows
+
+    report = expect(get_scan_report_json.sync_detailed(client=client, scan_id=scan_id), 200, "json report")
+    assert isinstance(report, JsonReport), type(report)
+    assert str(report.scan_id) == str(scan_id) and report.domain == "walk.example.com", report
+    assert report.partial is True and report.vulnerabilities == [], report
+
+    sarif = expect(get_scan_report_sarif.sync_detailed(client=client, scan_id=scan_id), 200, "sarif report")
+    assert isinstance(sarif, SarifLog), type(sarif)
+    assert sarif.version == "2.1.0" and len(sarif.runs) == 1, sarif
+    run = sarif.runs[0]
+    assert run.tool.driver.name == "scanfleet-templates" and run.results == [], run
+    assert str(run.properties.scan_id) == str(scan_id) and run.properties.partial is True, run.properties
+    assert run.invocations[0].execution_successful is False, run.invocations
+
+    pdf = expect(get_scan_report_pdf.sync_detailed(client=client, scan_id=scan_id), 200, "pdf report")
+    assert isinstance(pdf, File), type(pdf)
+    assert pdf.payload.read().startswith(b"%PDF-"), "not a PDF"
+
+    # The `?format=` operation hands its body over as sent.
+    page = get_scan_report.sync_detailed(client=client, scan_id=scan_id)
+    assert page.status_code == 200 and page.content.startswith(b"<!DOCTYPE html>"), page.content[:80]
 
 
 if __name__ == "__main__":

@@ -12,30 +12,44 @@
 use std::borrow::Cow;
 use std::ops::Deref;
 
-use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{
     ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
 };
 use serde_json::Value;
 
-/// A string request value described by `schema` in the contract.
+/// A string request value described by `schema` in the contract: inline
+/// where it is used, or (`component`) once under `components/schemas` with
+/// the type's name, referenced where it is used. An enum that an optional
+/// property takes is a component, so that the document can say `nullable`
+/// beside one statement of its values (inline, OpenAPI 3.0 would need
+/// `null` among the values, which generators turn into several classes).
 macro_rules! contract_string {
-    ($(#[$doc:meta])* $name:ident, $schema:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Default, PartialEq, Eq)]
-        pub struct $name(pub String);
-
-        impl Deref for $name {
-            type Target = str;
-            fn deref(&self) -> &str {
-                &self.0
-            }
-        }
+    ($(#[$doc:meta])* $name:ident, component $schema:expr) => {
+        contract_string!(@value $(#[$doc])* $name);
 
         impl Type for $name {
-            const IS_REQUIRED: bool = true;
-            type RawValueType = String;
-            type RawElementValueType = String;
+            contract_string!(@type_common);
+
+            fn name() -> Cow<'static, str> {
+                stringify!($name).into()
+            }
+
+            fn schema_ref() -> MetaSchemaRef {
+                MetaSchemaRef::Reference(stringify!($name).to_string())
+            }
+
+            fn register(registry: &mut Registry) {
+                let build: fn() -> MetaSchema = $schema;
+                registry.create_schema::<Self, _>(stringify!($name).to_string(), |_| build());
+            }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, $schema:expr) => {
+        contract_string!(@value $(#[$doc])* $name);
+
+        impl Type for $name {
+            contract_string!(@type_common);
 
             fn name() -> Cow<'static, str> {
                 "string".into()
@@ -45,13 +59,30 @@ macro_rules! contract_string {
                 let build: fn() -> MetaSchema = $schema;
                 MetaSchemaRef::Inline(Box::new(build()))
             }
+        }
+    };
+    (@type_common) => {
+        const IS_REQUIRED: bool = true;
+        type RawValueType = String;
+        type RawElementValueType = String;
 
-            fn as_raw_value(&self) -> Option<&String> {
-                Some(&self.0)
-            }
+        fn as_raw_value(&self) -> Option<&String> {
+            Some(&self.0)
+        }
 
-            fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
-                Box::new(std::iter::once(&self.0))
+        fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+            Box::new(std::iter::once(&self.0))
+        }
+    };
+    (@value $(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct $name(pub String);
+
+        impl Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
             }
         }
 
@@ -104,7 +135,7 @@ contract_string!(
 contract_string!(
     /// `full`, `quick` or `recon`.
     EngineName,
-    || one_of(&["full", "quick", "recon"])
+    component || one_of(&["full", "quick", "recon"])
 );
 contract_string!(
     /// A scan status.
@@ -124,12 +155,12 @@ contract_string!(
 contract_string!(
     /// A user role.
     RoleName,
-    || one_of(&["user", "admin"])
+    component || one_of(&["user", "admin"])
 );
 contract_string!(
     /// Any tier, as an administrator assigns it.
     TierSlug,
-    || one_of(&["demo", "monthly", "yearly", "admin"])
+    component || one_of(&["demo", "monthly", "yearly", "admin"])
 );
 contract_string!(
     /// A tier that can be bought.
@@ -172,6 +203,67 @@ contract_string!(
         ),
         ..length(1, crate::routes::api_keys::NAME_MAX)
     }
+);
+
+/// The white space Rust's `str::trim` and `split_whitespace` skip (Unicode
+/// `White_Space`), spelled out: `\s` differs between the regex dialects
+/// that read the contract (ECMA-262 has U+FEFF and lacks U+0085, Python
+/// has U+001C..U+001F), and a pattern must never refuse what the service
+/// accepts.
+const WHITE_SPACE: &str =
+    r"[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+
+/// What a pattern can say about a hostname, around the white space the
+/// service trims: an ASCII name is two or more labels of letters, digits
+/// and inner hyphens, at most 63 characters each, the last not all digits
+/// (else it is an address), and an optional final dot; a name with any
+/// non-ASCII character (internationalised, converted to punycode by the
+/// service) is only said to hold no scheme, user, port, path or wildcard,
+/// since the IDNA mapping decides the rest. The total length, reserved
+/// names and the IDNA rules are checked by the handler (`Domain::parse`),
+/// with a 422 naming the field. Strict for ASCII names so that a client or
+/// a fuzzer generating from the contract mostly sends names that exist.
+fn domain_schema() -> MetaSchema {
+    let label = "[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?";
+    let last_label = "[0-9]*[-A-Za-z][-A-Za-z0-9]*";
+    let idn = "(?:[-.0-9A-Za-z]|[^\\x00-\\x7f])*[^\\x00-\\x7f](?:[-.0-9A-Za-z]|[^\\x00-\\x7f])*";
+    MetaSchema {
+        pattern: Some(format!(
+            "^{ws}*(?:(?:{label}\\.)+{last_label}\\.?|{idn}){ws}*$",
+            ws = WHITE_SPACE
+        )),
+        min_length: Some(1),
+        ..MetaSchema::new("string")
+    }
+}
+
+/// What a pattern can say about a cron expression: a shorthand, or five
+/// fields of digits, names, `*`, `/`, `,`, `-` and `+` (the number parser's
+/// sign), around the white space the service trims and splits on. The
+/// fields' ranges and the five-minute minimum interval are checked by the
+/// handler (`CronSpec::parse`), with a 422 naming the field.
+fn cron_schema() -> MetaSchema {
+    let field = "[-0-9A-Za-z*/,+]+";
+    MetaSchema {
+        pattern: Some(format!(
+            "^{ws}*(?:@(?:hourly|daily|midnight|weekly|monthly|yearly|annually)\
+             |{field}(?:{ws}+{field}){{4}}){ws}*$",
+            ws = WHITE_SPACE
+        )),
+        min_length: Some(1),
+        ..MetaSchema::new("string")
+    }
+}
+
+contract_string!(
+    /// A target's hostname as the client sends it (see [`domain_schema`]).
+    DomainName,
+    domain_schema
+);
+contract_string!(
+    /// A five-field cron expression or a shorthand (see [`cron_schema`]).
+    CronExpression,
+    cron_schema
 );
 
 /// An integer query value within `MIN..=MAX` in the contract.
@@ -289,5 +381,158 @@ impl ParseFromJSON for PermissionList {
 impl ToJSON for PermissionList {
     fn to_json(&self) -> Option<Value> {
         self.0.to_json()
+    }
+}
+
+/// The domains of an import: at most `routes::targets::IMPORT_MAX` (the
+/// handler refuses more with a 422 naming `domains`). Each is any string:
+/// an invalid one is reported back as `failed`, not refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DomainList(pub Vec<Text>);
+
+impl Deref for DomainList {
+    type Target = Vec<Text>;
+    fn deref(&self) -> &Vec<Text> {
+        &self.0
+    }
+}
+
+impl Type for DomainList {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Vec<Text>;
+    type RawElementValueType = Text;
+
+    fn name() -> Cow<'static, str> {
+        "[string]".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            items: Some(Box::new(Text::schema_ref())),
+            max_items: Some(crate::routes::targets::IMPORT_MAX),
+            ..MetaSchema::new("array")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Vec<Text>> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Text> + 'a> {
+        Box::new(self.0.iter())
+    }
+}
+
+impl ParseFromJSON for DomainList {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        Vec::<Text>::parse_from_json(value)
+            .map(DomainList)
+            .map_err(|e| e.propagate())
+    }
+}
+
+impl ToJSON for DomainList {
+    fn to_json(&self) -> Option<Value> {
+        self.0.to_json()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scanfleet_core::cron::CronSpec;
+    use scanfleet_core::domain::Domain;
+
+    fn admits(schema: fn() -> MetaSchema, text: &str) -> bool {
+        let schema = schema();
+        let pattern = schema.pattern.unwrap();
+        regex::Regex::new(&pattern).unwrap().is_match(text)
+            && text.chars().count() >= schema.min_length.unwrap()
+    }
+
+    /// A pattern that refused an accepted value would make a client (and
+    /// schemathesis) refuse what the service takes (issue: layers, item 7).
+    #[test]
+    fn the_domain_pattern_admits_every_name_the_service_accepts_and_refuses_urls() {
+        for accepted in [
+            "example.com",
+            "  Example.COM ",
+            "example.com.",
+            "Bücher.example",
+            "例え.テスト",
+            "例え。テスト",
+            "\u{3000}example.com\u{85}\t",
+            "exa\u{feff}mple.com",
+            "1password.com",
+            "a.1-2",
+            "xn--bcher-kva.example.",
+        ] {
+            assert!(Domain::try_parse(accepted).is_ok(), "{accepted:?}");
+            assert!(admits(domain_schema, accepted), "{accepted:?}");
+        }
+        for refused in [
+            "",
+            "   ",
+            "https://example.com",
+            "user@example.com",
+            "example.com:8443",
+            "*.example.com",
+            "example.com/admin",
+            "exa mple.com",
+            "localhost",
+            "10.1",
+            "-a.example.com",
+        ] {
+            assert!(Domain::try_parse(refused).is_err(), "{refused:?}");
+            assert!(!admits(domain_schema, refused), "{refused:?}");
+        }
+    }
+
+    /// Random texts over an alphabet of every kind of character the parser
+    /// treats differently: whatever it accepts, the pattern admits.
+    #[test]
+    fn the_domain_pattern_admits_random_names_the_service_accepts() {
+        use rand::{Rng, SeedableRng};
+        let alphabet: Vec<char> = "aZ09-..-x1 \t\u{3000}\u{feff}é例。:/@*_".chars().collect();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut accepted = 0;
+        for _ in 0..50_000 {
+            let len = rng.random_range(1..14);
+            let text: String = (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            if Domain::try_parse(&text).is_ok() {
+                accepted += 1;
+                assert!(admits(domain_schema, &text), "{text:?}");
+            }
+        }
+        assert!(accepted > 200, "{accepted}");
+    }
+
+    #[test]
+    fn the_cron_pattern_admits_every_expression_the_service_accepts() {
+        for accepted in [
+            "0 9 * * 1",
+            "*/5 * * * *",
+            " 0 0 1 jan MON-fri ",
+            "0\u{a0}9\t*\u{3000}* +1",
+            "0,30 9-17/2 1-31 */3 0-7",
+            "@hourly",
+            " @annually\n",
+        ] {
+            assert!(CronSpec::parse(accepted).is_ok(), "{accepted:?}");
+            assert!(admits(cron_schema, accepted), "{accepted:?}");
+        }
+        for refused in [
+            "",
+            "   ",
+            "@reboot",
+            "0 9 * *",
+            "0 9 * * 1 2026",
+            "0 9 * * 1;",
+        ] {
+            assert!(CronSpec::parse(refused).is_err(), "{refused:?}");
+            assert!(!admits(cron_schema, refused), "{refused:?}");
+        }
     }
 }

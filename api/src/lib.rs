@@ -13,6 +13,9 @@
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
+//! - [`json_body`]: JSON request bodies whose parse errors name the field.
+//! - [`parse_errors`]: parse errors of parameters and bodies in the
+//!   contract's terms (the field and what it must be).
 //! - [`detail_cache`]: serialised scan details kept while the scan's
 //!   revision is unchanged.
 //! - [`body_limit`]: the request body cap (413 beyond it).
@@ -36,7 +39,9 @@ pub mod body_limit;
 pub mod contract;
 pub mod detail_cache;
 pub mod error;
+pub mod json_body;
 pub mod metrics;
+pub mod parse_errors;
 pub mod payload;
 pub mod payments;
 pub mod problem;

@@ -1,6 +1,6 @@
 //! `scanfleet-api`: serves the API (no arguments), or
 //! `scanfleet-api create-admin EMAIL` (password from SCANFLEET_ADMIN_PASSWORD),
-//! or `scanfleet-api openapi` (prints the contract).
+//! or `scanfleet-api openapi` (prints the contract); `--help` lists them.
 
 use anyhow::Context;
 use scanfleet_api::Application;
@@ -25,11 +25,33 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+const USAGE: &str = "\
+usage: scanfleet-api [COMMAND]
+
+commands:
+  serve                 serve the API (the default when no command is given)
+  create-admin [EMAIL]  create an admin account (password from
+                        SCANFLEET_ADMIN_PASSWORD; email from SCANFLEET_ADMIN_EMAIL
+                        when not given), then exit
+  openapi               print the OpenAPI contract (JSON) and exit
+  help, -h, --help      print this help and exit
+
+Configuration comes from the environment (DATABASE_URL, REDIS_URL,
+SCANFLEET_*); see the README.
+";
+
 async fn run() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("openapi") {
-        print!("{}", scanfleet_api::openapi_json());
-        return Ok(());
+    match args.first().map(String::as_str) {
+        Some("openapi") => {
+            print!("{}", scanfleet_api::openapi_json());
+            return Ok(());
+        }
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            return Ok(());
+        }
+        _ => {}
     }
     let settings = Settings::load()?;
     telemetry::init(settings.log_format);
@@ -65,7 +87,9 @@ async fn run() -> anyhow::Result<()> {
             );
         }
         Some(other) => {
-            anyhow::bail!("unknown command `{other}`: expected serve, create-admin or openapi")
+            anyhow::bail!(
+                "unknown command `{other}`: expected serve, create-admin or openapi (see --help)"
+            )
         }
     }
     Ok(())

@@ -3,12 +3,15 @@
 //! middleware that turns errors raised outside our handlers (unknown routes,
 //! wrong methods, unparseable bodies, missing credentials) into problems too.
 
-use poem::http::{header, StatusCode};
+use poem::http::{header, Method, StatusCode};
 use poem::{Endpoint, IntoResponse, Request, Response};
 use poem_openapi::payload::Payload;
 use poem_openapi::registry::{MetaSchemaRef, Registry};
 use poem_openapi::types::{ToJSON, Type};
 use poem_openapi::{ApiResponse, Object};
+
+use crate::json_body::BodyShapeError;
+use crate::parse_errors::{self, ParamName};
 
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 
@@ -246,27 +249,43 @@ fn code_for_status(status: StatusCode) -> &'static str {
     }
 }
 
+/// A 400 naming what did not parse.
+fn unparseable(detail: String, field: Option<FieldError>) -> Problem {
+    let mut p = Problem::new(StatusCode::BAD_REQUEST, "bad_request", detail);
+    p.errors = field.map(|f| vec![f]);
+    p
+}
+
 /// Problems for the errors poem-openapi raises before our handlers run,
-/// naming the parameter at fault where it tells us which.
-fn known_problem(err: &poem::Error) -> Option<Problem> {
-    use poem_openapi::error::{AuthorizationError, ParseParamError, ParseRequestPayloadError};
-    if let Some(e) = err.downcast_ref::<ParseParamError>() {
-        let mut p = Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
-            format!("parameter `{}` could not be parsed", e.name),
-        );
-        p.errors = Some(vec![FieldError {
-            field: e.name.to_string(),
-            message: e.reason.clone(),
-        }]);
-        return Some(p);
+/// naming the parameter or body property at fault in the contract's terms
+/// (see `parse_errors`): `method` and `path` are the request's.
+fn known_problem(err: &poem::Error, method: &Method, path: &str) -> Option<Problem> {
+    use poem_openapi::error::{
+        AuthorizationError, ParseParamError, ParsePathError, ParseRequestPayloadError,
+    };
+    let param = if let Some(e) = err.downcast_ref::<ParseParamError>() {
+        Some(ParamName::Named(e.name))
+    } else {
+        err.downcast_ref::<ParsePathError>()
+            .map(|e| ParamName::PathPosition(e.name))
+    };
+    if let Some(param) = param {
+        let field = parse_errors::parameter_error(method, path, param);
+        let detail = format!("parameter `{}` could not be parsed", field.field);
+        return Some(unparseable(detail, Some(field)));
+    }
+    if let Some(BodyShapeError(fault)) = err.downcast_ref::<BodyShapeError>() {
+        let detail = format!("the request body could not be parsed: {}", err);
+        let field = fault.field.clone().map(|field| FieldError {
+            field,
+            message: fault.message.clone(),
+        });
+        return Some(unparseable(detail, field));
     }
     if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
-        return Some(Problem::new(
-            StatusCode::BAD_REQUEST,
-            "bad_request",
+        return Some(unparseable(
             format!("the request body could not be parsed: {}", e.reason),
+            None,
         ));
     }
     if err.is::<AuthorizationError>() {
@@ -291,10 +310,14 @@ pub async fn problem_guard<E: Endpoint>(
     ep: std::sync::Arc<E>,
     req: Request,
 ) -> poem::Result<Response> {
+    // Kept for naming a parameter that does not parse; cloning the method
+    // and the URI (shared bytes) costs no copy of the path.
+    let method = req.method().clone();
+    let uri = req.uri().clone();
     let resp = match ep.call(req).await {
         Ok(r) => r.into_response(),
         Err(err) => {
-            if let Some(problem) = known_problem(&err) {
+            if let Some(problem) = known_problem(&err, &method, uri.path()) {
                 return Ok(with_auth_header(ProblemJson(problem).into_response()));
             }
             let detail = err.to_string();

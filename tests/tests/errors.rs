@@ -3,6 +3,7 @@
 
 use reqwest::Method;
 use scanfleet_tests::spawn_app;
+use serde_json::json;
 
 #[tokio::test]
 async fn unknown_routes_are_404_problems() {
@@ -51,6 +52,96 @@ async fn an_unparseable_query_parameter_is_a_400_naming_it() {
         .await;
     r.assert_problem(400);
     assert_eq!(r.error_fields(), vec!["limit"]);
+}
+
+/// The detail and the field errors of a parse error speak the contract's
+/// language, never poem-openapi's names for its types and path parameters
+/// (issue: layers, item 8).
+fn assert_no_framework_names(r: &scanfleet_tests::Reply) {
+    for internal in [
+        "param0",
+        "string_uuid",
+        "integer_int64",
+        "optional_",
+        "ScanCreate",
+    ] {
+        assert!(!r.text.contains(internal), "{internal} in {}", r.text);
+    }
+}
+
+#[tokio::test]
+async fn a_path_parameter_that_is_not_a_uuid_is_a_400_naming_it() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    for path in [
+        "/api/v1/scans/not-a-uuid",
+        "/api/v1/scans/not-a-uuid/report/pdf",
+    ] {
+        let r = app.get(path, &u.access_token).await;
+        r.assert_problem(400);
+        assert_eq!(r.error_fields(), vec!["scan_id"], "{path}");
+        assert_eq!(r.body["errors"][0]["message"], "must be a UUID");
+        assert_no_framework_names(&r);
+    }
+}
+
+#[tokio::test]
+async fn a_query_parameter_that_does_not_parse_says_what_it_must_be() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let r = app.get("/api/v1/scans?limit=abc", &u.access_token).await;
+    r.assert_problem(400);
+    assert_eq!(r.error_fields(), vec!["limit"]);
+    assert_eq!(
+        r.body["errors"][0]["message"],
+        "must be an integer from 1 to 500"
+    );
+    assert_no_framework_names(&r);
+    let r = app
+        .get("/api/v1/scans?target_id=abc", &u.access_token)
+        .await;
+    assert_eq!(r.error_fields(), vec!["target_id"]);
+    assert_no_framework_names(&r);
+}
+
+#[tokio::test]
+async fn a_body_property_that_does_not_parse_is_a_400_naming_it() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let token = Some(u.access_token.as_str());
+    for (body, field, message) in [
+        (
+            json!({ "target_id": "nope" }),
+            "target_id",
+            "must be a UUID",
+        ),
+        (json!({ "target_id": 5 }), "target_id", "must be a UUID"),
+        (json!({}), "target_id", "is required"),
+        (
+            json!({ "target_id": uuid::Uuid::nil(), "engine": 5 }),
+            "engine",
+            "must be a string",
+        ),
+    ] {
+        let r = app.post("/api/v1/scans", token, body.clone()).await;
+        assert_eq!(r.assert_problem(400)["code"], "bad_request", "{body}");
+        assert_eq!(r.error_fields(), vec![field], "{body}");
+        assert_eq!(r.body["errors"][0]["message"], message, "{body}");
+        assert_no_framework_names(&r);
+    }
+    let r = app
+        .post(
+            "/api/v1/targets/import",
+            token,
+            json!({ "domains": ["a.example", 3] }),
+        )
+        .await;
+    r.assert_problem(400);
+    assert_eq!(r.error_fields(), vec!["domains[1]"]);
+    let r = app.post("/api/v1/scans", token, json!([])).await;
+    r.assert_problem(400);
+    assert!(r.body["errors"].is_null(), "{}", r.text);
+    assert_no_framework_names(&r);
 }
 
 #[tokio::test]

@@ -485,7 +485,7 @@ async fn the_json_report_is_one_document_sorted_by_severity_with_the_summary() {
     assert_eq!(admin["matcher_name"], "status");
     // The contract declares the document.
     let spec: Value = serde_json::from_str(&scanfleet_api::openapi_json()).unwrap();
-    let op = &spec["paths"]["/api/v1/scans/{scan_id}/report"]["get"];
+    let op = &spec["paths"]["/api/v1/scans/{scan_id}/report/json"]["get"];
     assert_eq!(
         op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/JsonReport"
@@ -770,4 +770,146 @@ async fn a_scan_without_findings_reports_none_in_every_format() {
     assert_eq!(r.text.lines().count(), 1, "the header only");
     let (r, _) = report(&app, &user, s, "?format=json").await;
     assert_eq!(r.body["vulnerabilities"], json!([]));
+}
+
+async fn report_of_format(f: &Fixture, format: &str, accept: Option<&str>) -> (Reply, Vec<u8>) {
+    let mut req = f
+        .app
+        .client
+        .get(
+            f.app
+                .url(&format!("/api/v1/scans/{}/report/{format}", f.scan_id)),
+        )
+        .bearer_auth(&f.user.access_token);
+    if let Some(accept) = accept {
+        req = req.header("accept", accept);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.unwrap().to_vec();
+    let reply = Reply {
+        status,
+        headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        text: String::from_utf8_lossy(&bytes).to_string(),
+    };
+    (reply, bytes)
+}
+
+/// Checks `doc` against component `name` of the served contract.
+async fn assert_fits_contract(app: &TestApp, name: &str, doc: &Value) {
+    let spec = app
+        .call(reqwest::Method::GET, "/api/v1/openapi.json", None, None)
+        .await
+        .body;
+    let schema = json!({
+        "$ref": format!("#/components/schemas/{name}"),
+        "components": spec["components"],
+    });
+    let validator = jsonschema::draft4::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}");
+}
+
+/// One operation per format, each declaring only its own media type, so
+/// that generated clients return text, a model or bytes (issue: layers,
+/// item 8).
+#[tokio::test]
+async fn each_format_has_its_own_operation_answering_its_media_type() {
+    let f = finished_scan().await;
+    let today = Utc::now().format("%Y-%m-%d");
+    for (format, media) in [
+        ("html", "text/html; charset=utf-8"),
+        ("pdf", "application/pdf"),
+        ("json", "application/json"),
+        ("sarif", "application/sarif+json"),
+        ("csv", "text/csv; charset=utf-8"),
+    ] {
+        let (r, bytes) = report_of_format(&f, format, None).await;
+        assert_eq!(r.status, 200, "{format}: {}", r.text);
+        assert_eq!(r.header("content-type"), Some(media), "{format}");
+        assert_eq!(
+            r.header("content-disposition"),
+            Some(
+                format!("attachment; filename=\"scanfleet-example.com-{today}.{format}\"").as_str()
+            ),
+        );
+        assert_eq!(r.header("x-report-partial"), Some("false"));
+        let (same, _) = report(&f.app, &f.user, f.scan_id, &format!("?format={format}")).await;
+        match format {
+            "pdf" => assert!(bytes.starts_with(b"%PDF-")),
+            "json" => {
+                let found = r.body["vulnerabilities"].as_array().unwrap();
+                assert_eq!(found.len(), f.findings.len());
+                assert_eq!(r.body["vulnerabilities"], same.body["vulnerabilities"]);
+            }
+            "sarif" => assert_eq!(
+                r.body["runs"][0]["results"],
+                same.body["runs"][0]["results"]
+            ),
+            "csv" => assert_eq!(r.text, same.text),
+            _ => assert!(r.text.starts_with("<!DOCTYPE html>"), "{}", &r.text[..40]),
+        }
+    }
+    let (r, bytes) = report_of_format(&f, "pdf", Some("application/octet-stream")).await;
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert!(bytes.starts_with(b"%PDF-"));
+    let (r, _) = report_of_format(&f, "pdf", Some("application/pdf, */*")).await;
+    assert_eq!(r.header("content-type"), Some("application/pdf"));
+}
+
+#[tokio::test]
+async fn the_json_and_sarif_reports_fit_their_schemas_in_the_contract() {
+    let f = finished_scan().await;
+    let (r, _) = report_of_format(&f, "json", None).await;
+    assert_fits_contract(&f.app, "JsonReport", &r.body).await;
+    let (r, _) = report_of_format(&f, "sarif", None).await;
+    assert_fits_contract(&f.app, "SarifLog", &r.body).await;
+    assert_valid_sarif(&r.body);
+    // A partial report leaves the end time out and adds a note.
+    let running = new_scan(
+        &f.app,
+        &f.user,
+        f.app.new_target(&f.user, "b.example.com").await,
+    )
+    .await;
+    set_status(&f.app, running, ScanStatus::Running).await;
+    let partial = Fixture {
+        app: f.app,
+        user: f.user,
+        scan_id: running,
+        findings: vec![],
+    };
+    let (r, _) = report_of_format(&partial, "sarif", None).await;
+    assert_eq!(r.body["runs"][0]["properties"]["partial"], true);
+    assert_fits_contract(&partial.app, "SarifLog", &r.body).await;
+}
+
+#[tokio::test]
+async fn every_format_operation_is_a_paid_feature() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = app.new_target(&user, "example.com").await;
+    let scan_id = new_scan(&app, &user, t).await;
+    let f = Fixture {
+        app,
+        user,
+        scan_id,
+        findings: vec![],
+    };
+    for format in ["html", "json", "sarif", "csv", "pdf"] {
+        let (r, _) = report_of_format(&f, format, None).await;
+        assert_eq!(
+            r.assert_problem(403)["code"],
+            "feature_not_in_tier",
+            "{format}"
+        );
+    }
 }

@@ -120,3 +120,61 @@ async fn dev_mode_creates_a_missing_database() {
     scanfleet_tests::drop_database(&database_url("postgres"), &name);
     assert!(created, "the database was not created and migrated");
 }
+
+#[test]
+fn help_lists_the_commands_and_exits_0() {
+    for flag in ["--help", "-h", "help"] {
+        let out = Command::new(binary("scanfleet-api"))
+            .arg(flag)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .expect("running the api");
+        let usage = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{flag}: {usage}");
+        for command in ["serve", "create-admin", "openapi"] {
+            assert!(usage.contains(command), "{flag}: {usage}");
+        }
+    }
+}
+
+/// Colour codes are for a terminal; in a file or a pipe they are noise
+/// (issue: layers, item 8).
+#[tokio::test]
+async fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    let name = format!("scanfleet_plain_{}", uuid::Uuid::new_v4().simple());
+    let url = database_url(&name);
+    let child = Command::new(binary("scanfleet-api"))
+        .env("DATABASE_URL", &url)
+        .env("SCANFLEET_API__BIND", "127.0.0.1:0")
+        .env("SCANFLEET_REDIS_PREFIX", format!("startup-{name}"))
+        .env("SCANFLEET_LOG_FORMAT", "text")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("api");
+    // The api logs that it created the database (dev mode), then migrates:
+    // once the ledger is there, the first lines have been written.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
+            tokio::spawn(conn);
+            if client
+                .query_one("SELECT count(*) FROM schema_migrations", &[])
+                .await
+                .is_ok()
+            {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut child = child;
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("api output");
+    scanfleet_tests::drop_database(&database_url("postgres"), &name);
+    let logs = String::from_utf8_lossy(&out.stdout);
+    assert!(logs.contains("created the missing database"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "{logs:?}");
+}

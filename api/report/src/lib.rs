@@ -25,6 +25,7 @@
 //!   `api/report/fonts`.
 //! - [`json`]: the `JsonReport` object of the OpenAPI contract.
 //! - [`sarif`]: SARIF 2.1.0 for code-scanning viewers.
+//! - [`sarif_schema`]: the SARIF log as the OpenAPI contract describes it.
 //! - [`csv`]: RFC 4180, neutralised against spreadsheet formulas.
 
 pub mod csv;
@@ -32,6 +33,7 @@ pub mod html;
 pub mod json;
 pub mod pdf;
 pub mod sarif;
+pub mod sarif_schema;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryStreamExt;

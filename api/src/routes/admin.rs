@@ -12,6 +12,7 @@ use super::{page, ApiTags};
 use crate::auth::BearerAuth;
 use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::routes::targets::Target;
 use crate::state::AppState;
 use scanfleet_core::ownership::Method;
@@ -110,7 +111,7 @@ impl AdminApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         target_id: Path<Uuid>,
-        body: Json<AdminTargetUpdate>,
+        body: JsonBody<AdminTargetUpdate>,
     ) -> Result<Json<Target>> {
         let me = state.authenticate_bearer(&auth).await?;
         me.require_admin()?;
@@ -134,7 +135,7 @@ impl AdminApi {
         state: Data<&AppState>,
         auth: BearerAuth,
         user_id: Path<Uuid>,
-        body: Json<AdminUserUpdate>,
+        body: JsonBody<AdminUserUpdate>,
     ) -> Result<Json<AdminUser>> {
         let me = state.authenticate_bearer(&auth).await?;
         me.require_admin()?;

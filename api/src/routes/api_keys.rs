@@ -18,6 +18,7 @@ use crate::auth::tokens::{random_token, sha256};
 use crate::auth::BearerAuth;
 use crate::contract::{self, KeyLifetimeDays, KeyName, PageLimit, PageOffset, PermissionList};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::store::api_keys::{self, ApiKey, NewApiKey};
 
@@ -180,7 +181,7 @@ impl ApiKeysApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<ApiKeyCreate>,
+        body: JsonBody<ApiKeyCreate>,
     ) -> Result<CreateResponse> {
         let me = state.authenticate_bearer(&auth).await?;
         let valid = validate(&body)?;

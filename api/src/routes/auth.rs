@@ -13,6 +13,7 @@ use crate::auth::tokens::{random_token, sha256};
 use crate::auth::{password, BearerAuth};
 use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use crate::throttle;
 use crate::validate::{normalize_email, validate_full_name};
@@ -120,7 +121,7 @@ impl AuthApi {
     async fn register(
         &self,
         state: Data<&AppState>,
-        body: Json<RegisterRequest>,
+        body: JsonBody<RegisterRequest>,
     ) -> Result<RegisterResponse> {
         let email = normalize_email(&body.email)?;
         password::validate("password", &body.password)?;
@@ -154,7 +155,7 @@ impl AuthApi {
     async fn login(
         &self,
         state: Data<&AppState>,
-        body: Json<LoginRequest>,
+        body: JsonBody<LoginRequest>,
     ) -> Result<Json<LoginResponse>> {
         let email = normalize_email(&body.email)?;
         let account = throttle::Account::Login(&email);
@@ -206,7 +207,7 @@ impl AuthApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<RefreshRequest>,
+        body: JsonBody<RefreshRequest>,
     ) -> Result<Json<TokenPair>> {
         let claims = state
             .jwt
@@ -261,7 +262,7 @@ impl AuthApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<LogoutRequest>,
+        body: JsonBody<LogoutRequest>,
     ) -> Result<Json<MessageResponse>> {
         let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
@@ -314,7 +315,7 @@ impl AuthApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<ChangePasswordRequest>,
+        body: JsonBody<ChangePasswordRequest>,
     ) -> Result<Json<MessageResponse>> {
         let me = state.authenticate_bearer(&auth).await?;
         password::validate("new_password", &body.new_password)?;

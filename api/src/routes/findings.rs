@@ -11,6 +11,7 @@ use super::ApiTags;
 use crate::auth::{Access, Credentials};
 use crate::contract::FindingStatusName;
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::store::findings::{self, STATUSES};
 
@@ -35,7 +36,7 @@ impl FindingsApi {
         state: Data<&AppState>,
         auth: Credentials,
         finding_id: Path<Uuid>,
-        body: Json<FindingUpdate>,
+        body: JsonBody<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
         let me = state.authenticate(&auth, Access::Write).await?;
         if !STATUSES.contains(&&*body.status) {

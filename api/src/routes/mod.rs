@@ -7,13 +7,16 @@ pub mod auth;
 pub mod dashboard;
 pub mod findings;
 pub mod health;
+pub mod links;
 pub mod notifications;
+pub mod reports;
 pub mod scans;
 pub mod schedules;
 pub mod subscriptions;
 pub mod targets;
 
 use poem_openapi::{OpenApiService, Tags};
+use serde_json::{json, Map, Value};
 
 use crate::error::Error;
 use scanfleet_core::store::Page;
@@ -47,6 +50,7 @@ pub type Apis = (
     auth::AuthApi,
     targets::TargetsApi,
     scans::ScansApi,
+    reports::ReportsApi,
     findings::FindingsApi,
     dashboard::DashboardApi,
     schedules::SchedulesApi,
@@ -64,6 +68,7 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
             auth::AuthApi,
             targets::TargetsApi,
             scans::ScansApi,
+            reports::ReportsApi,
             findings::FindingsApi,
             dashboard::DashboardApi,
             schedules::SchedulesApi,
@@ -87,9 +92,11 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
 /// served at `/api/v1/openapi.json`.
 pub fn openapi_json() -> String {
     let text = openapi_service().spec();
-    let mut text = match serde_json::from_str::<serde_json::Value>(&text) {
+    let mut text = match serde_json::from_str::<Value>(&text) {
         Ok(mut spec) => {
             optional_properties_are_nullable(&mut spec);
+            links::add_links(&mut spec);
+            reports::any_format_answers_are_untyped(&mut spec);
             serde_json::to_string_pretty(&spec).unwrap_or(text)
         }
         Err(_) => text,
@@ -100,11 +107,18 @@ pub fn openapi_json() -> String {
 
 /// poem-openapi reads `null` for an optional (`Option`) property as absent,
 /// and writes an absent one as `null`; the document says so by marking every
-/// optional property `nullable` (a `$ref` cannot carry it in OpenAPI 3.0).
-fn optional_properties_are_nullable(spec: &mut serde_json::Value) {
+/// optional property `nullable`. An enum is stated once, as a component
+/// (see `contract_string!`), never inline with `null` among its values
+/// (which generators turn into three classes per property).
+fn optional_properties_are_nullable(spec: &mut Value) {
     let Some(schemas) = spec["components"]["schemas"].as_object_mut() else {
         return;
     };
+    let enums: Vec<String> = schemas
+        .iter()
+        .filter(|(_, schema)| schema.get("enum").is_some())
+        .map(|(name, _)| format!("#/components/schemas/{name}"))
+        .collect();
     for schema in schemas.values_mut() {
         let required: Vec<String> = schema["required"]
             .as_array()
@@ -112,22 +126,52 @@ fn optional_properties_are_nullable(spec: &mut serde_json::Value) {
             .flatten()
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect();
-        let Some(properties) = schema["properties"].as_object_mut() else {
+        let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
         };
         for (name, property) in properties.iter_mut() {
-            if required.contains(name) || property.get("$ref").is_some() {
+            if required.contains(name) {
                 continue;
             }
             if let Some(property) = property.as_object_mut() {
-                property.insert("nullable".to_string(), serde_json::Value::Bool(true));
-                // An `enum` lists every allowed value, `null` included.
-                if let Some(values) = property.get_mut("enum").and_then(|e| e.as_array_mut()) {
-                    values.push(serde_json::Value::Null);
-                }
+                nullable_reference(property, &enums);
+                property.insert("nullable".to_string(), Value::Bool(true));
             }
         }
     }
+}
+
+/// An optional property that names a component: a bare `$ref` becomes an
+/// `allOf` of it, since OpenAPI 3.0 ignores a `$ref`'s siblings such as
+/// `nullable`. For an enum, the description that poem-openapi puts inside
+/// the `allOf` is dropped from it (it stays beside it): generators read a
+/// two-part `allOf` of an enum as a union they cannot build, and
+/// openapi-python-client then leaves the whole schema out.
+fn nullable_reference(property: &mut Map<String, Value>, enums: &[String]) {
+    if let Some(reference) = property.remove("$ref") {
+        property.insert("allOf".to_string(), json!([{ "$ref": reference }]));
+    }
+    let Some(all_of) = property.get_mut("allOf").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let names_enum = all_of.iter().any(|s| {
+        s["$ref"]
+            .as_str()
+            .is_some_and(|r| enums.iter().any(|e| e == r))
+    });
+    if names_enum {
+        all_of.retain(|s| s.get("$ref").is_some());
+    }
+}
+
+/// The operation object with this `operationId`, if the document has one.
+pub fn operation_mut<'a>(spec: &'a mut Value, operation_id: &str) -> Option<&'a mut Value> {
+    spec.get_mut("paths")?
+        .as_object_mut()?
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .find(|op| op["operationId"] == operation_id)
 }
 
 /// Default and maximum page sizes of list endpoints.
@@ -165,5 +209,38 @@ mod tests {
             matches!(page(None, Some(-1)), Err(Error::Validation(e)) if e[0].field == "offset")
         );
         assert_eq!(page(Some(500), Some(10)).unwrap().offset, 10);
+    }
+
+    /// Generators make one class per inline enum, and three when `null` is
+    /// among its values (issue: layers, item 8).
+    #[test]
+    fn an_optional_enum_is_a_nullable_reference_to_one_component() {
+        let spec: serde_json::Value = serde_json::from_str(&openapi_json()).unwrap();
+        let text = spec.to_string();
+        assert!(!text.contains("null]"), "no enum lists null");
+        let schemas = spec["components"]["schemas"].as_object().unwrap();
+        for (name, schema) in schemas {
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+                if required.contains(&serde_json::Value::from(field.as_str())) {
+                    continue;
+                }
+                assert!(
+                    property.get("enum").is_none(),
+                    "{name}.{field}: inline enum"
+                );
+                assert!(property.get("$ref").is_none(), "{name}.{field}: bare $ref");
+                assert_eq!(property["nullable"], true, "{name}.{field}");
+            }
+        }
+        let engine = &spec["components"]["schemas"]["ScanCreate"]["properties"]["engine"];
+        assert_eq!(
+            engine["allOf"][0]["$ref"],
+            "#/components/schemas/EngineName"
+        );
+        assert_eq!(
+            spec["components"]["schemas"]["EngineName"]["enum"],
+            serde_json::json!(["full", "quick", "recon"])
+        );
     }
 }

@@ -1,18 +1,13 @@
 //! `/scans`: creation (through [`scans::create_scan`], which counts the tier
-//! limit and enqueues the job), listing, detail with findings, stop, intel
-//! and reports.
+//! limit and enqueues the job), listing, detail with findings, stop and
+//! intel. Reports are in [`super::reports`].
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use poem::web::Data;
-use poem::{IntoResponse, Response};
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::registry::{
-    MetaHeader, MetaMediaType, MetaResponse, MetaResponses, MetaSchema, MetaSchemaRef, Registry,
-};
-use poem_openapi::types::Type;
 use poem_openapi::{ApiResponse, Object, OpenApi};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::Engine;
@@ -21,16 +16,14 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
-use crate::contract::{self, EngineName, PageLimit, PageOffset, ReportFormatName, ScanStatusName};
+use crate::contract::{self, EngineName, PageLimit, PageOffset, ScanStatusName};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::payload::{self, Direct, Serialized};
 use crate::state::AppState;
-use scanfleet_core::scans::upgrade_prompt;
 use scanfleet_core::store::findings::{self, FindingRow};
 use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
-use scanfleet_core::store::tiers;
-use scanfleet_report::json::JsonReport;
-use scanfleet_report::{self as report, Format, Rendered, TOOL_NAME};
+use scanfleet_report::TOOL_NAME;
 
 /// A scan as lists, creation and stop return it.
 #[derive(Debug, Object, Serialize)]
@@ -255,93 +248,6 @@ pub enum ScanCreated {
     Created(Json<Scan>),
 }
 
-/// A rendered report with its media type and file name.
-pub struct ReportResponse {
-    format: Format,
-    rendered: Rendered,
-}
-
-impl IntoResponse for ReportResponse {
-    fn into_response(self) -> Response {
-        Response::builder()
-            .content_type(self.format.media_type())
-            .header(
-                "Content-Disposition",
-                format!(
-                    "attachment; filename=\"{}\"",
-                    self.rendered.header.file_name(self.format)
-                ),
-            )
-            .header(
-                "X-Report-Partial",
-                self.rendered.header.is_partial().to_string(),
-            )
-            .body(self.rendered.body)
-    }
-}
-
-impl ApiResponse for ReportResponse {
-    fn meta() -> MetaResponses {
-        let text = || MetaSchemaRef::Inline(Box::new(MetaSchema::new("string")));
-        let header = |name: &str, description: &str| MetaHeader {
-            name: name.to_string(),
-            description: Some(description.to_string()),
-            required: true,
-            deprecated: false,
-            schema: String::schema_ref(),
-        };
-        MetaResponses {
-            responses: vec![MetaResponse {
-                description: "The report, in the media type of the requested format. A scan \
-                              that has not completed gets a partial report of the findings \
-                              known so far, marked so in every format.",
-                status: Some(200),
-                status_range: None,
-                content: vec![
-                    MetaMediaType {
-                        content_type: Format::Html.media_type(),
-                        schema: text(),
-                    },
-                    MetaMediaType {
-                        content_type: Format::Json.media_type(),
-                        schema: JsonReport::schema_ref(),
-                    },
-                    MetaMediaType {
-                        content_type: Format::Sarif.media_type(),
-                        schema: MetaSchemaRef::Inline(Box::new(MetaSchema::new("object"))),
-                    },
-                    MetaMediaType {
-                        content_type: Format::Csv.media_type(),
-                        schema: text(),
-                    },
-                    MetaMediaType {
-                        content_type: Format::Pdf.media_type(),
-                        schema: MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format(
-                            "string", "binary",
-                        ))),
-                    },
-                ],
-                headers: vec![
-                    header(
-                        "Content-Disposition",
-                        "`attachment` with the file name \
-                         `scanfleet-<domain>-<YYYY-MM-DD>[-partial].<format>`",
-                    ),
-                    header(
-                        "X-Report-Partial",
-                        "`true` when the scan has not completed and the report shows the \
-                         findings known so far",
-                    ),
-                ],
-            }],
-        }
-    }
-
-    fn register(registry: &mut Registry) {
-        JsonReport::register(registry);
-    }
-}
-
 fn parse_engine(raw: Option<&str>) -> Result<Engine, Error> {
     match raw {
         None => Ok(Engine::Full),
@@ -424,7 +330,7 @@ impl ScansApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<ScanCreate>,
+        body: JsonBody<ScanCreate>,
     ) -> Result<ScanCreated> {
         let me = state.authenticate(&auth, Access::Scan).await?;
         let engine = parse_engine(body.engine.as_deref())?;
@@ -522,54 +428,6 @@ impl ScansApi {
             vulnerabilities,
             hosts,
         }))
-    }
-
-    /// A formatted report of a scan
-    ///
-    /// Formats: `html` (default; one self-contained page with a severity
-    /// chart, findings grouped by host), `pdf` (A4, same content), `json`
-    /// (the `JsonReport` schema), `sarif` (SARIF 2.1.0, one rule per
-    /// template), `csv` (RFC 4180, one row per finding). A scan that has not
-    /// completed gets a partial report of what is known so far. Monthly and
-    /// yearly tiers; demo gets a 403 with an upgrade prompt.
-    #[oai(
-        path = "/scans/:scan_id/report",
-        method = "get",
-        operation_id = "get_scan_report"
-    )]
-    async fn get_scan_report(
-        &self,
-        state: Data<&AppState>,
-        auth: Credentials,
-        scan_id: Path<Uuid>,
-        /// `html` (default), `json`, `sarif`, `csv` or `pdf`.
-        format: Query<Option<ReportFormatName>>,
-    ) -> Result<ReportResponse> {
-        let me = state.authenticate(&auth, Access::Read).await?;
-        let format = match format.0.as_deref() {
-            None => Format::Html,
-            Some(v) => Format::parse(v).ok_or_else(|| {
-                Error::invalid("format", format!("must be one of {}", Format::NAMES))
-            })?,
-        };
-        let mut db = state.db.get().await?;
-        {
-            let tier = tiers::get(&**db, &me.user.tier_slug).await?;
-            if !tier.is_some_and(|t| t.features.iter().any(|f| f == "reports")) {
-                return Err(Error::UpgradeRequired {
-                    code: "feature_not_in_tier",
-                    detail: format!("reports are not part of the {} tier", me.user.tier_slug),
-                    upgrade: upgrade_prompt(
-                        &state.tiers_url,
-                        &me.user.tier_slug,
-                        "Upgrade to Monthly Pro or Yearly Pro to download scan reports.",
-                    ),
-                }
-                .into());
-            }
-        }
-        let rendered = report::build(&mut db, me.user.id, scan_id.0, format, Utc::now()).await?;
-        Ok(ReportResponse { format, rendered })
     }
 }
 

@@ -15,8 +15,9 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
-use crate::contract::{self, EngineName, PageLimit, PageOffset};
+use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::cron::CronSpec;
 use scanfleet_core::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
@@ -29,7 +30,7 @@ pub struct ScheduleCreate {
     pub engine: Option<EngineName>,
     /// Five fields (minute hour day-of-month month day-of-week), UTC, firing
     /// at most every 5 minutes; e.g. `0 9 * * 1` (Mondays at 09:00).
-    pub cron_expression: String,
+    pub cron_expression: CronExpression,
 }
 
 /// Any of the fields; absent ones stay as they are. `next_run` is recomputed.
@@ -38,7 +39,7 @@ pub struct ScheduleUpdateRequest {
     /// `full`, `quick` or `recon`.
     pub engine: Option<EngineName>,
     /// Five-field cron expression, UTC, at most every 5 minutes.
-    pub cron_expression: Option<String>,
+    pub cron_expression: Option<CronExpression>,
     /// A disabled schedule does not run until enabled again.
     pub enabled: Option<bool>,
 }
@@ -158,7 +159,7 @@ impl SchedulesApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<ScheduleCreate>,
+        body: JsonBody<ScheduleCreate>,
     ) -> Result<CreateResponse> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let engine = parse_engine(body.engine.as_deref().unwrap_or("full"))?;
@@ -192,7 +193,7 @@ impl SchedulesApi {
         state: Data<&AppState>,
         auth: Credentials,
         schedule_id: Path<Uuid>,
-        body: Json<ScheduleUpdateRequest>,
+        body: JsonBody<ScheduleUpdateRequest>,
     ) -> Result<Json<ScheduleOut>> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let engine = body.engine.as_deref().map(parse_engine).transpose()?;

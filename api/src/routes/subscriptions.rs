@@ -24,6 +24,7 @@ use super::ApiTags;
 use crate::auth::{Access, BearerAuth, Credentials, Identity};
 use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::payments::webhook::{self, Receipt};
 use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};
 use crate::state::AppState;
@@ -245,7 +246,7 @@ impl SubscriptionsApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<TierChoice>,
+        body: JsonBody<TierChoice>,
     ) -> Result<Json<CheckoutOut>> {
         let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
@@ -310,7 +311,7 @@ impl SubscriptionsApi {
         &self,
         state: Data<&AppState>,
         auth: BearerAuth,
-        body: Json<TierChoice>,
+        body: JsonBody<TierChoice>,
     ) -> Result<Json<CurrentSubscription>> {
         let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;

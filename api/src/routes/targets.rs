@@ -12,8 +12,9 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Access, Credentials};
-use crate::contract::{self, PageLimit, PageOffset, Text};
+use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
+use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::ownership;
 use scanfleet_core::scans::upgrade_prompt;
@@ -78,7 +79,7 @@ impl From<TargetRow> for Target {
 pub struct TargetCreate {
     /// A bare hostname such as `example.com` (no scheme, port or path; not an
     /// IP address or wildcard). Internationalised names are accepted.
-    pub domain: String,
+    pub domain: DomainName,
     /// Free text, up to 200 characters; empty when absent.
     pub organization: Option<String>,
 }
@@ -86,7 +87,7 @@ pub struct TargetCreate {
 #[derive(Debug, Object)]
 pub struct TargetImport {
     /// Up to 500 domains.
-    pub domains: Vec<Text>,
+    pub domains: DomainList,
 }
 
 /// A target created by an import.
@@ -203,7 +204,7 @@ impl TargetsApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<TargetCreate>,
+        body: JsonBody<TargetCreate>,
     ) -> Result<TargetCreated> {
         let me = state.authenticate(&auth, Access::Write).await?;
         let domain = crate::validate::domain(&body.domain, "domain")?;
@@ -337,7 +338,7 @@ impl TargetsApi {
         &self,
         state: Data<&AppState>,
         auth: Credentials,
-        body: Json<TargetImport>,
+        body: JsonBody<TargetImport>,
     ) -> Result<Json<ImportResult>> {
         let me = state.authenticate(&auth, Access::Write).await?;
         if body.domains.len() > IMPORT_MAX {
@@ -347,7 +348,7 @@ impl TargetsApi {
             )
             .into());
         }
-        let domains: Vec<String> = body.0.domains.into_iter().map(|d| d.0).collect();
+        let domains: Vec<String> = body.0.domains.0.into_iter().map(|d| d.0).collect();
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
         let lines = targets::import(&*tx, me.user.id, &domains).await?;
