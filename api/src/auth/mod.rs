@@ -6,13 +6,16 @@
 //! - [`tokens`]: JWT access tokens and opaque refresh tokens.
 //! - [`scheme`]: the OpenAPI security schemes (Bearer JWT, `X-API-Key`).
 //! - [`identity`]: who is calling, and what they may do.
+//! - [`caller`]: the caller of an operation, resolved by its security scheme.
 //! - [`cache`]: identities kept between requests, dropped on any change.
 
 pub mod cache;
+pub mod caller;
 pub mod identity;
 pub mod password;
 pub mod scheme;
 pub mod tokens;
 
+pub use caller::{BearerCaller, Caller, CanRead, CanScan, CanWrite};
 pub use identity::{Access, Identity};
 pub use scheme::{BearerAuth, Credentials};

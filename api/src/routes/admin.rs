@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::BearerAuth;
+use crate::auth::BearerCaller;
 use crate::contract::{self, PageLimit, PageOffset, RoleName, TierSlug};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -84,13 +84,13 @@ impl AdminApi {
     async fn list_users(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         /// Page size, 1 to 500 (default 50).
         limit: Query<Option<PageLimit>>,
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<UserList> {
-        state.authenticate_bearer(&auth).await?.require_admin()?;
+        me.require_admin()?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = users::list(&**db, page).await?;
@@ -109,11 +109,10 @@ impl AdminApi {
     async fn update_target(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         target_id: Path<Uuid>,
         body: JsonBody<AdminTargetUpdate>,
     ) -> Result<Json<Target>> {
-        let me = state.authenticate_bearer(&auth).await?;
         me.require_admin()?;
         let db = state.db.get().await?;
         let proof = body.verified.then_some((Method::Admin.as_str(), None));
@@ -133,11 +132,10 @@ impl AdminApi {
     async fn update_user(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         user_id: Path<Uuid>,
         body: JsonBody<AdminUserUpdate>,
     ) -> Result<Json<AdminUser>> {
-        let me = state.authenticate_bearer(&auth).await?;
         me.require_admin()?;
         let db = state.db.get().await?;
         if let Some(slug) = &body.tier_slug {

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::tokens::{random_token, sha256};
-use crate::auth::BearerAuth;
+use crate::auth::BearerCaller;
 use crate::contract::{self, KeyLifetimeDays, KeyName, PageLimit, PageOffset, PermissionList};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -180,10 +180,9 @@ impl ApiKeysApi {
     async fn create_api_key(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         body: JsonBody<ApiKeyCreate>,
     ) -> Result<CreateResponse> {
-        let me = state.authenticate_bearer(&auth).await?;
         let valid = validate(&body)?;
         if me.user.tier_slug == "demo" {
             return Err(Error::UpgradeRequired {
@@ -228,13 +227,12 @@ impl ApiKeysApi {
     async fn list_api_keys(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         /// Page size, 1 to 500 (default 50).
         limit: Query<Option<PageLimit>>,
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
-        let me = state.authenticate_bearer(&auth).await?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (keys, total) = api_keys::list(&**db, me.user.id, page).await?;
@@ -253,10 +251,9 @@ impl ApiKeysApi {
     async fn delete_api_key(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         key_id: Path<Uuid>,
     ) -> Result<DeleteResponse> {
-        let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
         api_keys::delete(&**db, me.user.id, key_id.0).await?;
         tracing::info!(user_id = %me.user.id, key_id = %key_id.0, "API key deleted");

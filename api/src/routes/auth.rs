@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::ApiTags;
 use crate::auth::tokens::{random_token, sha256};
-use crate::auth::{password, BearerAuth};
+use crate::auth::{password, BearerAuth, BearerCaller};
 use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -261,10 +261,9 @@ impl AuthApi {
     async fn logout(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         body: JsonBody<LogoutRequest>,
     ) -> Result<Json<MessageResponse>> {
-        let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
         match sessions::session_of_token(&**db, &sha256(&body.refresh_token)).await? {
             Some((session_id, user_id)) if user_id == me.user.id => {
@@ -279,8 +278,8 @@ impl AuthApi {
 
     /// The caller's profile
     #[oai(path = "/auth/me", method = "get", operation_id = "get_me")]
-    async fn me(&self, state: Data<&AppState>, auth: BearerAuth) -> Result<Json<UserOut>> {
-        Ok(Json(state.authenticate_bearer(&auth).await?.user.into()))
+    async fn me(&self, me: BearerCaller) -> Result<Json<UserOut>> {
+        Ok(Json(me.identity.user.into()))
     }
 
     /// Change the caller's full name
@@ -288,10 +287,9 @@ impl AuthApi {
     async fn update_me(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         full_name: Query<FullName>,
     ) -> Result<Json<UserOut>> {
-        let me = state.authenticate_bearer(&auth).await?;
         let full_name = validate_full_name(&full_name)?;
         let db = state.db.get().await?;
         Ok(Json(
@@ -314,10 +312,9 @@ impl AuthApi {
     async fn change_password(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         body: JsonBody<ChangePasswordRequest>,
     ) -> Result<Json<MessageResponse>> {
-        let me = state.authenticate_bearer(&auth).await?;
         password::validate("new_password", &body.new_password)?;
         let account = throttle::Account::User(me.user.id);
         throttle::check(&state, &account).await?;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::ApiTags;
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead};
 use crate::error::Result;
 use crate::payload::{self, Direct};
 use crate::state::AppState;
@@ -100,9 +100,8 @@ impl DashboardApi {
     async fn get_dashboard_summary(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
     ) -> Result<Direct<DashboardSummary>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let s = dashboard::summary(&db, me.user.id).await?;
         Ok(Direct(DashboardSummary {
@@ -127,9 +126,8 @@ impl DashboardApi {
     async fn get_dashboard_charts(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
     ) -> Result<Json<Vec<ChartPoint>>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         Ok(Json(
             dashboard::charts(&**db, me.user.id)

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::scans::Vulnerability;
 use super::ApiTags;
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanWrite};
 use crate::contract::FindingStatusName;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -34,11 +34,10 @@ impl FindingsApi {
     async fn update_finding(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         finding_id: Path<Uuid>,
         body: JsonBody<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         if !STATUSES.contains(&&*body.status) {
             return Err(Error::invalid(
                 "status",

@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead};
 use crate::contract::{self, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -118,7 +118,7 @@ impl NotificationsApi {
     async fn list_notifications(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         /// Only unread notifications when true.
         unread: Query<Option<bool>>,
         /// Page size, 1 to 500 (default 50).
@@ -126,7 +126,6 @@ impl NotificationsApi {
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<NotificationList> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (items, total) =
@@ -146,10 +145,9 @@ impl NotificationsApi {
     async fn mark_notification_read(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         notification_id: Path<Uuid>,
     ) -> Result<Json<NotificationOut>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let n = notifications::mark_read(&**db, me.user.id, notification_id.0)
             .await?
@@ -166,9 +164,8 @@ impl NotificationsApi {
     async fn mark_all_notifications_read(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
     ) -> Result<Json<MarkedRead>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let updated = notifications::mark_all_read(&**db, me.user.id).await?;
         Ok(Json(MarkedRead {
@@ -185,9 +182,8 @@ impl NotificationsApi {
     async fn get_unread_count(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
     ) -> Result<Json<UnreadCount>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         Ok(Json(UnreadCount {
             unread_count: notifications::unread_count(&**db, me.user.id).await?,

@@ -29,7 +29,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::ApiTags;
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead, Identity};
 use crate::contract::ReportFormatName;
 use crate::error::{Error, Result};
 use crate::state::AppState;
@@ -194,11 +194,10 @@ impl<F: FormatAnswer> ApiResponse for FormatReport<F> {
 /// Checks the caller's tier and renders the report.
 async fn render(
     state: &AppState,
-    auth: &Credentials,
+    me: &Identity,
     scan_id: Uuid,
     format: Format,
 ) -> Result<Rendered, Error> {
-    let me = state.authenticate(auth, Access::Read).await?;
     let mut db = state.db.get().await?;
     let tier = tiers::get(&**db, &me.user.tier_slug).await?;
     if !tier.is_some_and(|t| t.features.iter().any(|f| f == "reports")) {
@@ -217,11 +216,11 @@ async fn render(
 
 async fn format_report<F: FormatAnswer>(
     state: &AppState,
-    auth: &Credentials,
+    me: &Identity,
     scan_id: Uuid,
     media_type: &'static str,
 ) -> Result<FormatReport<F>> {
-    let rendered = render(state, auth, scan_id, F::FORMAT).await?;
+    let rendered = render(state, me, scan_id, F::FORMAT).await?;
     Ok(FormatReport(
         ReportResponse {
             format: F::FORMAT,
@@ -290,7 +289,7 @@ impl ReportsApi {
     async fn get_scan_report(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
         /// `html` (default), `json`, `sarif`, `csv` or `pdf`.
         format: Query<Option<ReportFormatName>>,
@@ -301,7 +300,7 @@ impl ReportsApi {
                 Error::invalid("format", format!("must be one of {}", Format::NAMES))
             })?,
         };
-        let rendered = render(&state, &auth, scan_id.0, format).await?;
+        let rendered = render(&state, &me, scan_id.0, format).await?;
         Ok(ReportResponse {
             format,
             media_type: format.media_type(),
@@ -321,10 +320,10 @@ impl ReportsApi {
     async fn get_scan_report_html(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<FormatReport<HtmlAnswer>> {
-        format_report(&state, &auth, scan_id.0, Format::Html.media_type()).await
+        format_report(&state, &me, scan_id.0, Format::Html.media_type()).await
     }
 
     /// The JSON report of a scan
@@ -339,10 +338,10 @@ impl ReportsApi {
     async fn get_scan_report_json(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<FormatReport<JsonAnswer>> {
-        format_report(&state, &auth, scan_id.0, Format::Json.media_type()).await
+        format_report(&state, &me, scan_id.0, Format::Json.media_type()).await
     }
 
     /// The SARIF report of a scan
@@ -358,10 +357,10 @@ impl ReportsApi {
     async fn get_scan_report_sarif(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<FormatReport<SarifAnswer>> {
-        format_report(&state, &auth, scan_id.0, Format::Sarif.media_type()).await
+        format_report(&state, &me, scan_id.0, Format::Sarif.media_type()).await
     }
 
     /// The CSV report of a scan
@@ -376,10 +375,10 @@ impl ReportsApi {
     async fn get_scan_report_csv(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<FormatReport<CsvAnswer>> {
-        format_report(&state, &auth, scan_id.0, Format::Csv.media_type()).await
+        format_report(&state, &me, scan_id.0, Format::Csv.media_type()).await
     }
 
     /// The PDF report of a scan
@@ -397,9 +396,9 @@ impl ReportsApi {
         &self,
         state: Data<&AppState>,
         req: &Request,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<FormatReport<PdfAnswer>> {
-        format_report(&state, &auth, scan_id.0, pdf_media_type(req)).await
+        format_report(&state, &me, scan_id.0, pdf_media_type(req)).await
     }
 }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead, CanScan};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ScanStatusName};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -295,7 +295,7 @@ impl ScansApi {
     async fn list_scans(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         /// Only scans of this target.
         target_id: Query<Option<Uuid>>,
         /// Only scans with this status: `queued`, `pending`, `running`,
@@ -306,7 +306,6 @@ impl ScansApi {
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<ScanList> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let filter = ScanFilter {
             target_id: target_id.0,
             status: parse_status(status.0.as_deref())?,
@@ -329,10 +328,9 @@ impl ScansApi {
     async fn create_scan(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanScan>,
         body: JsonBody<ScanCreate>,
     ) -> Result<ScanCreated> {
-        let me = state.authenticate(&auth, Access::Scan).await?;
         let engine = parse_engine(body.engine.as_deref())?;
         let scan =
             scanfleet_core::scans::start_scan(&state.core, &me.user, body.target_id, engine, None)
@@ -345,10 +343,9 @@ impl ScansApi {
     async fn get_scan(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<Serialized<ScanDetail>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let scan_id = scan_id.0;
         let db = state.db.get().await?;
         // One index lookup decides: not the caller's scan, or unchanged
@@ -386,10 +383,9 @@ impl ScansApi {
     async fn stop_scan(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanScan>,
         scan_id: Path<Uuid>,
     ) -> Result<Json<Scan>> {
-        let me = state.authenticate(&auth, Access::Scan).await?;
         let scan = scanfleet_core::scans::stop_scan(&state.core, me.user.id, scan_id.0).await?;
         tracing::info!(scan_id = %scan.id, "scan stopped");
         Ok(Json(scan.into()))
@@ -404,10 +400,9 @@ impl ScansApi {
     async fn get_scan_intel(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         scan_id: Path<Uuid>,
     ) -> Result<Json<ScanIntel>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let (s, list) = owned_scan_with_findings(&state, me.user.id, scan_id.0).await?;
         let vulnerabilities = by_severity(&list);
         let mut hosts: BTreeMap<String, Vec<Vulnerability>> = BTreeMap::new();

@@ -14,7 +14,7 @@ use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead, CanScan, CanWrite};
 use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -134,13 +134,12 @@ impl SchedulesApi {
     async fn list_schedules(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         /// Page size, 1 to 500 (default 50).
         limit: Query<Option<PageLimit>>,
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = schedules::list(&**db, me.user.id, page).await?;
@@ -158,10 +157,9 @@ impl SchedulesApi {
     async fn create_schedule(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         body: JsonBody<ScheduleCreate>,
     ) -> Result<CreateResponse> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let engine = parse_engine(body.engine.as_deref().unwrap_or("full"))?;
         let (spec, next_run) = parse_cron(&body.cron_expression)?;
         let db = state.db.get().await?;
@@ -191,11 +189,10 @@ impl SchedulesApi {
     async fn update_schedule(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         schedule_id: Path<Uuid>,
         body: JsonBody<ScheduleUpdateRequest>,
     ) -> Result<Json<ScheduleOut>> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let engine = body.engine.as_deref().map(parse_engine).transpose()?;
         let cron = body
             .cron_expression
@@ -239,10 +236,9 @@ impl SchedulesApi {
     async fn delete_schedule(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         schedule_id: Path<Uuid>,
     ) -> Result<DeleteResponse> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let db = state.db.get().await?;
         schedules::delete(&**db, me.user.id, schedule_id.0).await?;
         Ok(DeleteResponse::Deleted)
@@ -261,10 +257,9 @@ impl SchedulesApi {
     async fn run_schedule_now(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanScan>,
         schedule_id: Path<Uuid>,
     ) -> Result<RunNowResult> {
-        let me = state.authenticate(&auth, Access::Scan).await?;
         let schedule = {
             let db = state.db.get().await?;
             schedules::find(&**db, me.user.id, schedule_id.0)

@@ -21,7 +21,7 @@ use poem_openapi::{Object, OpenApi};
 use uuid::Uuid;
 
 use super::ApiTags;
-use crate::auth::{Access, BearerAuth, Credentials, Identity};
+use crate::auth::{BearerCaller, Caller, CanRead, Identity};
 use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -218,9 +218,8 @@ impl SubscriptionsApi {
     async fn get_current_subscription(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
     ) -> Result<Json<CurrentSubscription>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let sub = subscriptions::find(&**db, me.user.id).await?;
         Ok(Json(CurrentSubscription::of(
@@ -245,10 +244,9 @@ impl SubscriptionsApi {
     async fn create_checkout(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         body: JsonBody<TierChoice>,
     ) -> Result<Json<CheckoutOut>> {
-        let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
         let tier = purchasable(&**db, &body.tier_slug).await?;
         let payments = Payments::from_settings(&state.settings);
@@ -310,10 +308,9 @@ impl SubscriptionsApi {
     async fn upgrade_subscription(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
         body: JsonBody<TierChoice>,
     ) -> Result<Json<CurrentSubscription>> {
-        let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
         let tier = purchasable(&**db, &body.tier_slug).await?;
         let payments = Payments::from_settings(&state.settings);
@@ -345,9 +342,8 @@ impl SubscriptionsApi {
     async fn cancel_subscription(
         &self,
         state: Data<&AppState>,
-        auth: BearerAuth,
+        me: BearerCaller,
     ) -> Result<Json<CurrentSubscription>> {
-        let me = state.authenticate_bearer(&auth).await?;
         let db = state.db.get().await?;
         let payments = Payments::from_settings(&state.settings);
         payments.ensure_configured()?;
@@ -370,8 +366,7 @@ impl SubscriptionsApi {
         method = "get",
         operation_id = "get_usage"
     )]
-    async fn get_usage(&self, state: Data<&AppState>, auth: Credentials) -> Result<Json<Usage>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
+    async fn get_usage(&self, state: Data<&AppState>, me: Caller<CanRead>) -> Result<Json<Usage>> {
         let db = state.db.get().await?;
         let tier = tiers::get(&**db, &me.user.tier_slug)
             .await?

@@ -11,7 +11,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::{Access, Credentials};
+use crate::auth::{Caller, CanRead, CanWrite};
 use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -179,13 +179,12 @@ impl TargetsApi {
     async fn list_targets(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         /// Page size, 1 to 500 (default 50).
         limit: Query<Option<PageLimit>>,
         /// Items to skip.
         offset: Query<Option<PageOffset>>,
     ) -> Result<TargetList> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = targets::list(&**db, me.user.id, page).await?;
@@ -203,10 +202,9 @@ impl TargetsApi {
     async fn create_target(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         body: JsonBody<TargetCreate>,
     ) -> Result<TargetCreated> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let domain = crate::validate::domain(&body.domain, "domain")?;
         let organization = validate_organization(body.organization.as_deref())?;
         let mut db = state.db.get().await?;
@@ -240,10 +238,9 @@ impl TargetsApi {
     async fn delete_target(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         target_id: Path<Uuid>,
     ) -> Result<TargetDeleted> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
         // Locked first, so a scan created concurrently either commits before
@@ -273,10 +270,9 @@ impl TargetsApi {
     async fn get_target(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanRead>,
         target_id: Path<Uuid>,
     ) -> Result<Json<Target>> {
-        let me = state.authenticate(&auth, Access::Read).await?;
         let db = state.db.get().await?;
         let target = targets::find(&**db, me.user.id, target_id.0)
             .await?
@@ -302,10 +298,9 @@ impl TargetsApi {
     async fn verify_target(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         target_id: Path<Uuid>,
     ) -> Result<Json<Target>> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         let db = state.db.get().await?;
         let target = targets::find(&**db, me.user.id, target_id.0)
             .await?
@@ -337,10 +332,9 @@ impl TargetsApi {
     async fn import_targets(
         &self,
         state: Data<&AppState>,
-        auth: Credentials,
+        me: Caller<CanWrite>,
         body: JsonBody<TargetImport>,
     ) -> Result<Json<ImportResult>> {
-        let me = state.authenticate(&auth, Access::Write).await?;
         if body.domains.len() > IMPORT_MAX {
             return Err(Error::invalid(
                 "domains",
