@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use scanfleet_scanner::dsl::{Expr, TemplateString, Value};
+use scanfleet_engine::dsl::{Expr, TemplateString, Value};
 
 /// A response-shaped scope, as matchers see one.
 fn scope() -> &'static HashMap<String, Value> {

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use scanfleet_scanner::dsl::Value;
-use scanfleet_scanner::operators::{ExtractorDef, MatcherDef, Operators};
+use scanfleet_engine::dsl::Value;
+use scanfleet_engine::operators::{ExtractorDef, MatcherDef, Operators};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use scanfleet_scanner::engine::CompiledTemplate;
-use scanfleet_scanner::template::{self, parse_str};
+use scanfleet_engine::engine::CompiledTemplate;
+use scanfleet_engine::template::{self, parse_str};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -1,30 +1,20 @@
-//! The scanfleet template engine: runs Nuclei-format HTTP templates against
-//! targets, as a library, as the `scanfleet-scanner` CLI and as a scanner node.
+//! `scanfleet-scanner`: the scanner node, the process that takes scan jobs
+//! from the Redis queue and runs them with the template engine.
 //!
-//! Data flow: templates are loaded and compiled once ([`template`]); the
-//! [`engine`] builds requests per target, sends them through the byte-exact
-//! [`http`] client on tokio, and hands responses to the [`operators`]
-//! (matchers and extractors, using the [`dsl`]), which decide results on the
-//! task that received a small response and on a rayon pool for a large one.
+//! Data flow: api -> Redis queue -> **scanner node** (stages, with
+//! `scanfleet-engine` on rayon) -> per-scan event streams -> ingester (api)
+//! -> Postgres.
 //!
 //! # Layout
-//! - [`dsl`]: expression language and `{{...}}` interpolation.
-//! - [`http`]: raw HTTP/1.1 client with address safety checks.
-//! - [`template`]: YAML model, loader, and runnability classification.
-//! - [`operators`]: matchers and extractors.
-//! - `goregex`: Go RE2 patterns compiled with the `regex` crate, for
-//!   operators and DSL helpers alike.
-//! - [`engine`]: request building, payloads, multi-step execution, results.
-//! - [`flowjs`]: the sandboxed JavaScript engine of `flow:` scripts.
-//! - [`pack`]: the default template pack shipped in the binary.
-//! - [`node`]: the scanner node (queue worker, scan stages, event streams).
+//! - [`node`]: the queue worker, the stages of a scan, the event writes.
+//!
+//! The `scanfleet-scanner` binary (`main.rs` and its `cli` module) parses
+//! the command line: `run` and `templates check` call the engine directly,
+//! `worker` starts a [`node::Node`].
+//!
+//! # Imports
+//! This crate sits on top: it imports `scanfleet-engine`,
+//! `scanfleet-http`, `scanfleet-bus` (the queue and event-stream protocol)
+//! and `scanfleet-common`. Nothing imports it but the binary and tests.
 
-pub mod dsl;
-pub mod engine;
-pub mod flowjs;
-pub(crate) mod goregex;
-pub mod http;
 pub mod node;
-pub mod operators;
-pub mod pack;
-pub mod template;

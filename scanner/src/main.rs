@@ -1,5 +1,15 @@
-//! `scanfleet-scanner`: the scanner as a standalone tool. Parsing and
-//! dispatch live in [`cli`]; the work itself is in the library.
+//! `scanfleet-scanner`: the scanner binary. `worker` runs a scanner node
+//! (api -> Redis queue -> **node** -> event streams); `run` and `templates
+//! check` use the template engine directly, as a standalone tool.
+//!
+//! # Layout
+//! - `cli`: the command line (clap) and one module per subcommand: `run`,
+//!   `templates` (`templates check`), `worker`.
+//!
+//! The binary only parses arguments, reads settings and prints: the node is
+//! this crate's library (`scanfleet_scanner::node`), the engine
+//! `scanfleet-engine`, the client `scanfleet-http`. Nothing imports the
+//! binary.
 
 mod cli;
 

@@ -560,7 +560,7 @@ async fn verifying_another_users_target_is_404() {
 /// only TXT, and the address policy still applies to its answers.
 #[tokio::test]
 async fn the_configured_dns_server_answers_addresses_under_the_address_policy() {
-    use scanfleet_scanner::http::{ClientConfig, HttpClient};
+    use scanfleet_http::{ClientConfig, HttpClient};
     let dns = DnsLab::start().await;
     dns.set_a("app.example.test", std::net::Ipv4Addr::new(127, 0, 0, 7));
     dns.set_txt("app.example.test", &["hello"]);

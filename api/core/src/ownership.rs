@@ -22,9 +22,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use scanfleet_common::Settings;
-use scanfleet_scanner::http::{
-    ClientConfig, HttpClient, HttpError, Request, SendOptions, TargetUrl,
-};
+use scanfleet_http::{ClientConfig, HttpClient, HttpError, Request, SendOptions, TargetUrl};
 use tokio_postgres::GenericClient;
 use uuid::Uuid;
 

@@ -1,9 +1,11 @@
 //! The `scanfleet-scanner` command line: `run`, `templates check`, `worker`.
 //!
 //! # Layout
+//! - [`run`]: `run -t TEMPLATES -u URL`: templates in, findings out.
 //! - [`templates`]: `templates check DIR [--json]`.
 //! - [`worker`]: the scanner node.
 
+pub mod run;
 pub mod templates;
 pub mod worker;
 
@@ -22,7 +24,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run templates against targets and print findings.
-    Run(scanfleet_scanner::engine::cli::RunArgs),
+    Run(run::RunArgs),
     /// Work with template files.
     Templates {
         #[command(subcommand)]
@@ -41,7 +43,7 @@ pub enum TemplatesCommand {
 /// Dispatches a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::Run(args) => scanfleet_scanner::engine::cli::run_blocking(args),
+        Command::Run(args) => run::run_blocking(args),
         Command::Worker => worker::worker(),
         Command::Templates {
             command: TemplatesCommand::Check(args),

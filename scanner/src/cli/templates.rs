@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use scanfleet_scanner::template::{check_dir, CheckSummary};
+use scanfleet_engine::template::{check_dir, CheckSummary};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {

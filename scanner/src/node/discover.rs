@@ -17,7 +17,7 @@ use futures::StreamExt;
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
-use crate::http::{HttpClient, Request, SendOptions, TargetUrl};
+use scanfleet_http::{HttpClient, Request, SendOptions, TargetUrl};
 
 /// Common subdomain labels, most frequent first.
 pub const WORDLIST: &[&str] = &[

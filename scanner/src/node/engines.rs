@@ -10,7 +10,7 @@ use scanfleet_common::jobs::Engine;
 use scanfleet_common::settings::ScannerSettings;
 use scanfleet_common::Severity;
 
-use crate::engine::CompiledTemplate;
+use scanfleet_engine::engine::CompiledTemplate;
 
 /// The templates an engine runs in its `VALIDATE` stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -52,10 +52,12 @@ pub mod pipeline;
 pub mod probe;
 pub mod sink;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
+use metrics_exporter_prometheus::BuildError;
 use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::ScanJob;
@@ -65,11 +67,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{CompiledTemplate, Engine, EngineConfig};
-use crate::http::ClientConfig;
 use control::{EndReason, Running};
 use engines::EngineSpec;
 use pipeline::Outcome;
+use scanfleet_engine::engine::load::{load_templates, LoadFailed};
+use scanfleet_engine::engine::{CompiledTemplate, Engine, EngineConfig, EngineError};
+use scanfleet_http::{ClientConfig, HttpError};
 use sink::EventSink;
 
 /// A scan is failed when a node takes it up for the fourth time: three
@@ -85,10 +88,28 @@ pub enum NodeError {
     Bus(#[from] BusError),
     #[error(transparent)]
     RedisUrl(#[from] scanfleet_bus::connect::BadRedisUrl),
+    /// The `SCANFLEET_SCANNER__*` client settings do not make a client.
     #[error("scanner settings: {0}")]
-    Settings(String),
+    Client(#[source] HttpError),
+    /// The engine could not be built from them.
+    #[error("scanner settings: {0}")]
+    Engine(#[source] EngineError),
+    /// `SCANFLEET_SCANNER__METRICS_BIND` could not be served.
+    #[error("scanner settings: SCANFLEET_SCANNER__METRICS_BIND {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: BuildError,
+    },
+    /// A named template file could not be loaded.
     #[error("templates: {0}")]
-    Templates(String),
+    Templates(#[from] LoadFailed),
+    /// The loading task panicked or was cancelled.
+    #[error("templates: {0}")]
+    LoadingTask(#[from] tokio::task::JoinError),
+    /// None of the templates can run.
+    #[error("templates: no runnable templates")]
+    NoTemplates,
 }
 
 /// Everything a node's scans share.
@@ -114,21 +135,27 @@ impl Node {
         let redis_target = RedisTarget::from_settings(&settings)?;
         let redis = scanfleet_bus::connect(&redis_target, "scanner").await?;
         let scanner = &settings.scanner;
-        let client = ClientConfig::from_settings(&settings.scanner)
-            .map_err(|e| NodeError::Settings(e.to_string()))?;
+        let client = ClientConfig::from_settings(&settings.scanner).map_err(NodeError::Client)?;
         let engine = Engine::new(EngineConfig {
             client,
             ..EngineConfig::default()
         })
-        .map_err(|e| NodeError::Settings(e.to_string()))?;
+        .map_err(NodeError::Engine)?;
         let paths: Vec<std::path::PathBuf> = scanner.templates_dir.iter().map(Into::into).collect();
-        let templates =
-            tokio::task::spawn_blocking(move || crate::engine::cli::load_templates(&paths))
-                .await
-                .map_err(|e| NodeError::Templates(e.to_string()))?
-                .map_err(NodeError::Templates)?;
+        // Parsing and compiling is CPU work for rayon, not for a tokio worker.
+        let loaded = tokio::task::spawn_blocking(move || load_templates(&paths)).await??;
+        for left_out in &loaded.left_out {
+            tracing::warn!(reason = %left_out, "template left out");
+        }
+        tracing::info!(
+            found = loaded.found(),
+            runnable = loaded.templates.len(),
+            seconds = loaded.elapsed.as_secs_f64(),
+            "templates loaded"
+        );
+        let templates = loaded.templates;
         if templates.is_empty() {
-            return Err(NodeError::Templates("no runnable templates".into()));
+            return Err(NodeError::NoTemplates);
         }
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "node".into());
         let keys = Keys::new(settings.redis_prefix.clone());
@@ -169,9 +196,7 @@ impl Node {
             metrics_exporter_prometheus::PrometheusBuilder::new()
                 .with_http_listener(addr)
                 .install()
-                .map_err(|e| {
-                    NodeError::Settings(format!("SCANFLEET_SCANNER__METRICS_BIND {addr}: {e}"))
-                })?;
+                .map_err(|source| NodeError::Metrics { addr, source })?;
             tracing::info!(%addr, "serving Prometheus metrics");
         }
         tracing::info!(

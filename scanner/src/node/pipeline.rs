@@ -3,6 +3,7 @@
 //! its `current_tool`, reports progress as planned versus done work, and
 //! stops at its next step once the scan's token is cancelled.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use super::engines::{progress, stage_deadline, EngineSpec};
 use super::probe::{probe, LiveHost};
 use super::sink::EventSink;
 use super::{Node, NodeError};
-use crate::engine::{CompiledTemplate, Event};
+use scanfleet_engine::engine::{CompiledTemplate, Event};
 
 /// How a scan's work ended (the terminal status follows from it).
 #[derive(Debug)]
@@ -73,42 +74,7 @@ pub async fn run(
     // DISCOVER
     let mut hosts = vec![domain.to_string()];
     if spec.discover {
-        let tool = "subdomains";
-        sink.progress(
-            Stage::Discover,
-            progress(&stages, Stage::Discover, 0, 1),
-            tool,
-        )
-        .await?;
-        let mut last = (0, 1);
-        let found = tokio::time::timeout(
-            stage_deadline(Stage::Discover),
-            discover::discover(
-                client,
-                domain,
-                dns_timeout,
-                node.settings.scanner.dns_concurrency,
-                cancel,
-                |done, planned| last = (done, planned),
-            ),
-        )
-        .await;
-        match found {
-            Ok(found) => hosts.extend(found),
-            Err(_) => {
-                sink.error(
-                    Stage::Discover,
-                    "discovery ran out of time; scanning the hosts found so far".into(),
-                )
-                .await?
-            }
-        }
-        sink.progress(
-            Stage::Discover,
-            progress(&stages, Stage::Discover, last.0.max(1), last.1.max(1)),
-            tool,
-        )
-        .await?;
+        hosts.extend(discover_hosts(node, &stages, domain, sink, cancel).await?);
         if cancel.is_cancelled() {
             return Ok(Outcome::Cancelled);
         }
@@ -139,6 +105,56 @@ pub async fn run(
     // REPORT: the counts are the ingester's; the node says it is done.
     sink.progress(Stage::Report, 99, "report").await?;
     Ok(Outcome::Completed)
+}
+
+/// DISCOVER: the subdomains and linked hosts of `domain`, within the
+/// stage's deadline (what was found by then, and an error event, past it).
+async fn discover_hosts(
+    node: &Node,
+    stages: &[Stage],
+    domain: &str,
+    sink: &EventSink,
+    cancel: &CancellationToken,
+) -> Result<BTreeSet<String>, NodeError> {
+    let tool = "subdomains";
+    let dns_timeout = Duration::from_millis(node.settings.scanner.dns_timeout_ms);
+    sink.progress(
+        Stage::Discover,
+        progress(stages, Stage::Discover, 0, 1),
+        tool,
+    )
+    .await?;
+    let mut last = (0, 1);
+    let found = tokio::time::timeout(
+        stage_deadline(Stage::Discover),
+        discover::discover(
+            node.engine.client(),
+            domain,
+            dns_timeout,
+            node.settings.scanner.dns_concurrency,
+            cancel,
+            |done, planned| last = (done, planned),
+        ),
+    )
+    .await;
+    let hosts = match found {
+        Ok(found) => found,
+        Err(_) => {
+            sink.error(
+                Stage::Discover,
+                "discovery ran out of time; scanning the hosts found so far".into(),
+            )
+            .await?;
+            BTreeSet::new()
+        }
+    };
+    sink.progress(
+        Stage::Discover,
+        progress(stages, Stage::Discover, last.0.max(1), last.1.max(1)),
+        tool,
+    )
+    .await?;
+    Ok(hosts)
 }
 
 /// Records how long each stage took (`scanfleet_scanner_stage_duration_seconds`);
@@ -179,7 +195,7 @@ impl Drop for StageTimer {
 
 /// DNS of the domain itself, asked twice: one lost packet must not fail a scan.
 async fn lookup_with_retry(
-    client: &crate::http::HttpClient,
+    client: &scanfleet_http::HttpClient,
     domain: &str,
     timeout: Duration,
 ) -> Option<Vec<std::net::IpAddr>> {
@@ -231,7 +247,8 @@ async fn probe_hosts(
                 sink.findings(vec![host.finding.clone()]).await?;
                 live.push(host);
             }
-            Err(reason) => sink.error(Stage::Probe, reason).await?,
+            // The event stream carries text: this is the edge.
+            Err(miss) => sink.error(Stage::Probe, miss.to_string()).await?,
         }
         sink.progress(
             Stage::Probe,

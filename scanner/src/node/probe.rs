@@ -10,7 +10,7 @@ use regex::Regex;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 
-use crate::http::{HttpClient, Request, Response, SendOptions, TargetUrl};
+use scanfleet_http::{HttpClient, HttpError, Request, Response, SendOptions, TargetUrl};
 
 /// Template id of probe findings.
 pub const PROBE_TEMPLATE_ID: &str = "http-probe";
@@ -23,12 +23,55 @@ pub struct LiveHost {
     pub finding: FindingEvent,
 }
 
-/// Probes `host`; `Err` carries why neither scheme answered.
-pub async fn probe(client: &HttpClient, host: &str, timeout: Duration) -> Result<LiveHost, String> {
-    let mut reasons = Vec::new();
+/// Why a host is not live.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The host name does not make a URL.
+    #[error("{url}: {source}")]
+    BadUrl {
+        url: String,
+        #[source]
+        source: HttpError,
+    },
+    /// Neither scheme answered.
+    #[error("{host} did not answer ({})", join(.misses))]
+    NoAnswer { host: String, misses: Vec<Miss> },
+}
+
+/// How one scheme failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Miss {
+    #[error("{scheme}: {source}")]
+    Failed {
+        scheme: &'static str,
+        #[source]
+        source: HttpError,
+    },
+    #[error("{scheme}: no answer within {timeout:?}")]
+    TimedOut {
+        scheme: &'static str,
+        timeout: Duration,
+    },
+}
+
+fn join(misses: &[Miss]) -> String {
+    let texts: Vec<String> = misses.iter().map(Miss::to_string).collect();
+    texts.join("; ")
+}
+
+/// Probes `host`; `Err` says why neither scheme answered.
+pub async fn probe(
+    client: &HttpClient,
+    host: &str,
+    timeout: Duration,
+) -> Result<LiveHost, ProbeError> {
+    let mut misses = Vec::new();
     for scheme in ["https", "http"] {
         let url = format!("{scheme}://{host}/");
-        let base = TargetUrl::parse(&url).map_err(|e| format!("{url}: {e}"))?;
+        let base = match TargetUrl::parse(&url) {
+            Ok(base) => base,
+            Err(source) => return Err(ProbeError::BadUrl { url, source }),
+        };
         let opts = SendOptions {
             follow_redirects: true,
             max_redirects: 5,
@@ -44,11 +87,14 @@ pub async fn probe(client: &HttpClient, host: &str, timeout: Duration) -> Result
                     finding,
                 });
             }
-            Ok(Err(e)) => reasons.push(format!("{scheme}: {e}")),
-            Err(_) => reasons.push(format!("{scheme}: no answer within {timeout:?}")),
+            Ok(Err(source)) => misses.push(Miss::Failed { scheme, source }),
+            Err(_) => misses.push(Miss::TimedOut { scheme, timeout }),
         }
     }
-    Err(format!("{host} did not answer ({})", reasons.join("; ")))
+    Err(ProbeError::NoAnswer {
+        host: host.to_string(),
+        misses,
+    })
 }
 
 fn describe(host: &str, url: &str, resp: &Response) -> FindingEvent {
