@@ -9,6 +9,28 @@
 //! type but out of bounds still reaches the handler and gets its 422 with
 //! the field at fault.
 
+/// The contract's bounds, owned here: the handlers read them from here and
+/// the schema types below state them, so the two cannot drift apart.
+pub mod bounds {
+    /// Password length, in characters.
+    pub const PASSWORD_MIN_LEN: usize = 8;
+    pub const PASSWORD_MAX_LEN: usize = 128;
+    /// A user's full name, in characters.
+    pub const FULL_NAME_MAX: usize = 200;
+    /// Default and maximum page sizes of list endpoints.
+    pub const DEFAULT_LIMIT: i64 = 50;
+    pub const MAX_LIMIT: i64 = 500;
+    /// The permissions an API key may carry.
+    pub const KEY_PERMISSIONS: [&str; 3] = ["read", "scan", "write"];
+    /// An API key's name, in characters.
+    pub const KEY_NAME_MAX: usize = 100;
+    /// An API key's lifetime, in days.
+    pub const KEY_DEFAULT_EXPIRES_IN_DAYS: i64 = 90;
+    pub const KEY_MAX_EXPIRES_IN_DAYS: i64 = 365;
+    /// Most domains one import takes.
+    pub const IMPORT_MAX: usize = 500;
+}
+
 use std::borrow::Cow;
 use std::ops::Deref;
 
@@ -171,8 +193,8 @@ contract_string!(
     /// A new password: 8 to 128 characters.
     NewPassword,
     || length(
-        crate::auth::password::MIN_LEN,
-        crate::auth::password::MAX_LEN
+        bounds::PASSWORD_MIN_LEN,
+        bounds::PASSWORD_MAX_LEN
     )
 );
 contract_string!(
@@ -188,7 +210,7 @@ contract_string!(
     FullName,
     || MetaSchema {
         pattern: Some(r"^[^\x00-\x1f\x7f-\x9f]*$".to_string()),
-        max_length: Some(crate::validate::FULL_NAME_MAX),
+        max_length: Some(bounds::FULL_NAME_MAX),
         ..MetaSchema::new("string")
     }
 );
@@ -201,7 +223,7 @@ contract_string!(
             r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]{0,98}[^\s\x00-\x1f\x7f-\x9f])?$"
                 .to_string()
         ),
-        ..length(1, crate::routes::api_keys::NAME_MAX)
+        ..length(1, bounds::KEY_NAME_MAX)
     }
 );
 
@@ -271,7 +293,7 @@ contract_string!(
 pub struct Bounded<const MIN: i64, const MAX: i64>(pub i64);
 
 /// A page size: 1 to 500.
-pub type PageLimit = Bounded<1, { crate::routes::MAX_LIMIT }>;
+pub type PageLimit = Bounded<1, { bounds::MAX_LIMIT }>;
 /// Items to skip: 0 or more.
 pub type PageOffset = Bounded<0, { i64::MAX }>;
 
@@ -324,7 +346,7 @@ impl<const MIN: i64, const MAX: i64> ToJSON for Bounded<MIN, MAX> {
 }
 
 /// An API key's lifetime in days: 1 to 365.
-pub type KeyLifetimeDays = Bounded<1, { crate::routes::api_keys::MAX_EXPIRES_IN_DAYS }>;
+pub type KeyLifetimeDays = Bounded<1, { bounds::KEY_MAX_EXPIRES_IN_DAYS }>;
 
 /// The raw value of an optional bounded query value, for `routes::page`.
 pub fn raw<const MIN: i64, const MAX: i64>(value: Option<Bounded<MIN, MAX>>) -> Option<i64> {
@@ -354,7 +376,7 @@ impl Type for PermissionList {
     fn schema_ref() -> MetaSchemaRef {
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
-                &crate::routes::api_keys::PERMISSIONS,
+                &bounds::KEY_PERMISSIONS,
             ))))),
             min_items: Some(1),
             ..MetaSchema::new("array")
@@ -384,7 +406,7 @@ impl ToJSON for PermissionList {
     }
 }
 
-/// The domains of an import: at most `routes::targets::IMPORT_MAX` (the
+/// The domains of an import: at most `bounds::IMPORT_MAX` (the
 /// handler refuses more with a 422 naming `domains`). Each is any string:
 /// an invalid one is reported back as `failed`, not refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -409,7 +431,7 @@ impl Type for DomainList {
     fn schema_ref() -> MetaSchemaRef {
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             items: Some(Box::new(Text::schema_ref())),
-            max_items: Some(crate::routes::targets::IMPORT_MAX),
+            max_items: Some(bounds::IMPORT_MAX),
             ..MetaSchema::new("array")
         }))
     }

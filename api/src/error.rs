@@ -37,7 +37,6 @@ into_api_error!(
     fred::error::Error,
     scanfleet_bus::BusError,
     anyhow::Error,
-    crate::payments::PaymentsError,
     scanfleet_report::ReportError,
 );
 

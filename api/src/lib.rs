@@ -39,6 +39,8 @@ pub mod body_limit;
 pub mod contract;
 pub mod detail_cache;
 pub mod error;
+pub mod guard;
+pub mod hub;
 pub mod json_body;
 pub mod metrics;
 pub mod parse_errors;

@@ -20,11 +20,19 @@ use uuid::Uuid;
 
 use crate::problem::FieldError;
 
-/// The served contract, read once, the first time a request fails to parse.
+/// The served contract, given once by the app that serves it
+/// ([`know_contract`]); until then parse errors name no field.
+static CONTRACT: OnceLock<Value> = OnceLock::new();
+
+/// Gives the contract the service serves (its JSON text); the first call
+/// wins, as every api process serves one contract.
+pub fn know_contract(served: &str) {
+    CONTRACT.get_or_init(|| serde_json::from_str(served).unwrap_or_default());
+}
+
 fn contract() -> &'static Value {
-    static CONTRACT: OnceLock<Value> = OnceLock::new();
-    CONTRACT
-        .get_or_init(|| serde_json::from_str(&crate::routes::openapi_json()).unwrap_or_default())
+    static NONE: Value = Value::Null;
+    CONTRACT.get().unwrap_or(&NONE)
 }
 
 /// The component a `$ref` names, or the schema itself; an `allOf` of one
@@ -259,12 +267,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The real served contract, as the app gives it.
+    fn served() {
+        know_contract(&crate::routes::openapi_json());
+    }
+
     fn scan_create() -> Value {
         json!({ "$ref": "#/components/schemas/ScanCreate" })
     }
 
     #[test]
     fn a_path_parameter_is_named_as_in_the_path_template() {
+        served();
         let e = parameter_error(
             &Method::GET,
             "/api/v1/scans/not-a-uuid/report/pdf",
@@ -276,6 +290,7 @@ mod tests {
 
     #[test]
     fn a_query_parameter_says_what_it_must_be() {
+        served();
         let e = parameter_error(&Method::GET, "/api/v1/scans", ParamName::Named("limit"));
         assert_eq!(e.field, "limit");
         assert_eq!(e.message, "must be an integer from 1 to 500");
@@ -289,6 +304,7 @@ mod tests {
 
     #[test]
     fn a_body_names_the_first_property_that_does_not_fit() {
+        served();
         let fault = |body: Value| body_fault(&scan_create(), &body);
         let at = |field: &str, message: &str| BodyFault {
             field: Some(field.to_string()),

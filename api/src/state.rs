@@ -11,7 +11,7 @@ use scanfleet_core::Core;
 
 use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
-use crate::ws::Hub;
+use crate::hub::Hub;
 
 #[derive(Clone)]
 pub struct AppState {

@@ -46,7 +46,7 @@ pub fn normalize_email(raw: &str) -> Result<String, Error> {
     Ok(email)
 }
 
-pub const FULL_NAME_MAX: usize = 200;
+use crate::contract::bounds::FULL_NAME_MAX;
 
 pub fn validate_full_name(raw: &str) -> Result<String, Error> {
     let name = raw.trim();

@@ -7,8 +7,7 @@ use argon2::Argon2;
 
 use crate::error::Error;
 
-pub const MIN_LEN: usize = 8;
-pub const MAX_LEN: usize = 128;
+pub use crate::contract::bounds::{PASSWORD_MAX_LEN as MAX_LEN, PASSWORD_MIN_LEN as MIN_LEN};
 
 /// Checks the length rule; `field` names the request field in the error.
 pub fn validate(field: &str, password: &str) -> Result<(), Error> {

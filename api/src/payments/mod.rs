@@ -80,6 +80,12 @@ impl PaymentsError {
 
 /// The payments rows of the error table: each kind onto the core's general
 /// kinds, with its own problem `code`.
+impl From<PaymentsError> for crate::error::ApiError {
+    fn from(e: PaymentsError) -> Self {
+        crate::error::ApiError(e.into())
+    }
+}
+
 impl From<PaymentsError> for scanfleet_core::Error {
     fn from(e: PaymentsError) -> Self {
         use scanfleet_core::Error;

@@ -24,11 +24,11 @@ use scanfleet_core::store::api_keys::{self, ApiKey, NewApiKey};
 
 /// The prefix of every raw key.
 pub const KEY_PREFIX: &str = "sfk_";
-/// The permissions a key may carry.
-pub const PERMISSIONS: [&str; 3] = ["read", "scan", "write"];
-pub const NAME_MAX: usize = 100;
-pub const DEFAULT_EXPIRES_IN_DAYS: i64 = 90;
-pub const MAX_EXPIRES_IN_DAYS: i64 = 365;
+use crate::contract::bounds::{
+    KEY_DEFAULT_EXPIRES_IN_DAYS as DEFAULT_EXPIRES_IN_DAYS,
+    KEY_MAX_EXPIRES_IN_DAYS as MAX_EXPIRES_IN_DAYS, KEY_NAME_MAX as NAME_MAX,
+    KEY_PERMISSIONS as PERMISSIONS,
+};
 
 #[derive(Debug, Object)]
 pub struct ApiKeyCreate {

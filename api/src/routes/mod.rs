@@ -174,9 +174,7 @@ pub fn operation_mut<'a>(spec: &'a mut Value, operation_id: &str) -> Option<&'a 
         .find(|op| op["operationId"] == operation_id)
 }
 
-/// Default and maximum page sizes of list endpoints.
-pub const DEFAULT_LIMIT: i64 = 50;
-pub const MAX_LIMIT: i64 = 500;
+pub use crate::contract::bounds::{DEFAULT_LIMIT, MAX_LIMIT};
 
 /// Validates `limit` and `offset` query parameters.
 pub fn page(limit: Option<i64>, offset: Option<i64>) -> Result<Page, Error> {

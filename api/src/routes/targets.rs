@@ -21,8 +21,7 @@ use scanfleet_core::scans::upgrade_prompt;
 use scanfleet_core::store::scans;
 use scanfleet_core::store::targets::{self, AddError, ImportLine, TargetRow};
 
-/// Most domains one import takes.
-pub const IMPORT_MAX: usize = 500;
+use crate::contract::bounds::IMPORT_MAX;
 pub const ORGANIZATION_MAX: usize = 200;
 
 /// A domain the caller owns and scans.

@@ -1,0 +1,178 @@
+//! Every api process has one [`Hub`]: a single blocking `XREAD` over the
+//! streams of all scans someone in this process is watching, fanned out to
+//! the listeners through a broadcast channel per scan. Many listeners of one
+//! scan share one read; a listener that disconnects drops its receiver at
+//! once, and the hub forgets a scan nobody watches on its next round. The
+//! WebSocket handler (`ws`) subscribes through it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::{KeysInterface, StreamsInterface};
+use scanfleet_bus::events::{self, Entry};
+use scanfleet_common::events::ScanEvent;
+use scanfleet_common::keys::Keys;
+use tokio::sync::{broadcast, Mutex};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::Error;
+
+/// How long the hub's read blocks when nothing happens.
+const BLOCK: Duration = Duration::from_millis(250);
+/// Stream entries read per round.
+const READ_COUNT: u64 = 1000;
+/// Events buffered per scan for a slow listener before it lags.
+const CHANNEL: usize = 1024;
+
+/// One api process's shared reader of scan streams.
+pub struct Hub {
+    /// Blocking reads only: a connection of its own.
+    reader: Client,
+    /// Short commands (history reads, the wake-up entry).
+    redis: Client,
+    keys: Keys,
+    /// A stream only this hub reads; an entry wakes its blocking read when
+    /// a scan is added, so a new listener does not wait for the timeout.
+    wake_key: String,
+    /// Watched scans. The hub task and subscribers hold the lock only
+    /// between Redis calls.
+    watches: Mutex<HashMap<Uuid, Watch>>,
+}
+
+struct Watch {
+    stream: String,
+    /// Last entry id sent to the channel.
+    last_id: String,
+    /// Sender kept by the hub; receivers by each listener.
+    tx: broadcast::Sender<Arc<ScanEvent>>,
+}
+
+/// A listener's start: the scan's events so far and a receiver of the rest.
+pub struct Subscription {
+    pub history: Vec<ScanEvent>,
+    pub rx: broadcast::Receiver<Arc<ScanEvent>>,
+}
+
+impl Hub {
+    pub fn new(reader: Client, redis: Client, keys: Keys) -> Hub {
+        let wake_key = format!("{}:ws-wake:{}", keys.prefix(), Uuid::new_v4().simple());
+        Hub {
+            reader,
+            redis,
+            keys,
+            wake_key,
+            watches: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Reads and fans out until `shutdown` fires.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut wake_last = "$".to_string();
+        // "$" only on the first read: later rounds continue from the last id.
+        if let Ok(entries) = events::latest(&self.redis, &self.wake_key, 1).await {
+            if let Some((id, _)) = entries.first() {
+                wake_last = id.clone();
+            }
+        }
+        while !shutdown.is_cancelled() {
+            let (mut keys, mut ids) = {
+                let mut watches = self.watches.lock().await;
+                watches.retain(|_, w| w.tx.receiver_count() > 0);
+                let keys: Vec<String> = watches.values().map(|w| w.stream.clone()).collect();
+                let ids: Vec<String> = watches.values().map(|w| w.last_id.clone()).collect();
+                (keys, ids)
+            };
+            keys.push(self.wake_key.clone());
+            ids.push(wake_last.clone());
+            let read = events::read_streams(&self.reader, keys, ids, READ_COUNT, BLOCK);
+            let reply: HashMap<String, Vec<Entry>> = tokio::select! {
+                r = read => match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "websocket hub: read failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.cancelled() => break,
+            };
+            let mut watches = self.watches.lock().await;
+            for (stream, entries) in reply {
+                if stream == self.wake_key {
+                    if let Some((id, _)) = entries.last() {
+                        wake_last = id.clone();
+                    }
+                    continue;
+                }
+                let Some(watch) = watches.values_mut().find(|w| w.stream == stream) else {
+                    continue;
+                };
+                for (id, fields) in entries {
+                    if !events::id_after(&id, &watch.last_id) {
+                        continue;
+                    }
+                    if let Some(event) = events::decode(&fields) {
+                        // No receiver left: the watch goes next round.
+                        let _ = watch.tx.send(Arc::new(event));
+                    }
+                    watch.last_id = id;
+                }
+            }
+        }
+        let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
+    }
+
+    /// Starts following `scan_id`: the history up to where live events begin.
+    pub async fn subscribe(&self, scan_id: Uuid) -> Result<Subscription, Error> {
+        let stream = self.keys.scan_events_stream(scan_id);
+        let (rx, upto, added) = {
+            let mut watches = self.watches.lock().await;
+            match watches.get(&scan_id) {
+                Some(w) => (w.tx.subscribe(), w.last_id.clone(), false),
+                None => {
+                    let last: Vec<Entry> = events::latest(&self.redis, &stream, 1).await?;
+                    let last_id = last
+                        .first()
+                        .map(|(id, _)| id.clone())
+                        .unwrap_or_else(|| "0-0".to_string());
+                    let (tx, rx) = broadcast::channel(CHANNEL);
+                    watches.insert(
+                        scan_id,
+                        Watch {
+                            stream: stream.clone(),
+                            last_id: last_id.clone(),
+                            tx,
+                        },
+                    );
+                    (rx, last_id, true)
+                }
+            }
+        };
+        if added {
+            let _: String = self
+                .redis
+                .xadd(&self.wake_key, false, ("MAXLEN", "~", 100), "*", ("w", "1"))
+                .await?;
+            let _: bool = self.redis.expire(&self.wake_key, 86_400, None).await?;
+        }
+        let mut history = Vec::new();
+        if upto != "0-0" {
+            let mut from = "-".to_string();
+            loop {
+                let page: Vec<Entry> =
+                    events::range(&self.redis, &stream, &from, &upto, READ_COUNT).await?;
+                let Some((last, _)) = page.last() else { break };
+                from = last.clone();
+                let full = page.len() as u64 == READ_COUNT;
+                history.extend(page.iter().filter_map(|(_, f)| events::decode(f)));
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(Subscription { history, rx })
+    }
+}
