@@ -18,10 +18,10 @@ use crate::auth::cache::AuthCache;
 use crate::auth::password;
 use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
-use crate::problem::problem_guard;
+use crate::guard::problem_guard;
+use crate::hub::Hub;
 use crate::routes::{self, health};
 use crate::state::AppState;
-use crate::ws::Hub;
 use scanfleet_core::ingest::Ingester;
 use scanfleet_core::startup;
 use scanfleet_core::store::users;
@@ -39,6 +39,7 @@ impl Application {
     /// configured. The address comes first, so a port in use is reported
     /// before anything is changed in the database.
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let settings = settings.for_api()?;
         let bind = settings.api.bind;
         // Installed before anything is counted.
         crate::metrics::handle();
@@ -162,6 +163,7 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         &serde_json::from_str(&api.spec()).unwrap_or_default(),
     ));
     let spec = routes::openapi_json();
+    crate::parse_errors::know_contract(&spec);
     let docs = api.swagger_ui();
     Route::new()
         .nest("/", api)

@@ -24,5 +24,5 @@ pub mod severity;
 pub mod telemetry;
 
 pub use secret::Secret;
-pub use settings::Settings;
+pub use settings::{NodeSettings, Settings};
 pub use severity::Severity;

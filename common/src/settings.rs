@@ -3,8 +3,12 @@
 //! environment variables, which win. Names follow `SCANFLEET_SECTION__KEY`;
 //! `DATABASE_URL` and `REDIS_URL` keep their conventional names.
 //!
-//! Nothing else in the code base reads the environment: binaries load
-//! [`Settings`] and pass it down, and tests build it directly.
+//! Each process reads its own settings: the api and the scheduler load
+//! [`Settings`] (the api adds its own checks with [`Settings::for_api`]), a
+//! scanner node loads [`NodeSettings`] (Redis and `SCANFLEET_SCANNER__*`
+//! only, so it needs no JWT secret and no database). Nothing else in the
+//! code base reads the environment: binaries load their settings and pass
+//! them down, and tests build them directly.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -142,22 +146,35 @@ pub struct PaymentSettings {
     pub timeout_secs: u64,
 }
 
+/// Where the deployment's Redis is: every process reads this section.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `REDIS_URL`; with sentinels, only its credentials and database count.
+    pub url: Secret,
+    /// Sentinels asked for the current master (`REDIS_SENTINELS`, a list of
+    /// `host:port`); when set, the clients follow a promoted replica.
+    pub sentinels: Vec<(String, u16)>,
+    /// The master's name among the sentinels (`REDIS_SENTINEL_MASTER`).
+    pub sentinel_master: String,
+    /// Prefix of every key (`SCANFLEET_REDIS_PREFIX`).
+    pub prefix: String,
+}
+
+/// The settings of the api and the scheduler: the service over Postgres
+/// and Redis. A scanner node reads [`NodeSettings`] instead.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub mode: Mode,
     pub database_url: Secret,
-    pub redis_url: Secret,
-    /// Sentinels asked for the current master (`REDIS_SENTINELS`, a list of
-    /// `host:port`); when set, `REDIS_URL` only gives the credentials and
-    /// database, and the clients follow a promoted replica.
-    pub redis_sentinels: Vec<(String, u16)>,
-    /// The master's name among the sentinels (`REDIS_SENTINEL_MASTER`).
-    pub redis_sentinel_master: String,
-    pub redis_prefix: String,
+    pub redis: RedisSettings,
+    /// Signs access tokens; the api requires it in production
+    /// ([`Settings::for_api`]), the scheduler never reads it.
     pub jwt_secret: Option<Secret>,
     pub admin_email: Option<String>,
     pub admin_password: Option<Secret>,
     pub api: ApiSettings,
+    /// The fleet's network settings, for the api's ownership checks (DNS
+    /// server, host overrides, private addresses).
     pub scanner: ScannerSettings,
     pub scheduler: SchedulerSettings,
     pub rate: RateSettings,
@@ -166,38 +183,224 @@ pub struct Settings {
     pub log_format: LogFormat,
 }
 
-impl Settings {
-    /// Defaults, then `SCANFLEET_CONFIG_FILE` if set, then the process environment.
-    pub fn load() -> Result<Settings, SettingsError> {
+/// A scanner node's settings: Redis and its own section, nothing of the
+/// api's (no database, no JWT secret, no payment keys).
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub mode: Mode,
+    pub redis: RedisSettings,
+    pub scanner: ScannerSettings,
+    pub log_format: LogFormat,
+}
+
+/// The merged name -> value map: defaults are applied by each reader.
+struct Vars<'a>(&'a HashMap<String, String>);
+
+impl<'a> Vars<'a> {
+    /// The environment's map, after `SCANFLEET_CONFIG_FILE` if set.
+    fn load() -> Result<HashMap<String, String>, SettingsError> {
         let env: HashMap<String, String> = std::env::vars().collect();
         let mut vars = HashMap::new();
         if let Some(path) = env.get("SCANFLEET_CONFIG_FILE") {
             vars.extend(read_env_file(Path::new(path))?);
         }
         vars.extend(env);
-        Settings::from_vars(&vars)
+        Ok(vars)
     }
 
-    /// Builds settings from a name -> value map (the environment, in production).
-    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Settings, SettingsError> {
-        let get = |name: &str| vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
-        let mode = match get("SCANFLEET_MODE").unwrap_or("dev") {
-            "dev" | "development" => Mode::Dev,
-            "production" | "prod" => Mode::Production,
-            other => return Err(invalid("SCANFLEET_MODE", other, "dev or production")),
+    fn get(&self, name: &str) -> Option<&'a str> {
+        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    fn parse<T: FromStr>(&self, name: &'static str, default: &str) -> Result<T, SettingsError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let raw = self.get(name).unwrap_or(default);
+        raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
+            name,
+            message: format!("`{raw}`: {e}"),
+        })
+    }
+
+    /// A number that must be at least 1.
+    fn positive<T: FromStr + PartialEq + Default>(
+        &self,
+        name: &'static str,
+        default: &str,
+    ) -> Result<T, SettingsError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let value: T = self.parse(name, default)?;
+        if value == T::default() {
+            return Err(invalid(name, "0", "at least 1"));
+        }
+        Ok(value)
+    }
+
+    /// None when unset; otherwise the parsed value, or an error naming `name`.
+    fn optional<T: FromStr>(&self, name: &'static str) -> Result<Option<T>, SettingsError>
+    where
+        T::Err: std::fmt::Display,
+    {
+        self.get(name)
+            .map(|raw| {
+                raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
+                    name,
+                    message: format!("`{raw}`: {e}"),
+                })
+            })
+            .transpose()
+    }
+
+    fn flag(&self, name: &'static str, default: bool) -> Result<bool, SettingsError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some("1" | "true" | "yes" | "on") => Ok(true),
+            Some("0" | "false" | "no" | "off") => Ok(false),
+            Some(other) => Err(invalid(name, other, "true or false")),
+        }
+    }
+
+    fn text(&self, name: &str, default: &str) -> String {
+        self.get(name).unwrap_or(default).to_string()
+    }
+
+    fn mode(&self) -> Result<Mode, SettingsError> {
+        match self.get("SCANFLEET_MODE").unwrap_or("dev") {
+            "dev" | "development" => Ok(Mode::Dev),
+            "production" | "prod" => Ok(Mode::Production),
+            other => Err(invalid("SCANFLEET_MODE", other, "dev or production")),
+        }
+    }
+
+    fn log_format(&self) -> Result<LogFormat, SettingsError> {
+        match self.get("SCANFLEET_LOG_FORMAT").unwrap_or("text") {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(invalid("SCANFLEET_LOG_FORMAT", other, "text or json")),
+        }
+    }
+}
+
+impl RedisSettings {
+    fn read(v: &Vars) -> Result<RedisSettings, SettingsError> {
+        Ok(RedisSettings {
+            url: Secret::new(v.get("REDIS_URL").unwrap_or("redis://127.0.0.1:6379")),
+            sentinels: v
+                .get("REDIS_SENTINELS")
+                .map(parse_sentinels)
+                .transpose()?
+                .unwrap_or_default(),
+            sentinel_master: v.text("REDIS_SENTINEL_MASTER", "mymaster"),
+            prefix: v.text("SCANFLEET_REDIS_PREFIX", "scanfleet"),
+        })
+    }
+}
+
+impl ApiSettings {
+    fn read(v: &Vars) -> Result<ApiSettings, SettingsError> {
+        let bind: SocketAddr = v.parse("SCANFLEET_API__BIND", "127.0.0.1:8080")?;
+        let public_url = v
+            .get("SCANFLEET_API__PUBLIC_URL")
+            .map(|s| s.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| format!("http://{bind}"));
+        let access_token_ttl_secs: i64 = v.parse("SCANFLEET_API__ACCESS_TOKEN_TTL_SECS", "900")?;
+        let refresh_token_ttl_secs: i64 =
+            v.parse("SCANFLEET_API__REFRESH_TOKEN_TTL_SECS", "2592000")?;
+        if access_token_ttl_secs <= 0 || refresh_token_ttl_secs <= 0 {
+            return Err(SettingsError::Invalid {
+                name: "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS",
+                message: "token lifetimes must be positive".into(),
+            });
+        }
+        Ok(ApiSettings {
+            bind,
+            public_url,
+            access_token_ttl_secs,
+            refresh_token_ttl_secs,
+            max_body_bytes: v.positive("SCANFLEET_API__MAX_BODY_BYTES", "1048576")?,
+        })
+    }
+}
+
+impl ScannerSettings {
+    fn read(v: &Vars) -> Result<ScannerSettings, SettingsError> {
+        let s = ScannerSettings {
+            concurrency: v.positive("SCANFLEET_SCANNER__CONCURRENCY", "2")?,
+            allow_private: v.flag("SCANFLEET_SCANNER__ALLOW_PRIVATE", false)?,
+            connect_to: v.text("SCANFLEET_SCANNER__CONNECT_TO", ""),
+            hosts: v.text("SCANFLEET_SCANNER__HOSTS", ""),
+            hosts_only: v.flag("SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
+            dns_server: v.optional("SCANFLEET_SCANNER__DNS_SERVER")?,
+            templates_dir: v
+                .get("SCANFLEET_SCANNER__TEMPLATES_DIR")
+                .map(str::to_string),
+            poll_interval_ms: v.positive("SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
+            heartbeat_secs: v.positive("SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
+            orphan_after_secs: v.parse("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "10")?,
+            deadline_full_secs: v.positive("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "3600")?,
+            deadline_quick_secs: v.positive("SCANFLEET_SCANNER__DEADLINE_QUICK_SECS", "900")?,
+            deadline_recon_secs: v.positive("SCANFLEET_SCANNER__DEADLINE_RECON_SECS", "1800")?,
+            dns_timeout_ms: v.positive("SCANFLEET_SCANNER__DNS_TIMEOUT_MS", "2000")?,
+            dns_concurrency: v.positive("SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
+            per_host_rps: v.parse("SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
+            drain_secs: v.parse("SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
+            metrics_bind: v.optional("SCANFLEET_SCANNER__METRICS_BIND")?,
         };
-        let log_format = match get("SCANFLEET_LOG_FORMAT").unwrap_or("text") {
-            "text" => LogFormat::Text,
-            "json" => LogFormat::Json,
-            other => return Err(invalid("SCANFLEET_LOG_FORMAT", other, "text or json")),
-        };
+        if s.orphan_after_secs < 2 * s.heartbeat_secs {
+            return Err(SettingsError::Invalid {
+                name: "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS",
+                message: "must be at least twice SCANFLEET_SCANNER__HEARTBEAT_SECS, or a live \
+                          node's jobs would be taken from it"
+                    .into(),
+            });
+        }
+        Ok(s)
+    }
+}
+
+impl SchedulerSettings {
+    fn read(v: &Vars) -> Result<SchedulerSettings, SettingsError> {
+        Ok(SchedulerSettings {
+            stuck_after_secs: v.positive("SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
+            queued_after_secs: v.positive("SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "600")?,
+            reap_interval_secs: v.positive("SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", "5")?,
+        })
+    }
+}
+
+impl RateSettings {
+    fn read(v: &Vars) -> Result<RateSettings, SettingsError> {
+        Ok(RateSettings {
+            enabled: v.flag("SCANFLEET_RATE__ENABLED", true)?,
+            anon_rpm: v.parse("SCANFLEET_RATE__ANON_RPM", "60")?,
+            account_failures: v.positive("SCANFLEET_RATE__ACCOUNT_FAILURES", "10")?,
+            account_window_secs: v.positive("SCANFLEET_RATE__ACCOUNT_WINDOW_SECS", "900")?,
+        })
+    }
+}
+
+impl TargetSettings {
+    fn read(v: &Vars, mode: Mode) -> Result<TargetSettings, SettingsError> {
+        Ok(TargetSettings {
+            require_verification: v.flag(
+                "SCANFLEET_TARGETS__REQUIRE_VERIFICATION",
+                mode == Mode::Production,
+            )?,
+            verification_ttl_days: v.positive("SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS", "30")?,
+        })
+    }
+}
+
+impl PaymentSettings {
+    fn read(v: &Vars, mode: Mode) -> Result<PaymentSettings, SettingsError> {
         // Dev mode without a provider key: the local stand-in.
-        let provider = match get("SCANFLEET_PAYMENTS__PROVIDER") {
-            None if mode == Mode::Dev && get("SCANFLEET_PAYMENTS__SECRET_KEY").is_none() => {
-                PaymentProvider::Dev
-            }
-            None => PaymentProvider::Stripe,
-            Some("stripe") => PaymentProvider::Stripe,
+        let secret_key = v.get("SCANFLEET_PAYMENTS__SECRET_KEY").map(Secret::new);
+        let provider = match v.get("SCANFLEET_PAYMENTS__PROVIDER") {
+            None if mode == Mode::Dev && secret_key.is_none() => PaymentProvider::Dev,
+            None | Some("stripe") => PaymentProvider::Stripe,
             Some("dev") => PaymentProvider::Dev,
             Some(other) => {
                 return Err(invalid(
@@ -207,194 +410,86 @@ impl Settings {
                 ))
             }
         };
-        let jwt_secret = get("SCANFLEET_JWT_SECRET").map(Secret::new);
-        if mode == Mode::Production && jwt_secret.is_none() {
-            return Err(SettingsError::MissingJwtSecret);
-        }
-        if mode == Mode::Production && provider == PaymentProvider::Dev {
-            return Err(SettingsError::DevPaymentsInProduction);
-        }
-        let bind: SocketAddr = parse(&get, "SCANFLEET_API__BIND", "127.0.0.1:8080")?;
-        let public_url = get("SCANFLEET_API__PUBLIC_URL")
-            .map(|s| s.trim_end_matches('/').to_string())
-            .unwrap_or_else(|| format!("http://{bind}"));
-        let settings = Settings {
+        Ok(PaymentSettings {
+            provider,
+            api_base: v
+                .get("SCANFLEET_PAYMENTS__API_BASE")
+                .unwrap_or("https://api.stripe.com")
+                .trim_end_matches('/')
+                .to_string(),
+            secret_key,
+            webhook_secret: v.get("SCANFLEET_PAYMENTS__WEBHOOK_SECRET").map(Secret::new),
+            price_monthly: v
+                .get("SCANFLEET_PAYMENTS__PRICE_MONTHLY")
+                .map(str::to_string),
+            price_yearly: v
+                .get("SCANFLEET_PAYMENTS__PRICE_YEARLY")
+                .map(str::to_string),
+            timeout_secs: v.positive("SCANFLEET_PAYMENTS__TIMEOUT_SECS", "10")?,
+        })
+    }
+}
+
+impl Settings {
+    /// Defaults, then `SCANFLEET_CONFIG_FILE` if set, then the process environment.
+    pub fn load() -> Result<Settings, SettingsError> {
+        Settings::from_vars(&Vars::load()?)
+    }
+
+    /// Builds settings from a name -> value map (the environment, in production).
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Settings, SettingsError> {
+        let v = Vars(vars);
+        let mode = v.mode()?;
+        Ok(Settings {
             mode,
             database_url: Secret::new(
-                get("DATABASE_URL").unwrap_or("postgres://postgres@127.0.0.1:5432/scanfleet"),
+                v.get("DATABASE_URL")
+                    .unwrap_or("postgres://postgres@127.0.0.1:5432/scanfleet"),
             ),
-            redis_url: Secret::new(get("REDIS_URL").unwrap_or("redis://127.0.0.1:6379")),
-            redis_sentinels: get("REDIS_SENTINELS")
-                .map(parse_sentinels)
-                .transpose()?
-                .unwrap_or_default(),
-            redis_sentinel_master: get("REDIS_SENTINEL_MASTER")
-                .unwrap_or("mymaster")
-                .to_string(),
-            redis_prefix: get("SCANFLEET_REDIS_PREFIX")
-                .unwrap_or("scanfleet")
-                .to_string(),
-            jwt_secret,
-            admin_email: get("SCANFLEET_ADMIN_EMAIL").map(str::to_string),
-            admin_password: get("SCANFLEET_ADMIN_PASSWORD").map(Secret::new),
-            api: ApiSettings {
-                bind,
-                public_url,
-                access_token_ttl_secs: parse(&get, "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS", "900")?,
-                refresh_token_ttl_secs: parse(
-                    &get,
-                    "SCANFLEET_API__REFRESH_TOKEN_TTL_SECS",
-                    "2592000",
-                )?,
-                max_body_bytes: parse(&get, "SCANFLEET_API__MAX_BODY_BYTES", "1048576")?,
-            },
-            scanner: ScannerSettings {
-                concurrency: parse(&get, "SCANFLEET_SCANNER__CONCURRENCY", "2")?,
-                allow_private: parse_bool(&get, "SCANFLEET_SCANNER__ALLOW_PRIVATE", false)?,
-                connect_to: get("SCANFLEET_SCANNER__CONNECT_TO")
-                    .unwrap_or("")
-                    .to_string(),
-                hosts: get("SCANFLEET_SCANNER__HOSTS").unwrap_or("").to_string(),
-                hosts_only: parse_bool(&get, "SCANFLEET_SCANNER__HOSTS_ONLY", false)?,
-                dns_server: parse_optional(&get, "SCANFLEET_SCANNER__DNS_SERVER")?,
-                templates_dir: get("SCANFLEET_SCANNER__TEMPLATES_DIR").map(str::to_string),
-                poll_interval_ms: parse(&get, "SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
-                heartbeat_secs: parse(&get, "SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
-                orphan_after_secs: parse(&get, "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "10")?,
-                deadline_full_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "3600")?,
-                deadline_quick_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_QUICK_SECS", "900")?,
-                deadline_recon_secs: parse(&get, "SCANFLEET_SCANNER__DEADLINE_RECON_SECS", "1800")?,
-                dns_timeout_ms: parse(&get, "SCANFLEET_SCANNER__DNS_TIMEOUT_MS", "2000")?,
-                dns_concurrency: parse(&get, "SCANFLEET_SCANNER__DNS_CONCURRENCY", "32")?,
-                per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
-                drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
-                metrics_bind: parse_optional(&get, "SCANFLEET_SCANNER__METRICS_BIND")?,
-            },
-            scheduler: SchedulerSettings {
-                stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
-                queued_after_secs: parse(&get, "SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS", "600")?,
-                reap_interval_secs: parse(&get, "SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS", "5")?,
-            },
-            rate: RateSettings {
-                enabled: parse_bool(&get, "SCANFLEET_RATE__ENABLED", true)?,
-                anon_rpm: parse(&get, "SCANFLEET_RATE__ANON_RPM", "60")?,
-                account_failures: parse(&get, "SCANFLEET_RATE__ACCOUNT_FAILURES", "10")?,
-                account_window_secs: parse(&get, "SCANFLEET_RATE__ACCOUNT_WINDOW_SECS", "900")?,
-            },
-            targets: TargetSettings {
-                require_verification: parse_bool(
-                    &get,
-                    "SCANFLEET_TARGETS__REQUIRE_VERIFICATION",
-                    mode == Mode::Production,
-                )?,
-                verification_ttl_days: parse(
-                    &get,
-                    "SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS",
-                    "30",
-                )?,
-            },
-            payments: PaymentSettings {
-                provider,
-                api_base: get("SCANFLEET_PAYMENTS__API_BASE")
-                    .unwrap_or("https://api.stripe.com")
-                    .trim_end_matches('/')
-                    .to_string(),
-                secret_key: get("SCANFLEET_PAYMENTS__SECRET_KEY").map(Secret::new),
-                webhook_secret: get("SCANFLEET_PAYMENTS__WEBHOOK_SECRET").map(Secret::new),
-                price_monthly: get("SCANFLEET_PAYMENTS__PRICE_MONTHLY").map(str::to_string),
-                price_yearly: get("SCANFLEET_PAYMENTS__PRICE_YEARLY").map(str::to_string),
-                timeout_secs: parse(&get, "SCANFLEET_PAYMENTS__TIMEOUT_SECS", "10")?,
-            },
-            log_format,
-        };
-        if settings.api.access_token_ttl_secs <= 0 || settings.api.refresh_token_ttl_secs <= 0 {
-            return Err(SettingsError::Invalid {
-                name: "SCANFLEET_API__ACCESS_TOKEN_TTL_SECS",
-                message: "token lifetimes must be positive".into(),
-            });
+            redis: RedisSettings::read(&v)?,
+            jwt_secret: v.get("SCANFLEET_JWT_SECRET").map(Secret::new),
+            admin_email: v.get("SCANFLEET_ADMIN_EMAIL").map(str::to_string),
+            admin_password: v.get("SCANFLEET_ADMIN_PASSWORD").map(Secret::new),
+            api: ApiSettings::read(&v)?,
+            scanner: ScannerSettings::read(&v)?,
+            scheduler: SchedulerSettings::read(&v)?,
+            rate: RateSettings::read(&v)?,
+            targets: TargetSettings::read(&v, mode)?,
+            payments: PaymentSettings::read(&v, mode)?,
+            log_format: v.log_format()?,
+        })
+    }
+
+    /// The api's own checks: production needs a JWT secret and a real
+    /// payment provider. The scheduler skips them (it signs nothing and
+    /// takes no payments).
+    pub fn for_api(self) -> Result<Settings, SettingsError> {
+        if self.mode == Mode::Production && self.jwt_secret.is_none() {
+            return Err(SettingsError::MissingJwtSecret);
         }
-        for (name, value) in [
-            (
-                "SCANFLEET_SCANNER__CONCURRENCY",
-                settings.scanner.concurrency as u64,
-            ),
-            (
-                "SCANFLEET_SCANNER__POLL_INTERVAL_MS",
-                settings.scanner.poll_interval_ms,
-            ),
-            (
-                "SCANFLEET_SCANNER__HEARTBEAT_SECS",
-                settings.scanner.heartbeat_secs,
-            ),
-            (
-                "SCANFLEET_SCANNER__DEADLINE_FULL_SECS",
-                settings.scanner.deadline_full_secs,
-            ),
-            (
-                "SCANFLEET_SCANNER__DEADLINE_QUICK_SECS",
-                settings.scanner.deadline_quick_secs,
-            ),
-            (
-                "SCANFLEET_SCANNER__DEADLINE_RECON_SECS",
-                settings.scanner.deadline_recon_secs,
-            ),
-            (
-                "SCANFLEET_SCANNER__DNS_TIMEOUT_MS",
-                settings.scanner.dns_timeout_ms,
-            ),
-            (
-                "SCANFLEET_SCANNER__DNS_CONCURRENCY",
-                settings.scanner.dns_concurrency as u64,
-            ),
-            (
-                "SCANFLEET_TARGETS__VERIFICATION_TTL_DAYS",
-                u64::from(settings.targets.verification_ttl_days),
-            ),
-            (
-                "SCANFLEET_RATE__ACCOUNT_FAILURES",
-                u64::from(settings.rate.account_failures),
-            ),
-            (
-                "SCANFLEET_RATE__ACCOUNT_WINDOW_SECS",
-                settings.rate.account_window_secs,
-            ),
-            (
-                "SCANFLEET_API__MAX_BODY_BYTES",
-                settings.api.max_body_bytes as u64,
-            ),
-            (
-                "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS",
-                settings.scheduler.stuck_after_secs,
-            ),
-            (
-                "SCANFLEET_SCHEDULER__QUEUED_AFTER_SECS",
-                settings.scheduler.queued_after_secs,
-            ),
-            (
-                "SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS",
-                settings.scheduler.reap_interval_secs,
-            ),
-        ] {
-            if value == 0 {
-                return Err(invalid(name, "0", "at least 1"));
-            }
+        if self.mode == Mode::Production && self.payments.provider == PaymentProvider::Dev {
+            return Err(SettingsError::DevPaymentsInProduction);
         }
-        if settings.scanner.orphan_after_secs < 2 * settings.scanner.heartbeat_secs {
-            return Err(SettingsError::Invalid {
-                name: "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS",
-                message: "must be at least twice SCANFLEET_SCANNER__HEARTBEAT_SECS, or a live \
-                          node's jobs would be taken from it"
-                    .into(),
-            });
-        }
-        if settings.payments.timeout_secs == 0 {
-            return Err(invalid(
-                "SCANFLEET_PAYMENTS__TIMEOUT_SECS",
-                "0",
-                "at least 1",
-            ));
-        }
-        Ok(settings)
+        Ok(self)
+    }
+}
+
+impl NodeSettings {
+    /// Defaults, then `SCANFLEET_CONFIG_FILE` if set, then the process environment.
+    pub fn load() -> Result<NodeSettings, SettingsError> {
+        NodeSettings::from_vars(&Vars::load()?)
+    }
+
+    /// Builds a node's settings from a name -> value map: Redis and the
+    /// `SCANFLEET_SCANNER__*` section only.
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<NodeSettings, SettingsError> {
+        let v = Vars(vars);
+        Ok(NodeSettings {
+            mode: v.mode()?,
+            redis: RedisSettings::read(&v)?,
+            scanner: ScannerSettings::read(&v)?,
+            log_format: v.log_format()?,
+        })
     }
 }
 
@@ -403,39 +498,6 @@ fn invalid(name: &'static str, value: &str, expected: &str) -> SettingsError {
         name,
         message: format!("`{value}` is not valid: expected {expected}"),
     }
-}
-
-fn parse<'a, T: FromStr>(
-    get: &impl Fn(&str) -> Option<&'a str>,
-    name: &'static str,
-    default: &'a str,
-) -> Result<T, SettingsError>
-where
-    T::Err: std::fmt::Display,
-{
-    let raw = get(name).unwrap_or(default);
-    raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
-        name,
-        message: format!("`{raw}`: {e}"),
-    })
-}
-
-/// None when unset; otherwise the parsed value, or an error naming `name`.
-fn parse_optional<'a, T: FromStr>(
-    get: &impl Fn(&str) -> Option<&'a str>,
-    name: &'static str,
-) -> Result<Option<T>, SettingsError>
-where
-    T::Err: std::fmt::Display,
-{
-    get(name)
-        .map(|raw| {
-            raw.parse().map_err(|e: T::Err| SettingsError::Invalid {
-                name,
-                message: format!("`{raw}`: {e}"),
-            })
-        })
-        .transpose()
 }
 
 /// `host:port` entries separated by commas; the port defaults to 26379,
@@ -456,19 +518,6 @@ fn parse_sentinels(raw: &str) -> Result<Vec<(String, u16)>, SettingsError> {
             }
         })
         .collect()
-}
-
-fn parse_bool<'a>(
-    get: &impl Fn(&str) -> Option<&'a str>,
-    name: &'static str,
-    default: bool,
-) -> Result<bool, SettingsError> {
-    match get(name) {
-        None => Ok(default),
-        Some("1" | "true" | "yes" | "on") => Ok(true),
-        Some("0" | "false" | "no" | "off") => Ok(false),
-        Some(other) => Err(invalid(name, other, "true or false")),
-    }
 }
 
 fn read_env_file(path: &Path) -> Result<HashMap<String, String>, SettingsError> {
@@ -505,8 +554,8 @@ mod tests {
             s.database_url.expose(),
             "postgres://postgres@127.0.0.1:5432/scanfleet"
         );
-        assert_eq!(s.redis_url.expose(), "redis://127.0.0.1:6379");
-        assert_eq!(s.redis_prefix, "scanfleet");
+        assert_eq!(s.redis.url.expose(), "redis://127.0.0.1:6379");
+        assert_eq!(s.redis.prefix, "scanfleet");
         assert_eq!(s.scanner.concurrency, 2);
         assert!(!s.scanner.allow_private);
         assert!(s.rate.enabled);
@@ -541,8 +590,12 @@ mod tests {
 
     #[test]
     fn production_without_a_jwt_secret_is_an_error() {
-        let err = Settings::from_vars(&vars(&[("SCANFLEET_MODE", "production")])).unwrap_err();
+        let err = Settings::from_vars(&vars(&[("SCANFLEET_MODE", "production")]))
+            .and_then(Settings::for_api)
+            .unwrap_err();
         assert!(matches!(err, SettingsError::MissingJwtSecret));
+        // The scheduler reads the same settings and needs no secret.
+        assert!(Settings::from_vars(&vars(&[("SCANFLEET_MODE", "production")])).is_ok());
         let ok = Settings::from_vars(&vars(&[
             ("SCANFLEET_MODE", "production"),
             ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret"),
@@ -566,7 +619,7 @@ mod tests {
         assert_eq!(s.scanner.concurrency, 8);
         assert!(s.scanner.allow_private);
         assert!(!s.rate.enabled);
-        assert_eq!(s.redis_prefix, "t-123");
+        assert_eq!(s.redis.prefix, "t-123");
         assert_eq!(s.log_format, LogFormat::Json);
     }
 
@@ -580,6 +633,7 @@ mod tests {
             ("SCANFLEET_JWT_SECRET", "s3cret-s3cret-s3cret-s3cret-s3cret"),
             ("SCANFLEET_PAYMENTS__PROVIDER", "dev"),
         ]))
+        .and_then(Settings::for_api)
         .unwrap_err();
         assert!(matches!(err, SettingsError::DevPaymentsInProduction));
     }
@@ -604,20 +658,41 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(
-            s.redis_sentinels,
+            s.redis.sentinels,
             vec![
                 ("10.0.0.1".to_string(), 26380),
                 ("sentinel-b".to_string(), 26379),
                 ("::1".to_string(), 5000)
             ]
         );
-        assert_eq!(s.redis_sentinel_master, "queue");
+        assert_eq!(s.redis.sentinel_master, "queue");
         let err = Settings::from_vars(&vars(&[("REDIS_SENTINELS", "a:port")]))
             .unwrap_err()
             .to_string();
         assert!(err.contains("REDIS_SENTINELS"), "{err}");
         let s = Settings::from_vars(&HashMap::new()).unwrap();
-        assert!(s.redis_sentinels.is_empty());
+        assert!(s.redis.sentinels.is_empty());
+    }
+
+    #[test]
+    fn a_node_reads_redis_and_its_own_section_only() {
+        // Production with no JWT secret, no database and a payment provider
+        // the api would refuse: none of it is the node's.
+        let s = NodeSettings::from_vars(&vars(&[
+            ("SCANFLEET_MODE", "production"),
+            ("SCANFLEET_PAYMENTS__PROVIDER", "dev"),
+            ("SCANFLEET_API__BIND", "not an address"),
+            ("SCANFLEET_SCANNER__CONCURRENCY", "6"),
+            ("SCANFLEET_REDIS_PREFIX", "fleet-a"),
+        ]))
+        .unwrap();
+        assert_eq!(s.mode, Mode::Production);
+        assert_eq!(s.scanner.concurrency, 6);
+        assert_eq!(s.redis.prefix, "fleet-a");
+        let err = NodeSettings::from_vars(&vars(&[("SCANFLEET_SCANNER__HEARTBEAT_SECS", "0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SCANFLEET_SCANNER__HEARTBEAT_SECS"), "{err}");
     }
 
     #[test]

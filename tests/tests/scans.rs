@@ -404,7 +404,7 @@ async fn stopping_a_queued_scan_publishes_the_stop_and_marks_it() {
     let s = scan(&app, &user, t).await;
 
     let subscriber =
-        Builder::from_config(RedisConfig::from_url(app.state.settings.redis_url.expose()).unwrap())
+        Builder::from_config(RedisConfig::from_url(app.state.settings.redis.url.expose()).unwrap())
             .build_subscriber_client()
             .unwrap();
     subscriber.init().await.unwrap();

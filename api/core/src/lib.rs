@@ -82,14 +82,14 @@ impl Core {
     ) -> anyhow::Result<Core> {
         // Both services are checked before the migrations change anything.
         startup::check_database(settings).await?;
-        let redis_target = RedisTarget::from_settings(settings)?;
-        let url = settings.redis_url.expose();
+        let redis_target = RedisTarget::from_settings(&settings.redis)?;
+        let url = settings.redis.url.expose();
         let redis = startup::connect_redis(&redis_target, url, role).await?;
         let db = store::connect(settings.database_url.expose())?;
         store::migrate::run(&db)
             .await
             .context("applying database migrations")?;
-        let keys = Keys::new(settings.redis_prefix.clone());
+        let keys = Keys::new(settings.redis.prefix.clone());
         let ownership = Ownership::from_settings(settings, links.api_url)
             .context("the scanner network settings (used by ownership checks)")?;
         Ok(Core {
@@ -110,6 +110,6 @@ impl Core {
         settings: &Settings,
         role: &'static str,
     ) -> Result<Client, startup::StartupError> {
-        startup::connect_redis(&self.redis_target, settings.redis_url.expose(), role).await
+        startup::connect_redis(&self.redis_target, settings.redis.url.expose(), role).await
     }
 }

@@ -24,7 +24,7 @@ use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface};
 use fred::prelude::{Builder, Config, ReconnectPolicy, Server, ServerConfig};
 use fred::types::config::UnresponsiveConfig;
-use scanfleet_common::Settings;
+use scanfleet_common::settings::RedisSettings;
 
 /// The longest a command waits, queued while Redis is away or in flight.
 /// Longer than any blocking read of ours (at most a second).
@@ -53,8 +53,8 @@ pub struct BadRedisUrl(#[source] fred::error::Error);
 impl RedisTarget {
     /// `REDIS_URL`, or the sentinels of `REDIS_SENTINELS` with the URL's
     /// credentials and database.
-    pub fn from_settings(settings: &Settings) -> Result<RedisTarget, BadRedisUrl> {
-        let url = settings.redis_url.expose();
+    pub fn from_settings(settings: &RedisSettings) -> Result<RedisTarget, BadRedisUrl> {
+        let url = settings.url.expose();
         // redis-rs spells the sentinel scheme `redis+sentinel`; fred parses
         // `redis-sentinel`.
         let url = match url.strip_prefix("redis+sentinel://") {
@@ -75,14 +75,14 @@ impl RedisTarget {
             )));
         }
         let mut config = Config::from_url(&url).map_err(BadRedisUrl)?;
-        if !settings.redis_sentinels.is_empty() {
+        if !settings.sentinels.is_empty() {
             config.server = ServerConfig::Sentinel {
                 hosts: settings
-                    .redis_sentinels
+                    .sentinels
                     .iter()
                     .map(|(host, port)| Server::new(host.as_str(), *port))
                     .collect(),
-                service_name: settings.redis_sentinel_master.clone(),
+                service_name: settings.sentinel_master.clone(),
             };
         }
         Ok(RedisTarget { config })
@@ -231,14 +231,15 @@ fn watch(client: &impl EventInterface, role: &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scanfleet_common::Settings;
     use std::collections::HashMap;
 
-    fn settings(vars: &[(&str, &str)]) -> Settings {
+    fn settings(vars: &[(&str, &str)]) -> RedisSettings {
         let vars: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Settings::from_vars(&vars).expect("settings")
+        Settings::from_vars(&vars).expect("settings").redis
     }
 
     #[test]

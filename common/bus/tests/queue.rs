@@ -22,7 +22,7 @@ async fn setup() -> (Client, Keys, ScanQueue) {
         vars.insert("REDIS_URL".to_string(), url);
     }
     let settings = Settings::from_vars(&vars).expect("settings");
-    let target = RedisTarget::from_settings(&settings).expect("redis url");
+    let target = RedisTarget::from_settings(&settings.redis).expect("redis url");
     let redis = scanfleet_bus::connect(&target, "test")
         .await
         .expect("Redis for tests");

@@ -5,12 +5,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use scanfleet_common::{telemetry, Settings};
+use scanfleet_common::{telemetry, NodeSettings};
 use scanfleet_scanner::node::Node;
 use tokio_util::sync::CancellationToken;
 
 pub fn worker() -> ExitCode {
-    let settings = match Settings::load() {
+    let settings = match NodeSettings::load() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

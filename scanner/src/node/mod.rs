@@ -62,7 +62,7 @@ use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
-use scanfleet_common::Settings;
+use scanfleet_common::NodeSettings;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -115,7 +115,7 @@ pub enum NodeError {
 /// Everything a node's scans share.
 pub struct Node {
     pub name: String,
-    pub settings: Arc<Settings>,
+    pub settings: Arc<NodeSettings>,
     pub keys: Keys,
     redis_target: RedisTarget,
     /// Short commands and event writes.
@@ -131,8 +131,8 @@ pub struct Node {
 impl Node {
     /// Connects to Redis and loads the templates (the built-in pack, or
     /// `SCANFLEET_SCANNER__TEMPLATES_DIR`).
-    pub async fn build(settings: Settings) -> Result<Node, NodeError> {
-        let redis_target = RedisTarget::from_settings(&settings)?;
+    pub async fn build(settings: NodeSettings) -> Result<Node, NodeError> {
+        let redis_target = RedisTarget::from_settings(&settings.redis)?;
         let redis = scanfleet_bus::connect(&redis_target, "scanner").await?;
         let scanner = &settings.scanner;
         let client = ClientConfig::from_settings(&settings.scanner).map_err(NodeError::Client)?;
@@ -158,7 +158,7 @@ impl Node {
             return Err(NodeError::NoTemplates);
         }
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "node".into());
-        let keys = Keys::new(settings.redis_prefix.clone());
+        let keys = Keys::new(settings.redis.prefix.clone());
         Ok(Node {
             name: format!("scanner-{host}-{}", uuid::Uuid::new_v4().simple()),
             queue: ScanQueue::new(redis.clone(), &keys),
