@@ -43,10 +43,11 @@ impl Application {
         let bind = settings.api.bind;
         // Installed before anything is counted.
         crate::metrics::handle();
-        let listener = StdTcpListener::bind(bind).map_err(|e| startup::StartupError::Bind {
-            addr: bind.to_string(),
-            reason: e.to_string(),
-        })?;
+        let listener =
+            StdTcpListener::bind(bind).map_err(|source| startup::StartupError::Bind {
+                addr: bind.to_string(),
+                source,
+            })?;
         let state = AppState::connect(settings).await?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();

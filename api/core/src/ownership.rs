@@ -183,9 +183,9 @@ impl Checker {
 
     /// The body of the proof file at `scheme://domain`, following
     /// redirects that stay within the domain (itself or its subdomains).
-    async fn fetch_file(&self, scheme: &str, domain: &str) -> Result<String, String> {
+    async fn fetch_file(&self, scheme: &str, domain: &str) -> Result<String, FetchError> {
         let start = format!("{scheme}://{domain}{PROOF_PATH}");
-        let mut url = TargetUrl::parse(&start).map_err(|e| e.to_string())?;
+        let mut url = TargetUrl::parse(&start).map_err(FetchError::Http)?;
         let mut target = url.request_target().into_bytes();
         let opts = SendOptions::default();
         for _ in 0..=MAX_REDIRECTS {
@@ -195,33 +195,54 @@ impl Checker {
                 .client
                 .send(&request, &opts)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(FetchError::Http)?;
             match response.status {
                 200 => return Ok(String::from_utf8_lossy(&response.body).into_owned()),
                 300..=399 => {
                     let Some(location) = response.header("location") else {
-                        return Err(format!(
-                            "{shown} answered {} without a Location",
-                            response.status
-                        ));
+                        return Err(FetchError::NoLocation {
+                            url: shown,
+                            status: response.status,
+                        });
                     };
                     let (next, next_target) = url
                         .resolve_location(&target, location)
-                        .map_err(|e| e.to_string())?;
+                        .map_err(FetchError::Http)?;
                     if !within(&next.host, domain) {
-                        return Err(format!(
-                            "{shown} redirects to {}, outside {domain}",
-                            next.host
-                        ));
+                        return Err(FetchError::Outside {
+                            url: shown,
+                            host: next.host,
+                            domain: domain.to_string(),
+                        });
                     }
                     url = next;
                     target = next_target;
                 }
-                status => return Err(format!("{shown} answered {status}")),
+                status => return Err(FetchError::Status { url: shown, status }),
             }
         }
-        Err(format!("more than {MAX_REDIRECTS} redirects"))
+        Err(FetchError::TooManyRedirects)
     }
+}
+
+/// Why the proof file could not be read; its text is what the user sees
+/// for the HTTP method in a failed check.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("{0}")]
+    Http(#[source] HttpError),
+    #[error("{url} answered {status} without a Location")]
+    NoLocation { url: String, status: u16 },
+    #[error("{url} redirects to {host}, outside {domain}")]
+    Outside {
+        url: String,
+        host: String,
+        domain: String,
+    },
+    #[error("{url} answered {status}")]
+    Status { url: String, status: u16 },
+    #[error("more than {MAX_REDIRECTS} redirects")]
+    TooManyRedirects,
 }
 
 /// `host` is `domain` or one of its subdomains.

@@ -22,26 +22,56 @@ pub enum StartupError {
     )]
     DatabaseMissing { name: String, server: String },
     #[error(
-        "DATABASE_URL: Postgres at {server} refused user \"{user}\" ({reason}): check the user \
-         and password in DATABASE_URL"
+        "DATABASE_URL: Postgres at {server} refused user \"{user}\" ({}): check the user \
+         and password in DATABASE_URL",
+        reason_of(source)
     )]
     DatabaseAuth {
         server: String,
         user: String,
-        reason: String,
+        #[source]
+        source: tokio_postgres::Error,
     },
     #[error(
-        "DATABASE_URL: cannot reach Postgres at {server} ({reason}): start Postgres or fix \
-         DATABASE_URL"
+        "DATABASE_URL: cannot reach Postgres at {server} ({}): start Postgres or fix \
+         DATABASE_URL",
+        reason_of(source)
     )]
-    DatabaseUnreachable { server: String, reason: String },
-    #[error("REDIS_URL: cannot reach Redis ({reason}): start Redis or fix REDIS_URL")]
-    RedisUnreachable { reason: String },
+    DatabaseUnreachable {
+        server: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("REDIS_URL: cannot reach Redis ({0}): start Redis or fix REDIS_URL")]
+    RedisUnreachable(#[source] RedisUnreachable),
     #[error(
-        "SCANFLEET_API__BIND: cannot listen on {addr} ({reason}): choose another address or \
+        "SCANFLEET_API__BIND: cannot listen on {addr} ({source}): choose another address or \
          stop what uses it"
     )]
-    Bind { addr: String, reason: String },
+    Bind {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why Redis could not be reached at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisUnreachable {
+    /// The plain TCP connection to the server failed: the operating
+    /// system's words ("Connection refused").
+    #[error("{addr}: {source}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{addr}: no answer")]
+    NoAnswer { addr: String },
+    #[error(transparent)]
+    Client(#[from] fred::error::Error),
+    #[error("no answer within {0} s")]
+    Timeout(u64),
 }
 
 /// Checks that the database of `DATABASE_URL` can be used, creating it in
@@ -69,13 +99,10 @@ pub async fn check_database(settings: &Settings) -> Result<(), StartupError> {
             Err(StartupError::DatabaseAuth {
                 server,
                 user,
-                reason: reason_of(&e),
+                source: e,
             })
         }
-        Err(e) => Err(StartupError::DatabaseUnreachable {
-            server,
-            reason: reason_of(&e),
-        }),
+        Err(source) => Err(StartupError::DatabaseUnreachable { server, source }),
     }
 }
 
@@ -86,9 +113,9 @@ async fn create_database(
 ) -> Result<(), StartupError> {
     let mut admin = config.clone();
     admin.dbname("postgres");
-    let unreachable = |e: tokio_postgres::Error| StartupError::DatabaseUnreachable {
+    let unreachable = |source: tokio_postgres::Error| StartupError::DatabaseUnreachable {
         server: server.to_string(),
-        reason: reason_of(&e),
+        source,
     };
     let (client, conn) = admin
         .connect(tokio_postgres::NoTls)
@@ -124,20 +151,27 @@ pub async fn connect_redis(
     url: &str,
     role: &'static str,
 ) -> Result<fred::clients::Client, StartupError> {
-    let unreachable = |reason: String| StartupError::RedisUnreachable { reason };
     if let Some(addr) = redis_address(url).filter(|_| !target.is_sentinel()) {
         match tokio::time::timeout(REDIS_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(unreachable(format!("{addr}: {e}"))),
-            Err(_) => return Err(unreachable(format!("{addr}: no answer"))),
+            Ok(Err(source)) => {
+                return Err(StartupError::RedisUnreachable(RedisUnreachable::Connect {
+                    addr,
+                    source,
+                }))
+            }
+            Err(_) => {
+                return Err(StartupError::RedisUnreachable(RedisUnreachable::NoAnswer {
+                    addr,
+                }))
+            }
         }
     }
     match tokio::time::timeout(REDIS_TIMEOUT, scanfleet_bus::connect(target, role)).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(unreachable(e.to_string())),
-        Err(_) => Err(unreachable(format!(
-            "no answer within {} s",
-            REDIS_TIMEOUT.as_secs()
+        Ok(Err(e)) => Err(StartupError::RedisUnreachable(e.into())),
+        Err(_) => Err(StartupError::RedisUnreachable(RedisUnreachable::Timeout(
+            REDIS_TIMEOUT.as_secs(),
         ))),
     }
 }

@@ -16,36 +16,43 @@ pub fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// One readiness probe, given two seconds.
+async fn probe(check: impl std::future::Future<Output = Result<(), Error>>) -> Result<(), Error> {
+    tokio::time::timeout(Duration::from_secs(2), check)
+        .await
+        .unwrap_or_else(|_| Err(Error::unavailable("timed out")))
+}
+
 /// Postgres and Redis are reachable.
 #[handler]
 pub async fn readyz(state: Data<&AppState>) -> Response {
-    let postgres = tokio::time::timeout(Duration::from_secs(2), async {
-        let db = state.db.get().await.map_err(|e| e.to_string())?;
-        db.simple_query("SELECT 1")
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<(), String>(())
+    let postgres = probe(async {
+        let db = state.db.get().await?;
+        db.simple_query("SELECT 1").await?;
+        Ok(())
     })
-    .await
-    .unwrap_or_else(|_| Err("timed out".into()));
-    let redis = tokio::time::timeout(Duration::from_secs(2), async {
-        state
-            .redis
-            .ping::<String>(None)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    .await;
+    let redis = probe(async {
+        state.redis.ping::<String>(None).await?;
+        Ok(())
     })
-    .await
-    .unwrap_or_else(|_| Err("timed out".into()));
+    .await;
     match (&postgres, &redis) {
         (Ok(()), Ok(())) => {
             Json(json!({"status": "ready", "postgres": "ok", "redis": "ok"})).into_response()
         }
         _ => {
-            let describe = |r: &Result<(), String>| match r {
+            // Text only here, at the edge.
+            let describe = |r: &Result<(), Error>| match r {
                 Ok(()) => "ok".to_string(),
-                Err(e) => e.clone(),
+                Err(e) => {
+                    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+                        e.source()
+                    })
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(": ")
+                }
             };
             ApiError(Error::unavailable(format!(
                 "postgres: {}; redis: {}",
