@@ -1,11 +1,22 @@
-//! The scanfleet api: the REST surface, authentication, rate limits and the
-//! storage layer that the scheduler shares.
+//! The scanfleet api: the REST surface, authentication, rate limits,
+//! payments and the progress WebSocket, the HTTP edge over the core
+//! (`scanfleet-core`), whose store and use cases the scheduler shares.
 //!
 //! Data flow: client -> **api** -> Redis queue -> scanner nodes -> Redis event
 //! streams -> **ingester** -> Postgres, and the **WebSocket** relaying the
 //! same streams live. Every api process runs an ingester and a WebSocket
 //! hub beside its HTTP server. The OpenAPI document is generated from the
 //! route definitions, so the contract cannot drift from the code.
+//!
+//! # Imports
+//! The api sits on top of the service side: it may import
+//! `scanfleet-core` (store, use cases, ingester), `scanfleet-report`,
+//! `scanfleet-bus`, `scanfleet-common` and the HTTP framework (poem,
+//! poem-openapi) and the Postgres and Redis clients; the scanner's HTTP
+//! client is reached only through the core. It must not import the
+//! template engine, the scanner node or a command-line parser (no
+//! `scanfleet-engine`, `scanfleet-scanner`, boa, jaq or clap), nor the
+//! scheduler. Only the tests import it.
 //!
 //! # Layout
 //! - [`app`]: builds and runs one api process ([`app::Application`]).

@@ -6,6 +6,13 @@
 //! Everything that two processes must agree on lives here, and nothing else:
 //! no HTTP or SQL types.
 //!
+//! # Imports
+//! The bottom of every process: it imports registry crates only (serde,
+//! chrono, uuid, tracing and the like) and no crate of ours. It must not
+//! import a Redis or Postgres client, an HTTP framework or client, or a
+//! command-line parser: every other crate imports it, so what it links every
+//! process links.
+//!
 //! # Layout
 //! - [`settings`]: typed configuration loaded once from defaults, an optional
 //!   file and environment variables.

@@ -16,5 +16,8 @@
 //! This crate sits on top: it imports `scanfleet-engine`,
 //! `scanfleet-http`, `scanfleet-bus` (the queue and event-stream protocol)
 //! and `scanfleet-common`. Nothing imports it but the binary and tests.
+//! It must not import the service side (`scanfleet-core`, the api, the
+//! scheduler) or a Postgres client: a node reaches the service only
+//! through Redis, which is why it needs no database credentials.
 
 pub mod node;

@@ -2,10 +2,6 @@
 //! core's use case (`scanfleet_core::scans::start_scan`), so limits and
 //! queueing exist once, and reaps stuck scans.
 //!
-//! It may import `scanfleet-core`, `scanfleet-bus` and `scanfleet-common`;
-//! it must not import the api (no HTTP server, no tokens, no password
-//! hashing, no reports) or the scanner engine.
-//!
 //! Data flow: Postgres `schedules` -> **scheduler** -> scan row + Redis job
 //! queue -> scanner nodes.
 //!
@@ -20,6 +16,14 @@
 //! a trigger on `schedules` (`LISTEN scanfleet_schedules`) wakes it when a
 //! schedule is created, changed or deleted. It also runs the stuck-scan
 //! [`reaper`] every `SCANFLEET_SCHEDULER__REAP_INTERVAL_SECS`.
+//!
+//! # Imports
+//! It may import `scanfleet-core`, `scanfleet-bus` and `scanfleet-common`
+//! (and the Postgres and Redis clients the core uses); it must not import
+//! the api (no HTTP server, no tokens, no password hashing, no reports) or
+//! the scanner engine. The scheduler links core and bus only, never poem,
+//! argon2, jsonwebtoken, krilla or boa: `cargo tree -e normal -p
+//! scanfleet-scheduler` shows none of them. Only the tests import it.
 //!
 //! # Layout
 //! - [`Scheduler`]: the process; [`Scheduler::tick`] is one pass, with the

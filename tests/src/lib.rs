@@ -10,6 +10,14 @@
 //! [`stripe::FakeStripe`] is a local server speaking the payment provider's
 //! protocol, for the payment tests; [`dns::DnsLab`] a local DNS server for
 //! the ownership-proof tests.
+//!
+//! # Imports
+//! The top of the tree: it may import every library crate the tests drive
+//! (`scanfleet-api`, `scanfleet-scheduler`, `scanfleet-core`,
+//! `scanfleet-bus`, `scanfleet-http`, `scanfleet-common`) and starts the
+//! `scanfleet-scanner` and `scanfleet-scheduler` binaries as real processes
+//! for the pipeline tests. No crate may import it: it is a dev-side crate,
+//! never a dependency of a binary.
 
 pub mod stripe;
 

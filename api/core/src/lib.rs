@@ -1,18 +1,23 @@
-//! scanfleet's core: domain values, the store (every SQL statement, typed
-//! rows, migrations), the use cases (start and stop a scan, the ownership
-//! gate, tier limits) and the ingester. The api and the scheduler are both
-//! built on it, so scan creation and limit checks exist once.
+//! scanfleet's core: domain values, the store (every SQL statement of the
+//! domain, typed rows, migrations; the api keeps a few reads of its own for
+//! rate limits, payments, metrics and health), the use cases (start and
+//! stop a scan, the ownership gate, tier limits) and the ingester. The api
+//! and the scheduler are both built on it, so scan creation and limit
+//! checks exist once.
 //!
 //! Data flow: api / scheduler -> **use cases** -> store (Postgres) and the
 //! scan queue (`scanfleet-bus`) -> scanner nodes -> event streams ->
 //! **ingester** -> store.
 //!
+//! # Imports
 //! It may import `scanfleet-common`, `scanfleet-bus`, the scanner's HTTP
-//! client (ownership checks go where a scan would go) and Postgres/Redis
-//! clients. It must not import poem or anything of the HTTP edge: it picks
-//! no HTTP status, knows no route (URLs it hands out, like the tier list or
-//! a target's verify link, are given to it), and holds no password hashing
-//! or tokens.
+//! client (`scanfleet-http`: ownership checks go where a scan would go) and
+//! Postgres/Redis clients. The core knows no HTTP framework: it must not
+//! import poem or anything of the HTTP edge; it picks no HTTP status, knows
+//! no route (URLs it hands out, like the tier list or a target's verify
+//! link, are given to it), and holds no password hashing or tokens. It must
+//! not import the report renderers, the template engine or the scanner
+//! node either. The api, the report crate and the scheduler import it.
 //!
 //! # Layout
 //! - [`error`]: the general error kinds ([`Error`]) and their data.

@@ -7,7 +7,8 @@
 //! `scanfleet-common`; it must not import the api: it knows no route, no
 //! request and no HTTP status. `poem-openapi` is linked for one thing, the
 //! JSON report, whose schema in the contract and whose writer are one
-//! derive.
+//! derive. Only the api imports it; the scheduler must not (it renders
+//! nothing), and neither may the core, which it sits on.
 //!
 //! Findings stream from Postgres into a [`Renderer`] one row at a time
 //! ([`build`]), already in the order the format shows them, so a report of

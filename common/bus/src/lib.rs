@@ -7,9 +7,11 @@
 //! (a stream per scan + the ingest index) -> ingester -> Postgres; the
 //! WebSocket hub reads the same streams.
 //!
+//! # Imports
 //! It may import `scanfleet-common` (payloads, key names, settings) and
-//! `fred`; nothing of the api, the scanner or the scheduler, and no HTTP or
-//! SQL.
+//! `fred`; nothing of the api, the core, the scanner or the scheduler, and
+//! no HTTP or SQL. The api, the core, the scheduler and the scanner node
+//! import it; the engine must not.
 //!
 //! # Layout
 //! - [`connect`]: every Redis client, reconnecting, Sentinel-aware, counted.

@@ -13,6 +13,13 @@
 //! AES key wrapped to it and the interactions encrypted under that key, so
 //! that nobody but the registering client reads them.
 //!
+//! # Imports
+//! Registry crates only (serde, the RSA/AES crates, `reqwest`), and no
+//! crate of ours, not even `scanfleet-common`. `scanfleet-oob` imports it
+//! for the server side and its client side is the engine's, so it must not
+//! import the engine, the oob server, a server framework, Redis or a
+//! command-line parser.
+//!
 //! # Layout
 //! - [`wire`]: the JSON bodies (registration, poll answer, [`Interaction`]).
 //! - [`id`]: correlation ids, nonces, and the 33-character window matching.

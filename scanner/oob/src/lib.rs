@@ -13,6 +13,13 @@
 //! one atomic script, so several instances behind one DNS name serve the
 //! same sessions and a restart loses nothing.
 //!
+//! # Imports
+//! It may import `scanfleet-interactsh` (the protocol), `scanfleet-common`
+//! (log set-up, `Secret`), `fred` for Redis, hyper and hickory for its listeners and
+//! clap for its flags. It is a process of its own beside the service: it
+//! must not import the core, the api, the bus, the engine or the scanner
+//! node, and nothing imports it but its binary and its tests.
+//!
 //! # Layout
 //! - [`settings`]: flags and `SCANFLEET_OOB__*` variables.
 //! - [`app`]: [`Application::build`] binds everything, then
