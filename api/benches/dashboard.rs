@@ -6,6 +6,9 @@
 //! Scans are spread over the last 365 days (so about 8,200 fall in the
 //! charts' 30-day window), one in 50 still running, each with 10 findings.
 
+// Tests may unwrap: a panic there is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::time::{Duration, Instant};
 
 use scanfleet_core::store::{self, dashboard, migrate};
@@ -62,6 +65,12 @@ async fn run(url: &str) -> anyhow::Result<()> {
     migrate::run(&pool).await?;
     let db = pool.get().await?;
     let user = Uuid::now_v7();
+    seed(&db, user).await?;
+    measure(&db, user).await
+}
+
+/// One user with 100 targets, `SCANS` scans and their findings.
+async fn seed(db: &deadpool_postgres::Object, user: Uuid) -> anyhow::Result<()> {
     let started = Instant::now();
     db.execute(
         "INSERT INTO users (id, email, password_hash) VALUES ($1, 'bench@example.com', 'x')",
@@ -113,20 +122,24 @@ async fn run(url: &str) -> anyhow::Result<()> {
         "seeded {scans} scans and {findings} findings for one user in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
 
+/// `ROUNDS` reads of the summary and the charts, after one to warm up.
+async fn measure(db: &deadpool_postgres::Object, user: Uuid) -> anyhow::Result<()> {
     // Warm the cache once, as a live service would be.
-    dashboard::summary(&db, user).await?;
-    dashboard::charts(&**db, user).await?;
+    dashboard::summary(db, user).await?;
+    dashboard::charts(&***db, user).await?;
 
     let mut summary = Vec::with_capacity(ROUNDS);
     let mut charts = Vec::with_capacity(ROUNDS);
     let mut last = None;
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        let s = dashboard::summary(&db, user).await?;
+        let s = dashboard::summary(db, user).await?;
         summary.push(t.elapsed());
         let t = Instant::now();
-        let c = dashboard::charts(&**db, user).await?;
+        let c = dashboard::charts(&***db, user).await?;
         charts.push(t.elapsed());
         last = Some((s, c));
     }

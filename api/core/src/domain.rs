@@ -65,49 +65,7 @@ impl fmt::Display for DomainError {
 impl Domain {
     pub fn try_parse(raw: &str) -> Result<Domain, DomainError> {
         let text = raw.trim();
-        if text.is_empty() {
-            return Err(DomainError::Empty);
-        }
-        if text.contains("://") || text.starts_with("//") {
-            return Err(DomainError::Scheme);
-        }
-        if text.contains('@') {
-            return Err(DomainError::UserInfo);
-        }
-        if text.contains(['/', '?', '#', '\\']) {
-            return Err(DomainError::Path);
-        }
-        if text.contains('*') {
-            return Err(DomainError::Wildcard);
-        }
-        if let Some(bracketed) = text.strip_prefix('[') {
-            // `[::1]` or `[::1]:443`.
-            let inner = bracketed.split(']').next().unwrap_or_default();
-            if inner.parse::<Ipv6Addr>().is_ok() {
-                return Err(DomainError::IpAddress);
-            }
-            return Err(DomainError::InvalidCharacters);
-        }
-        if text.parse::<IpAddr>().is_ok() {
-            return Err(DomainError::IpAddress);
-        }
-        if let Some((host, port)) = text.rsplit_once(':') {
-            if host.parse::<IpAddr>().is_ok() {
-                return Err(DomainError::IpAddress);
-            }
-            if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) {
-                return Err(DomainError::Port);
-            }
-            // `http:example.com`, `mailto:x`: a scheme without slashes.
-            if host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
-                && !host.contains('.')
-            {
-                return Err(DomainError::Scheme);
-            }
-            return Err(DomainError::InvalidCharacters);
-        }
+        reject_non_names(text)?;
         // An absolute name (`example.com.`) is the same host.
         let text = text.strip_suffix('.').unwrap_or(text);
         // Length checks first on the raw labels, so an overlong label gets
@@ -126,23 +84,7 @@ impl Domain {
             return Err(DomainError::NameTooLong);
         }
         let labels: Vec<&str> = ascii.split('.').collect();
-        for label in &labels {
-            if label.is_empty() {
-                return Err(DomainError::EmptyLabel);
-            }
-            if label.len() > MAX_LABEL_LEN {
-                return Err(DomainError::LabelTooLong);
-            }
-            if !label
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            {
-                return Err(DomainError::InvalidCharacters);
-            }
-            if label.starts_with('-') || label.ends_with('-') {
-                return Err(DomainError::Hyphen);
-            }
-        }
+        labels.iter().try_for_each(|label| check_label(label))?;
         if labels.len() < 2 {
             return Err(DomainError::SingleLabel);
         }
@@ -164,6 +106,80 @@ impl Domain {
     pub fn into_string(self) -> String {
         self.0
     }
+}
+
+/// What is not a bare host name at all: empty, a URL, user info, a path,
+/// a wildcard, an address or a port.
+fn reject_non_names(text: &str) -> Result<(), DomainError> {
+    if text.is_empty() {
+        return Err(DomainError::Empty);
+    }
+    if text.contains("://") || text.starts_with("//") {
+        return Err(DomainError::Scheme);
+    }
+    if text.contains('@') {
+        return Err(DomainError::UserInfo);
+    }
+    if text.contains(['/', '?', '#', '\\']) {
+        return Err(DomainError::Path);
+    }
+    if text.contains('*') {
+        return Err(DomainError::Wildcard);
+    }
+    if let Some(bracketed) = text.strip_prefix('[') {
+        // `[::1]` or `[::1]:443`.
+        let inner = bracketed.split(']').next().unwrap_or_default();
+        if inner.parse::<Ipv6Addr>().is_ok() {
+            return Err(DomainError::IpAddress);
+        }
+        return Err(DomainError::InvalidCharacters);
+    }
+    if text.parse::<IpAddr>().is_ok() {
+        return Err(DomainError::IpAddress);
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) => Err(colon_kind(host, port)),
+        None => Ok(()),
+    }
+}
+
+/// What a name with a colon is: an address with a port, a name with a
+/// port, a scheme without slashes (`http:example.com`), or bad characters.
+fn colon_kind(host: &str, port: &str) -> DomainError {
+    if host.parse::<IpAddr>().is_ok() {
+        return DomainError::IpAddress;
+    }
+    if !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()) {
+        return DomainError::Port;
+    }
+    if host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        && !host.contains('.')
+    {
+        return DomainError::Scheme;
+    }
+    DomainError::InvalidCharacters
+}
+
+/// One label of the ASCII name.
+fn check_label(label: &str) -> Result<(), DomainError> {
+    if label.is_empty() {
+        return Err(DomainError::EmptyLabel);
+    }
+    if label.len() > MAX_LABEL_LEN {
+        return Err(DomainError::LabelTooLong);
+    }
+    if !label
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err(DomainError::InvalidCharacters);
+    }
+    if label.starts_with('-') || label.ends_with('-') {
+        return Err(DomainError::Hyphen);
+    }
+    Ok(())
 }
 
 impl fmt::Display for Domain {

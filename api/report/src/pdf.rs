@@ -441,8 +441,14 @@ impl PdfRenderer {
 
     fn cover(&mut self) {
         let h = self.header.clone();
+        self.cover_band(&h);
+        let y = self.cover_scan(&h);
+        self.cover_summary(&h, y);
+    }
+
+    /// The band with the title.
+    fn cover_band(&mut self, h: &Header) {
         let s = &h.scan;
-        // The band with the title.
         self.rect(0.0, 0.0, PAGE_W, 170.0, ACCENT);
         self.text(LEFT, 62.0, 10.0, true, WHITE, "SECURITY SCAN REPORT");
         let mut y = 100.0;
@@ -457,8 +463,11 @@ impl PdfRenderer {
             self.rect(LEFT, 142.0, 70.0, 16.0, (0xd9, 0x77, 0x06));
             self.text(LEFT + 9.0, 154.0, 9.0, true, WHITE, "PARTIAL");
         }
+    }
 
-        // The scan.
+    /// The scan's facts and the partial note; answers where the page goes on.
+    fn cover_scan(&mut self, h: &Header) -> f32 {
+        let s = &h.scan;
         let mut y = 210.0;
         let meta = [
             ("Target", display_host(&s.domain)),
@@ -492,8 +501,11 @@ impl PdfRenderer {
             }
             y += box_h + 4.0;
         }
+        y
+    }
 
-        // The executive summary and its chart.
+    /// The executive summary and its chart, from `y` down.
+    fn cover_summary(&mut self, h: &Header, mut y: f32) {
         y += 30.0;
         self.text(LEFT, y, 16.0, true, INK, "Executive summary");
         self.rect(LEFT, y + 8.0, WIDTH, 1.2, ACCENT);

@@ -1,6 +1,9 @@
 //! The scan queue and the event streams against a real Redis (`REDIS_URL`,
 //! else the local default), each test under a prefix of its own.
 
+// Tests may unwrap: a panic there is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -2,6 +2,9 @@
 //! from the crypto crates directly (not this crate's `crypto`), so the
 //! client is checked against the protocol rather than against itself.
 
+// Tests may unwrap: a panic there is the failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

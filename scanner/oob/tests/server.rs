@@ -2,6 +2,9 @@
 //! API, HTTP, HTTPS, DNS, SMTP and LDAP callbacks, the token, shared
 //! Redis state across instances and restarts, and the DNS zone limits.
 
+// Tests may unwrap: a panic there is the failure report.
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::net::Ipv4Addr;
