@@ -189,3 +189,36 @@ pub async fn touch(db: &impl GenericClient, id: Uuid) -> Result<(), Error> {
     .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names a column list gives its columns: `x.a AS b` is `b`,
+    /// `x.a` is `a`.
+    fn output_names(columns: &str) -> Vec<&str> {
+        columns
+            .split(',')
+            .map(|c| {
+                let c = c.trim();
+                match c.rsplit_once(" AS ") {
+                    Some((_, name)) => name,
+                    None => c.rsplit_once('.').map_or(c, |(_, name)| name),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_key_joined_with_its_owner_reads_disjoint_column_names() {
+        let key = output_names(COLUMNS);
+        let user = output_names(users::COLUMNS);
+        assert_eq!(key.len(), 8);
+        assert_eq!(user.len(), 8);
+        let shared: Vec<_> = key.iter().filter(|name| user.contains(name)).collect();
+        assert!(shared.is_empty(), "both readers would read {shared:?}");
+        for name in ["lapses_at", "active", "expires_at"] {
+            assert!(!user.contains(&name), "a user column shadows {name}");
+        }
+    }
+}
