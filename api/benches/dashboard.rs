@@ -113,11 +113,13 @@ async fn seed(db: &deadpool_postgres::Object, user: Uuid) -> anyhow::Result<()> 
     db.batch_execute("ANALYZE").await?;
     let counts = db
         .query_one(
-            "SELECT (SELECT count(*) FROM scans), (SELECT count(*) FROM findings)",
+            "SELECT (SELECT count(*) FROM scans) AS scans,
+                    (SELECT count(*) FROM findings) AS findings",
             &[],
         )
         .await?;
-    let (scans, findings): (i64, i64) = (counts.get(0), counts.get(1));
+    let scans: i64 = counts.try_get("scans")?;
+    let findings: i64 = counts.try_get("findings")?;
     println!(
         "seeded {scans} scans and {findings} findings for one user in {:.1} s",
         started.elapsed().as_secs_f64()

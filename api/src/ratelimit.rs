@@ -378,7 +378,9 @@ impl Limiter {
                 &[&user_id],
             )
             .await?
-            .map(|r| r.get::<_, i32>(0).max(1) as u32);
+            .map(|r| r.try_get::<_, i32>("rate_limit_rpm"))
+            .transpose()?
+            .map(|rpm| rpm.max(1) as u32);
         remember(&self.user_rpm, user_id, rpm);
         Ok(rpm)
     }

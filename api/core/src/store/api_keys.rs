@@ -22,24 +22,27 @@ pub struct ApiKey {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str =
-    "k.id, k.user_id, k.name, k.last4, k.permissions, k.expires_at, k.created_at, k.last_used_at";
+/// A key's columns (table alias `k`), each named `key_*` so that a row
+/// joining a key with its owner's `users::COLUMNS` reads both by name.
+const COLUMNS: &str = "k.id AS key_id, k.user_id AS key_user_id, k.name AS key_name, \
+     k.last4 AS key_last4, k.permissions AS key_permissions, k.expires_at AS key_expires_at, \
+     k.created_at AS key_created_at, k.last_used_at AS key_last_used_at";
 
-fn from_row(row: &Row) -> ApiKey {
-    from_row_at(row, 0)
-}
+/// A row holding [`COLUMNS`], read by name.
+impl TryFrom<&Row> for ApiKey {
+    type Error = Error;
 
-/// A key whose [`COLUMNS`] start at column `at`.
-fn from_row_at(row: &Row, at: usize) -> ApiKey {
-    ApiKey {
-        id: row.get(at),
-        user_id: row.get(at + 1),
-        name: row.get(at + 2),
-        last4: row.get(at + 3),
-        permissions: row.get(at + 4),
-        expires_at: row.get(at + 5),
-        created_at: row.get(at + 6),
-        last_used_at: row.get(at + 7),
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(ApiKey {
+            id: row.try_get("key_id")?,
+            user_id: row.try_get("key_user_id")?,
+            name: row.try_get("key_name")?,
+            last4: row.try_get("key_last4")?,
+            permissions: row.try_get("key_permissions")?,
+            expires_at: row.try_get("key_expires_at")?,
+            created_at: row.try_get("key_created_at")?,
+            last_used_at: row.try_get("key_last_used_at")?,
+        })
     }
 }
 
@@ -70,7 +73,7 @@ pub async fn create(db: &impl GenericClient, new: NewApiKey<'_>) -> Result<ApiKe
             ],
         )
         .await?;
-    Ok(from_row(&row))
+    ApiKey::try_from(&row)
 }
 
 /// Newest first, with the total count.
@@ -90,12 +93,16 @@ pub async fn list(
         .await?;
     let total: i64 = db
         .query_one(
-            "SELECT count(*) FROM api_keys WHERE user_id = $1",
+            "SELECT count(*) AS total FROM api_keys WHERE user_id = $1",
             &[&user_id],
         )
         .await?
-        .get(0);
-    Ok((rows.iter().map(from_row).collect(), total))
+        .try_get("total")?;
+    let keys = rows
+        .iter()
+        .map(ApiKey::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok((keys, total))
 }
 
 /// Deletes the user's key; someone else's is `NotFound`.
@@ -139,12 +146,13 @@ pub async fn find_by_hash(
             &[&key_hash],
         )
         .await?;
-    // The user's columns come first, then the key's.
-    let user_columns = users::COLUMNS.split(',').count();
-    Ok(row.map(|r| KeyOwner {
-        key: from_row_at(&r, user_columns),
-        user: users::from_row(&r),
-        lapses_at: r.get("lapses_at"),
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(KeyOwner {
+        key: ApiKey::try_from(&row)?,
+        user: User::try_from(&row)?,
+        lapses_at: row.try_get("lapses_at")?,
     }))
 }
 
@@ -156,12 +164,19 @@ pub async fn rate_subject(
 ) -> Result<Option<(Uuid, i32)>, Error> {
     let row = db
         .query_opt(
-            "SELECT u.id, t.rate_limit_rpm FROM api_keys k JOIN users u ON u.id = k.user_id
+            "SELECT u.id AS user_id, t.rate_limit_rpm
+             FROM api_keys k JOIN users u ON u.id = k.user_id
              JOIN tiers t ON t.slug = u.tier_slug WHERE k.key_hash = $1",
             &[&key_hash],
         )
         .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1))))
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some((
+        row.try_get("user_id")?,
+        row.try_get("rate_limit_rpm")?,
+    )))
 }
 
 /// Records a use; callers skip it when the stored time is recent, so a busy
@@ -173,4 +188,37 @@ pub async fn touch(db: &impl GenericClient, id: Uuid) -> Result<(), Error> {
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names a column list gives its columns: `x.a AS b` is `b`,
+    /// `x.a` is `a`.
+    fn output_names(columns: &str) -> Vec<&str> {
+        columns
+            .split(',')
+            .map(|c| {
+                let c = c.trim();
+                match c.rsplit_once(" AS ") {
+                    Some((_, name)) => name,
+                    None => c.rsplit_once('.').map_or(c, |(_, name)| name),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_key_joined_with_its_owner_reads_disjoint_column_names() {
+        let key = output_names(COLUMNS);
+        let user = output_names(users::COLUMNS);
+        assert_eq!(key.len(), 8);
+        assert_eq!(user.len(), 8);
+        let shared: Vec<_> = key.iter().filter(|name| user.contains(name)).collect();
+        assert!(shared.is_empty(), "both readers would read {shared:?}");
+        for name in ["lapses_at", "active", "expires_at"] {
+            assert!(!user.contains(&name), "a user column shadows {name}");
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! indexed rows whatever the number of scans and findings.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use tokio_postgres::GenericClient;
+use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
@@ -57,50 +57,58 @@ pub async fn summary(
                      WHERE user_id = $1 AND status IN ('pending', 'running')) AS active_scans
              FROM (SELECT 1) one LEFT JOIN user_scan_totals t ON t.user_id = $1),
          recent AS (
-             SELECT s.id, t.domain, s.engine, s.status, s.progress, s.created_at,
-                    s.findings_count, s.critical_count, s.high_count, s.medium_count,
-                    s.low_count
+             SELECT s.id AS scan_id, t.domain AS target_domain, s.engine, s.status, s.progress,
+                    s.created_at, s.findings_count, s.critical_count, s.high_count,
+                    s.medium_count, s.low_count
              FROM scans s JOIN targets t ON t.id = s.target_id
              WHERE s.user_id = $1 ORDER BY s.created_at DESC, s.id DESC LIMIT $2)
          SELECT totals.*, recent.* FROM totals LEFT JOIN recent ON true
-         ORDER BY recent.created_at DESC, recent.id DESC";
+         ORDER BY recent.created_at DESC, recent.scan_id DESC";
     let stmt = db.prepare_cached(SQL).await?;
     let rows = db.query(&stmt, &[&user_id, &RECENT_SCANS]).await?;
     let row = rows
         .first()
         .ok_or_else(|| Error::Unexpected(anyhow::anyhow!("the dashboard totals row is missing")))?;
-    // Columns 0-5 are the totals, 6 onwards a recent scan (R + n).
-    const R: usize = 6;
+    let mut recent_scans = Vec::with_capacity(rows.len());
+    for r in &rows {
+        // Without scans the one row has NULLs on the recent side.
+        if r.try_get::<_, Option<Uuid>>("scan_id")?.is_some() {
+            recent_scans.push(RecentScan::try_from(r)?);
+        }
+    }
     Ok(Summary {
-        total_targets: row.get(0),
-        total_scans: row.get(1),
-        total_vulnerabilities: row.get(2),
-        critical_count: row.get(3),
-        high_count: row.get(4),
-        active_scans: row.get(5),
-        recent_scans: rows
-            .iter()
-            .filter(|r| r.get::<_, Option<Uuid>>(R).is_some())
-            .map(|r| {
-                let status: String = r.get(R + 3);
-                let progress: i16 = r.get(R + 4);
-                RecentScan {
-                    id: r.get(R),
-                    target_domain: r.get(R + 1),
-                    engine: r.get(R + 2),
-                    // A completed scan reads 100 whatever its last progress event said.
-                    progress: if status == "completed" { 100 } else { progress },
-                    status,
-                    created_at: r.get(R + 5),
-                    findings_count: r.get(R + 6),
-                    critical_count: r.get(R + 7),
-                    high_count: r.get(R + 8),
-                    medium_count: r.get(R + 9),
-                    low_count: r.get(R + 10),
-                }
-            })
-            .collect(),
+        total_targets: row.try_get("total_targets")?,
+        total_scans: row.try_get("total_scans")?,
+        total_vulnerabilities: row.try_get("total_vulnerabilities")?,
+        critical_count: row.try_get("critical_total")?,
+        high_count: row.try_get("high_total")?,
+        active_scans: row.try_get("active_scans")?,
+        recent_scans,
     })
+}
+
+/// The recent side of a [`summary`] row, read by name.
+impl TryFrom<&Row> for RecentScan {
+    type Error = Error;
+
+    fn try_from(r: &Row) -> Result<Self, Error> {
+        let status: String = r.try_get("status")?;
+        let progress: i16 = r.try_get("progress")?;
+        Ok(RecentScan {
+            id: r.try_get("scan_id")?,
+            target_domain: r.try_get("target_domain")?,
+            engine: r.try_get("engine")?,
+            // A completed scan reads 100 whatever its last progress event said.
+            progress: if status == "completed" { 100 } else { progress },
+            status,
+            created_at: r.try_get("created_at")?,
+            findings_count: r.try_get("findings_count")?,
+            critical_count: r.try_get("critical_count")?,
+            high_count: r.try_get("high_count")?,
+            medium_count: r.try_get("medium_count")?,
+            low_count: r.try_get("low_count")?,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,12 +130,13 @@ pub async fn charts(db: &impl GenericClient, user_id: Uuid) -> Result<Vec<ChartD
             &[&user_id, &CHART_DAYS],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| ChartDay {
-            date: r.get(0),
-            scans: r.get(1),
-            vulnerabilities: r.get(2),
+    rows.iter()
+        .map(|r| {
+            Ok(ChartDay {
+                date: r.try_get("day")?,
+                scans: r.try_get("scans")?,
+                vulnerabilities: r.try_get("vulnerabilities")?,
+            })
         })
-        .collect())
+        .collect()
 }

@@ -199,7 +199,7 @@ pub async fn insert_findings(
     }
     let mut counts = [0i32; 5];
     for row in &rows {
-        counts[Severity::normalize(row.get(0)).rank() as usize] += 1;
+        counts[Severity::normalize(row.try_get("severity")?).rank() as usize] += 1;
     }
     let total = rows.len() as i32;
     db.execute(

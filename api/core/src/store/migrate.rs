@@ -80,8 +80,8 @@ async fn apply_pending(client: &mut deadpool_postgres::Client) -> Result<(), Err
         .query("SELECT version FROM schema_migrations", &[])
         .await?
         .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .map(|r| r.try_get("version"))
+        .collect::<Result<_, _>>()?;
     for (version, name, sql) in MIGRATIONS {
         if applied.contains(version) {
             continue;

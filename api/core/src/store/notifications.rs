@@ -24,17 +24,22 @@ pub struct Notification {
 
 const COLUMNS: &str = "id, type, title, message, scan_id, schedule_id, data, read, created_at";
 
-fn from_row(r: &Row) -> Notification {
-    Notification {
-        id: r.get(0),
-        kind: r.get(1),
-        title: r.get(2),
-        message: r.get(3),
-        scan_id: r.get(4),
-        schedule_id: r.get(5),
-        data: r.get(6),
-        read: r.get(7),
-        created_at: r.get(8),
+/// A row holding [`COLUMNS`], read by name.
+impl TryFrom<&Row> for Notification {
+    type Error = Error;
+
+    fn try_from(r: &Row) -> Result<Self, Error> {
+        Ok(Notification {
+            id: r.try_get("id")?,
+            kind: r.try_get("type")?,
+            title: r.try_get("title")?,
+            message: r.try_get("message")?,
+            scan_id: r.try_get("scan_id")?,
+            schedule_id: r.try_get("schedule_id")?,
+            data: r.try_get("data")?,
+            read: r.try_get("read")?,
+            created_at: r.try_get("created_at")?,
+        })
     }
 }
 
@@ -57,12 +62,17 @@ pub async fn list(
         .await?;
     let total: i64 = db
         .query_one(
-            "SELECT count(*) FROM notifications WHERE user_id = $1 AND (NOT $2 OR NOT read)",
+            "SELECT count(*) AS total FROM notifications
+             WHERE user_id = $1 AND (NOT $2 OR NOT read)",
             &[&user_id, &unread_only],
         )
         .await?
-        .get(0);
-    Ok((rows.iter().map(from_row).collect(), total))
+        .try_get("total")?;
+    let notifications = rows
+        .iter()
+        .map(Notification::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok((notifications, total))
 }
 
 /// Marks one of the user's notifications read; `None` when it is not theirs.
@@ -79,7 +89,7 @@ pub async fn mark_read(
             &[&id, &user_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(Notification::try_from).transpose()
 }
 
 /// Marks every unread notification of the user read; returns how many.
@@ -95,11 +105,11 @@ pub async fn mark_all_read(db: &impl GenericClient, user_id: Uuid) -> Result<u64
 pub async fn unread_count(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
     Ok(db
         .query_one(
-            "SELECT count(*) FROM notifications WHERE user_id = $1 AND NOT read",
+            "SELECT count(*) AS unread FROM notifications WHERE user_id = $1 AND NOT read",
             &[&user_id],
         )
         .await?
-        .get(0))
+        .try_get("unread")?)
 }
 
 /// What a scan notification says about its scan: owner, domain, and finding
@@ -119,10 +129,20 @@ async fn scan_facts(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<Sca
             &[&scan_id],
         )
         .await?;
-    Ok(row.map(|r| ScanFacts {
-        user_id: r.get(0),
-        domain: r.get(1),
-        counts: [r.get(2), r.get(3), r.get(4), r.get(5), r.get(6), r.get(7)],
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    Ok(Some(ScanFacts {
+        user_id: r.try_get("user_id")?,
+        domain: r.try_get("domain")?,
+        counts: [
+            r.try_get("findings_count")?,
+            r.try_get("critical_count")?,
+            r.try_get("high_count")?,
+            r.try_get("medium_count")?,
+            r.try_get("low_count")?,
+            r.try_get("info_count")?,
+        ],
     }))
 }
 

@@ -293,7 +293,9 @@ pub async fn revision(
         .prepare_cached("SELECT revision FROM scans WHERE id = $1 AND user_id = $2")
         .await?;
     let row = db.query_opt(&stmt, &[&scan_id, &user_id]).await?;
-    Ok(row.map(|r| r.get(0)))
+    row.map(|r| r.try_get("revision"))
+        .transpose()
+        .map_err(Error::from)
 }
 
 /// One of the user's scans.
@@ -360,7 +362,9 @@ pub async fn active_ids_of_target(
             &[&target_id],
         )
         .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    rows.iter()
+        .map(|r| r.try_get("id").map_err(Error::from))
+        .collect()
 }
 
 /// Moves a scan to `next` when [`ScanStatus::can_move_to`] allows it (only
@@ -435,10 +439,13 @@ pub async fn lock_for_ingest(
             &[&scan_id],
         )
         .await?;
-    Ok(row.map(|r| IngestPosition {
-        user_id: r.get("user_id"),
-        cursor: r.get("events_cursor"),
-        closed: r.get("events_closed"),
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    Ok(Some(IngestPosition {
+        user_id: r.try_get("user_id")?,
+        cursor: r.try_get("events_cursor")?,
+        closed: r.try_get("events_closed")?,
     }))
 }
 

@@ -27,20 +27,30 @@ pub struct Schedule {
 const COLUMNS: &str = "s.id, s.user_id, s.target_id, s.engine, s.cron_expression, s.enabled, \
                        s.next_run, s.last_run_at, s.created_at, s.updated_at";
 
-fn from_row(row: &Row) -> Schedule {
-    let engine: &str = row.get(3);
-    Schedule {
-        id: row.get(0),
-        user_id: row.get(1),
-        target_id: row.get(2),
-        // The table's CHECK constraint admits only known engines.
-        engine: Engine::parse(engine).unwrap_or(Engine::Full),
-        cron_expression: row.get(4),
-        enabled: row.get(5),
-        next_run: row.get(6),
-        last_run_at: row.get(7),
-        created_at: row.get(8),
-        updated_at: row.get(9),
+/// A row holding [`COLUMNS`], read by name; an engine the code does not
+/// know (the table's CHECK constraint admits none) is an error, never
+/// silently another engine.
+impl TryFrom<&Row> for Schedule {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        let engine: &str = row.try_get("engine")?;
+        Ok(Schedule {
+            id: row.try_get("id")?,
+            user_id: row.try_get("user_id")?,
+            target_id: row.try_get("target_id")?,
+            engine: Engine::parse(engine).ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!(
+                    "schedule row has an unknown engine {engine:?}"
+                ))
+            })?,
+            cron_expression: row.try_get("cron_expression")?,
+            enabled: row.try_get("enabled")?,
+            next_run: row.try_get("next_run")?,
+            last_run_at: row.try_get("last_run_at")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
     }
 }
 
@@ -74,7 +84,7 @@ pub async fn create(db: &impl GenericClient, new: NewSchedule<'_>) -> Result<Sch
         )
         .await?
         .ok_or(Error::NotFound("target"))?;
-    Ok(from_row(&row))
+    Schedule::try_from(&row)
 }
 
 /// The user's schedule; someone else's is `None`.
@@ -89,7 +99,7 @@ pub async fn find(
             &[&id, &user_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(Schedule::try_from).transpose()
 }
 
 /// Newest first, with the total count.
@@ -109,12 +119,16 @@ pub async fn list(
         .await?;
     let total: i64 = db
         .query_one(
-            "SELECT count(*) FROM schedules WHERE user_id = $1",
+            "SELECT count(*) AS total FROM schedules WHERE user_id = $1",
             &[&user_id],
         )
         .await?
-        .get(0);
-    Ok((rows.iter().map(from_row).collect(), total))
+        .try_get("total")?;
+    let schedules = rows
+        .iter()
+        .map(Schedule::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok((schedules, total))
 }
 
 /// The new values of a schedule, computed by the caller from the old ones
@@ -150,7 +164,7 @@ pub async fn update(
         )
         .await?
         .ok_or(Error::NotFound("schedule"))?;
-    Ok(from_row(&row))
+    Schedule::try_from(&row)
 }
 
 /// Deletes the user's schedule; someone else's is `NotFound`. Its past scans
@@ -200,8 +214,8 @@ pub async fn claim_due(
         )
         .await?
         .iter()
-        .map(from_row)
-        .collect();
+        .map(Schedule::try_from)
+        .collect::<Result<_, _>>()?;
     for s in &due {
         match next(s) {
             Some(at) => {
@@ -231,20 +245,23 @@ pub async fn has_active_run(db: &impl GenericClient, schedule_id: Uuid) -> Resul
     Ok(db
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM scans WHERE schedule_id = $1
-                            AND status IN ('queued', 'pending', 'running'))",
+                            AND status IN ('queued', 'pending', 'running')) AS active",
             &[&schedule_id],
         )
         .await?
-        .get(0))
+        .try_get("active")?)
 }
 
 /// When the next enabled schedule is due, if any (the scheduler sleeps
 /// until then).
 pub async fn next_due(db: &impl GenericClient) -> Result<Option<DateTime<Utc>>, Error> {
     Ok(db
-        .query_one("SELECT min(next_run) FROM schedules WHERE enabled", &[])
+        .query_one(
+            "SELECT min(next_run) AS next_run FROM schedules WHERE enabled",
+            &[],
+        )
         .await?
-        .get(0))
+        .try_get("next_run")?)
 }
 
 /// The channel a trigger on `schedules` notifies on every change.

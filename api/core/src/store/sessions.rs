@@ -58,12 +58,15 @@ pub async fn find_with_user(
             &[&session_id],
         )
         .await?;
-    Ok(row.map(|r| SessionUser {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(SessionUser {
         session_id,
-        user: users::from_row(&r),
-        active: r.get("active"),
-        expires_at: r.get("expires_at"),
-        lapses_at: r.get("lapses_at"),
+        user: User::try_from(&row)?,
+        active: row.try_get("active")?,
+        expires_at: row.try_get("expires_at")?,
+        lapses_at: row.try_get("lapses_at")?,
     }))
 }
 
@@ -99,10 +102,10 @@ pub async fn rotate(
     let Some(row) = row else {
         return Ok(Rotation::Invalid);
     };
-    let session_id: Uuid = row.get(0);
-    let user_id: Uuid = row.get(1);
-    let used: bool = row.get(2);
-    let active: bool = row.get(3);
+    let session_id: Uuid = row.try_get("session_id")?;
+    let user_id: Uuid = row.try_get("user_id")?;
+    let used: bool = row.try_get("used")?;
+    let active: bool = row.try_get("active")?;
     if expected_session.is_some_and(|s| s != session_id) || !active {
         return Ok(Rotation::Invalid);
     }
@@ -141,12 +144,16 @@ pub async fn session_of_token(
 ) -> Result<Option<(Uuid, Uuid)>, Error> {
     let row = db
         .query_opt(
-            "SELECT s.id, s.user_id FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+            "SELECT s.id AS session_id, s.user_id
+             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
              WHERE t.token_hash = $1",
             &[&token_hash],
         )
         .await?;
-    Ok(row.map(|r| (r.get(0), r.get(1))))
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some((row.try_get("session_id")?, row.try_get("user_id")?)))
 }
 
 pub async fn revoke(db: &impl GenericClient, session_id: Uuid, reason: &str) -> Result<(), Error> {
@@ -158,7 +165,7 @@ pub async fn revoke(db: &impl GenericClient, session_id: Uuid, reason: &str) -> 
         )
         .await?;
     if let Some(row) = row {
-        super::changes::note_change(row.get(0));
+        super::changes::note_change(row.try_get("user_id")?);
     }
     Ok(())
 }

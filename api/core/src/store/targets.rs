@@ -67,19 +67,24 @@ impl Proof {
 const COLUMNS: &str = "id, user_id, domain, organization, created_at, verification_token, \
                        verification_method, verified_at, verification_expires_at";
 
-fn from_row(row: &Row) -> TargetRow {
-    TargetRow {
-        id: row.get("id"),
-        user_id: row.get("user_id"),
-        domain: row.get("domain"),
-        organization: row.get("organization"),
-        created_at: row.get("created_at"),
-        proof: Proof {
-            token: row.get("verification_token"),
-            method: row.get("verification_method"),
-            verified_at: row.get("verified_at"),
-            expires_at: row.get("verification_expires_at"),
-        },
+/// A row holding [`COLUMNS`], read by name.
+impl TryFrom<&Row> for TargetRow {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(TargetRow {
+            id: row.try_get("id")?,
+            user_id: row.try_get("user_id")?,
+            domain: row.try_get("domain")?,
+            organization: row.try_get("organization")?,
+            created_at: row.try_get("created_at")?,
+            proof: Proof {
+                token: row.try_get("verification_token")?,
+                method: row.try_get("verification_method")?,
+                verified_at: row.try_get("verified_at")?,
+                expires_at: row.try_get("verification_expires_at")?,
+            },
+        })
     }
 }
 
@@ -106,17 +111,17 @@ async fn lock_user_limit(
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
-    Ok((row.get(0), row.get(1)))
+    Ok((row.try_get("tier_slug")?, row.try_get("target_limit")?))
 }
 
 pub async fn count(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
     Ok(db
         .query_one(
-            "SELECT count(*) FROM targets WHERE user_id = $1",
+            "SELECT count(*) AS total FROM targets WHERE user_id = $1",
             &[&user_id],
         )
         .await?
-        .get(0))
+        .try_get("total")?)
 }
 
 /// Adds one target. Call inside a transaction: the user row stays locked
@@ -143,7 +148,7 @@ pub async fn create(
         )
         .await;
     match result {
-        Ok(row) => Ok(Ok(from_row(&row))),
+        Ok(row) => Ok(Ok(TargetRow::try_from(&row)?)),
         Err(e) if is_unique_violation(&e) => Ok(Err(AddError::Duplicate)),
         Err(e) => Err(e.into()),
     }
@@ -186,8 +191,8 @@ pub async fn import(
         )
         .await?
         .iter()
-        .map(|r| r.get(0))
-        .collect();
+        .map(|r| r.try_get("domain"))
+        .collect::<Result<_, _>>()?;
     let mut room = match limit {
         Some(limit) => (i64::from(limit) - count(db, user_id).await?).max(0),
         None => i64::MAX,
@@ -219,11 +224,8 @@ pub async fn import(
             .await?;
         let mut inserted: std::collections::HashMap<Uuid, TargetRow> = rows
             .iter()
-            .map(|r| {
-                let t = from_row(r);
-                (t.id, t)
-            })
-            .collect();
+            .map(|r| TargetRow::try_from(r).map(|t| (t.id, t)))
+            .collect::<Result<_, _>>()?;
         for (i, id, _) in to_insert {
             lines[i] = Some(match inserted.remove(&id) {
                 Some(t) => ImportLine::Imported(t),
@@ -253,10 +255,11 @@ pub async fn list(
             &[&user_id, &page.limit, &page.offset],
         )
         .await?;
-    Ok((
-        rows.iter().map(from_row).collect(),
-        count(db, user_id).await?,
-    ))
+    let targets = rows
+        .iter()
+        .map(TargetRow::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok((targets, count(db, user_id).await?))
 }
 
 pub async fn find(
@@ -270,7 +273,7 @@ pub async fn find(
             &[&target_id, &user_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(TargetRow::try_from).transpose()
 }
 
 /// Locks one of the user's targets until the transaction ends, so no scan
@@ -317,7 +320,7 @@ pub async fn find_any(
             &[&target_id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(TargetRow::try_from).transpose()
 }
 
 /// Records a proof made now by `method` and lasting until `expires_at`
@@ -340,7 +343,7 @@ pub async fn set_proof(
             &[&target_id, &method, &expires_at.flatten()],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(TargetRow::try_from).transpose()
 }
 
 /// The user's targets whose proof would cover `domain`: the domain itself
@@ -369,5 +372,5 @@ pub async fn covering(
             &[&user_id, &names],
         )
         .await?;
-    Ok(rows.iter().map(from_row).collect())
+    rows.iter().map(TargetRow::try_from).collect()
 }

@@ -26,19 +26,29 @@ impl User {
     }
 }
 
-pub(crate) const COLUMNS: &str =
-    "u.id, u.email, u.password_hash, u.full_name, u.role, u.tier_slug, u.disabled, u.created_at";
+/// A user's columns (table alias `u`), each named `user_*` so that a row
+/// joining users with another table (sessions, API keys) reads both by name
+/// without one's `id` or `created_at` hiding the other's.
+pub(crate) const COLUMNS: &str = "u.id AS user_id, u.email AS user_email, \
+     u.password_hash AS user_password_hash, u.full_name AS user_full_name, \
+     u.role AS user_role, u.tier_slug AS user_tier_slug, u.disabled AS user_disabled, \
+     u.created_at AS user_created_at";
 
-pub(crate) fn from_row(row: &Row) -> User {
-    User {
-        id: row.get(0),
-        email: row.get(1),
-        password_hash: row.get(2),
-        full_name: row.get(3),
-        role: row.get(4),
-        tier_slug: row.get(5),
-        disabled: row.get(6),
-        created_at: row.get(7),
+/// A row holding [`COLUMNS`], read by name.
+impl TryFrom<&Row> for User {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(User {
+            id: row.try_get("user_id")?,
+            email: row.try_get("user_email")?,
+            password_hash: row.try_get("user_password_hash")?,
+            full_name: row.try_get("user_full_name")?,
+            role: row.try_get("user_role")?,
+            tier_slug: row.try_get("user_tier_slug")?,
+            disabled: row.try_get("user_disabled")?,
+            created_at: row.try_get("user_created_at")?,
+        })
     }
 }
 
@@ -75,7 +85,7 @@ pub async fn create(db: &impl GenericClient, new: NewUser<'_>) -> Result<User, E
                 e.into()
             }
         })?;
-    Ok(from_row(&row))
+    User::try_from(&row)
 }
 
 pub async fn find_by_email(db: &impl GenericClient, email: &str) -> Result<Option<User>, Error> {
@@ -85,7 +95,7 @@ pub async fn find_by_email(db: &impl GenericClient, email: &str) -> Result<Optio
             &[&email],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(User::try_from).transpose()
 }
 
 pub async fn find(db: &impl GenericClient, id: Uuid) -> Result<Option<User>, Error> {
@@ -95,7 +105,7 @@ pub async fn find(db: &impl GenericClient, id: Uuid) -> Result<Option<User>, Err
             &[&id],
         )
         .await?;
-    Ok(row.as_ref().map(from_row))
+    row.as_ref().map(User::try_from).transpose()
 }
 
 pub async fn set_full_name(
@@ -113,7 +123,7 @@ pub async fn set_full_name(
         .await?
         .ok_or(Error::NotFound("user"))?;
     super::changes::note_change(id);
-    Ok(from_row(&row))
+    User::try_from(&row)
 }
 
 pub async fn set_password_hash(db: &impl GenericClient, id: Uuid, hash: &str) -> Result<(), Error> {
@@ -137,10 +147,11 @@ pub async fn list(db: &impl GenericClient, page: Page) -> Result<(Vec<User>, i64
         )
         .await?;
     let total: i64 = db
-        .query_one("SELECT count(*) FROM users", &[])
+        .query_one("SELECT count(*) AS total FROM users", &[])
         .await?
-        .get(0);
-    Ok((rows.iter().map(from_row).collect(), total))
+        .try_get("total")?;
+    let users = rows.iter().map(User::try_from).collect::<Result<_, _>>()?;
+    Ok((users, total))
 }
 
 /// Changes made by an administrator; `None` leaves a field as it is.
@@ -170,5 +181,5 @@ pub async fn admin_update(
         .await?
         .ok_or(Error::NotFound("user"))?;
     super::changes::note_change(id);
-    Ok(from_row(&row))
+    User::try_from(&row)
 }
