@@ -142,6 +142,58 @@ pub struct PaymentSettings {
     pub timeout_secs: u64,
 }
 
+/// Outbound webhooks (`SCANFLEET_WEBHOOKS__*`), parsed by
+/// [`WebhookSettings::from_vars`].
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Allow receivers on loopback and private addresses, and plain
+    /// `http://` URLs (dev mode only: production always requires https).
+    pub allow_private: bool,
+    /// Multiplies every retry delay and the 5-day disabling window (tests).
+    pub retry_scale: f64,
+    /// How long one delivery may take before it counts as failed.
+    pub timeout_secs: u64,
+    /// Dispatcher tasks in this api process; 0 leaves delivery to others.
+    pub dispatchers: usize,
+    /// How often an idle dispatcher looks for due deliveries (it is also
+    /// woken at once by the outbox's commit notification).
+    pub poll_interval_ms: u64,
+}
+
+impl WebhookSettings {
+    fn from_vars<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<Self, SettingsError> {
+        let settings = WebhookSettings {
+            allow_private: parse_bool(get, "SCANFLEET_WEBHOOKS__ALLOW_PRIVATE", false)?,
+            retry_scale: parse(get, "SCANFLEET_WEBHOOKS__RETRY_SCALE", "1")?,
+            timeout_secs: parse(get, "SCANFLEET_WEBHOOKS__TIMEOUT_SECS", "15")?,
+            dispatchers: parse(get, "SCANFLEET_WEBHOOKS__DISPATCHERS", "1")?,
+            poll_interval_ms: parse(get, "SCANFLEET_WEBHOOKS__POLL_INTERVAL_MS", "1000")?,
+        };
+        if !(settings.retry_scale.is_finite() && settings.retry_scale > 0.0) {
+            return Err(invalid(
+                "SCANFLEET_WEBHOOKS__RETRY_SCALE",
+                &settings.retry_scale.to_string(),
+                "a positive number",
+            ));
+        }
+        if settings.timeout_secs == 0 {
+            return Err(invalid(
+                "SCANFLEET_WEBHOOKS__TIMEOUT_SECS",
+                "0",
+                "at least 1",
+            ));
+        }
+        if settings.poll_interval_ms == 0 {
+            return Err(invalid(
+                "SCANFLEET_WEBHOOKS__POLL_INTERVAL_MS",
+                "0",
+                "at least 1",
+            ));
+        }
+        Ok(settings)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub mode: Mode,
@@ -163,6 +215,7 @@ pub struct Settings {
     pub rate: RateSettings,
     pub targets: TargetSettings,
     pub payments: PaymentSettings,
+    pub webhooks: WebhookSettings,
     pub log_format: LogFormat,
 }
 
@@ -305,6 +358,7 @@ impl Settings {
                 price_yearly: get("SCANFLEET_PAYMENTS__PRICE_YEARLY").map(str::to_string),
                 timeout_secs: parse(&get, "SCANFLEET_PAYMENTS__TIMEOUT_SECS", "10")?,
             },
+            webhooks: WebhookSettings::from_vars(&get)?,
             log_format,
         };
         if settings.api.access_token_ttl_secs <= 0 || settings.api.refresh_token_ttl_secs <= 0 {
