@@ -31,6 +31,8 @@
 //! - [`state`]: what every handler shares.
 //! - [`metrics`]: `GET /metrics` in Prometheus text.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
+//! - [`webhooks`]: outbound webhooks: signing, the SSRF guard, bodies and
+//!   the dispatcher.
 
 pub mod allow;
 pub mod app;
@@ -51,6 +53,7 @@ pub mod routes;
 pub mod state;
 pub mod throttle;
 pub mod validate;
+pub mod webhooks;
 pub mod ws;
 
 pub use app::Application;

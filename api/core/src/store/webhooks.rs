@@ -627,3 +627,22 @@ pub async fn queue_stats(db: &impl GenericClient) -> Result<(i64, f64), Error> {
         .await?;
     Ok((row.try_get("pending")?, row.try_get("oldest")?))
 }
+
+/// One of the user's findings, for an event's body.
+pub async fn finding(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<super::findings::FindingRow>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT id, scan_id, user_id, template_id, name, severity, status, host, matched_at,
+                    description, remediation, matcher_name, extracted_results, created_at
+             FROM findings WHERE id = $1 AND user_id = $2",
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    row.as_ref()
+        .map(super::findings::FindingRow::try_from)
+        .transpose()
+}
