@@ -196,17 +196,7 @@ impl Dispatcher {
             });
         }
         let slack = c.kind == "slack";
-        let db = self.db.get().await?;
-        let body = if slack {
-            render::slack_body(&db, c, &self.api_url).await?
-        } else if let Some(body) = &c.body {
-            body.clone()
-        } else {
-            let rendered = render::generic_body(&db, c).await?;
-            webhooks::save_body(&**db, c.event_id, &rendered).await?
-        };
-        let secrets = webhooks::signing_secrets(&**db, c.webhook_id).await?;
-        drop(db);
+        let (body, secrets) = self.body_and_secrets(c, slack).await?;
         let checked = match self.guard.check(&c.url, slack).await {
             Ok(checked) => checked,
             Err(refused) => {
@@ -266,6 +256,26 @@ impl Dispatcher {
                 ..Sent::default()
             },
         })
+    }
+
+    /// The body to send (a generic one is rendered once and kept) and the
+    /// secrets that sign it.
+    async fn body_and_secrets(
+        &self,
+        c: &Claimed,
+        slack: bool,
+    ) -> Result<(String, Vec<String>), Error> {
+        let db = self.db.get().await?;
+        let body = if slack {
+            render::slack_body(&db, c, &self.api_url).await?
+        } else if let Some(body) = &c.body {
+            body.clone()
+        } else {
+            let rendered = render::generic_body(&db, c).await?;
+            webhooks::save_body(&**db, c.event_id, &rendered).await?
+        };
+        let secrets = webhooks::signing_secrets(&**db, c.webhook_id).await?;
+        Ok((body, secrets))
     }
 
     /// Spaces this process's messages to one Slack webhook a second apart.

@@ -21,6 +21,9 @@ use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
 use scanfleet_http::{classify, AddressClass};
 
+/// A name that takes longer to resolve is refused (a request waits on it).
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Where Slack's incoming webhooks live.
 pub const SLACK_HOST: &str = "hooks.slack.com";
 
@@ -151,14 +154,24 @@ impl Guard {
             host: host.to_string(),
             source,
         };
+        let lookup = self.lookup(host);
+        match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
+            Ok(found) => found.map_err(failed),
+            Err(elapsed) => Err(failed(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                elapsed,
+            ))),
+        }
+    }
+
+    async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, std::io::Error> {
         match &self.resolver {
             Some(resolver) => match resolver.lookup_ip(format!("{host}.")).await {
                 Ok(found) => Ok(found.iter().collect()),
-                Err(e) => Err(failed(std::io::Error::other(e))),
+                Err(e) => Err(std::io::Error::other(e)),
             },
             None => Ok(tokio::net::lookup_host((host, 0))
-                .await
-                .map_err(failed)?
+                .await?
                 .map(|a| a.ip())
                 .collect()),
         }
