@@ -624,3 +624,45 @@ async fn the_api_killed_between_commit_and_delivery_still_delivers_exactly_once(
     assert_eq!(got[0].json()["type"], "scan.completed");
     assert_eq!(got[0].json()["data"]["scan"]["id"], scan.to_string());
 }
+
+#[tokio::test]
+async fn stopping_a_scan_sends_scan_stopped_once() {
+    let app = spawn_app_with(DEV).await;
+    let u = paid_user(&app).await;
+    let rx = Receiver::start().await;
+    let (_, secret) = webhook(
+        &app,
+        &u,
+        json!({"url": rx.url("/"), "events": ["scan.stopped", "scan.completed"]}),
+    )
+    .await;
+    let target = app
+        .new_target(&u, &format!("s{}.example.com", Uuid::new_v4().simple()))
+        .await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&u.access_token),
+            json!({"target_id": target, "engine": "quick"}),
+        )
+        .await;
+    let scan = r.body["id"].as_str().unwrap().to_string();
+    let r = app
+        .post(
+            &format!("/api/v1/scans/{scan}/stop"),
+            Some(&u.access_token),
+            json!({}),
+        )
+        .await;
+    assert!(r.status.is_success(), "{}", r.text);
+    rx.wait_for(Duration::from_secs(10), |r| !r.is_empty())
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let got = rx.received();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(verify(&secret, &got[0]));
+    let body = got[0].json();
+    assert_eq!(body["type"], "scan.stopped");
+    assert_eq!(body["data"]["scan"]["id"], scan.as_str());
+    assert_eq!(body["data"]["scan"]["status"], "stopped");
+}

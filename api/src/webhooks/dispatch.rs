@@ -14,6 +14,7 @@
 //! poll as the fallback.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,7 +71,15 @@ pub struct Dispatcher {
     pub api_url: String,
     /// The next free send time per Slack webhook, in this process.
     slack_slots: Mutex<HashMap<Uuid, Instant>>,
+    /// HTTP clients by host and the addresses checked for it: each client
+    /// resolves that host to exactly those addresses, so a client is only
+    /// reused while a fresh check gives the same answer. Cleared when it
+    /// reaches [`MAX_CLIENTS`].
+    clients: Mutex<HashMap<(String, Vec<SocketAddr>), reqwest::Client>>,
 }
+
+/// HTTP clients kept at most (each holds its pooled connections).
+const MAX_CLIENTS: usize = 1024;
 
 impl Dispatcher {
     pub fn new(db: Db, guard: Guard, settings: WebhookSettings, api_url: String) -> Dispatcher {
@@ -80,6 +89,7 @@ impl Dispatcher {
             settings,
             api_url,
             slack_slots: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
         }
     }
 
@@ -212,13 +222,7 @@ impl Dispatcher {
         let timestamp = Utc::now().timestamp();
         let signature = sign::header(&secrets, &c.message_id, timestamp, body.as_bytes())
             .map_err(|e| Error::Unexpected(anyhow::Error::new(e)))?;
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(Duration::from_secs(self.settings.timeout_secs))
-            .resolve_to_addrs(&checked.host, &checked.addrs)
-            .build()
-            .map_err(|e| Error::Unexpected(anyhow::Error::new(e)))?;
+        let client = self.client_for(&checked.host, &checked.addrs)?;
         let request = client
             .post(checked.url)
             .header("content-type", "application/json")
@@ -276,6 +280,33 @@ impl Dispatcher {
         };
         let secrets = webhooks::signing_secrets(&**db, c.webhook_id).await?;
         Ok((body, secrets))
+    }
+
+    /// A client that connects `host` to `addrs` only, never follows a
+    /// redirect and ignores proxy settings.
+    fn client_for(&self, host: &str, addrs: &[SocketAddr]) -> Result<reqwest::Client, Error> {
+        let mut key_addrs = addrs.to_vec();
+        key_addrs.sort();
+        let key = (host.to_string(), key_addrs);
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .timeout(Duration::from_secs(self.settings.timeout_secs))
+            .resolve_to_addrs(host, addrs)
+            .build()
+            .map_err(|e| Error::Unexpected(anyhow::Error::new(e)))?;
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 
     /// Spaces this process's messages to one Slack webhook a second apart.
