@@ -651,6 +651,32 @@ mod tests {
     }
 
     #[test]
+    fn webhook_settings_have_their_defaults_and_refuse_a_zero_scale() {
+        let s = Settings::from_vars(&vars(&[])).unwrap().webhooks;
+        assert!(!s.allow_private);
+        assert_eq!(s.retry_scale, 1.0);
+        assert_eq!(s.timeout_secs, 15);
+        assert_eq!(s.dispatchers, 1);
+        let s = Settings::from_vars(&vars(&[
+            ("SCANFLEET_WEBHOOKS__ALLOW_PRIVATE", "true"),
+            ("SCANFLEET_WEBHOOKS__RETRY_SCALE", "0.001"),
+        ]))
+        .unwrap()
+        .webhooks;
+        assert!(s.allow_private);
+        assert_eq!(s.retry_scale, 0.001);
+        for bad in ["0", "-1", "NaN", "fast"] {
+            let err = Settings::from_vars(&vars(&[("SCANFLEET_WEBHOOKS__RETRY_SCALE", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("SCANFLEET_WEBHOOKS__RETRY_SCALE"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn sentinels_are_host_port_pairs_with_sentinels_own_default_port() {
         let s = Settings::from_vars(&vars(&[
             ("REDIS_SENTINELS", "10.0.0.1:26380, sentinel-b ,[::1]:5000"),
