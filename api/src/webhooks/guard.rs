@@ -19,7 +19,7 @@ use hickory_resolver::TokioResolver;
 use reqwest::Url;
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
-use scanfleet_http::{classify, AddressClass};
+use scanfleet_http::{classify, AddressClass, ClientConfig, HostsMap};
 
 /// A name that takes longer to resolve is refused (a request waits on it).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +60,10 @@ pub struct Guard {
     require_https: bool,
     slack_host_only: bool,
     allow_private: bool,
+    /// The scanner's hosts map (`SCANFLEET_SCANNER__HOSTS`), asked first;
+    /// with `SCANFLEET_SCANNER__HOSTS_ONLY` nothing else is (no DNS).
+    hosts: HostsMap,
+    hosts_only: bool,
     /// The configured DNS server, when there is one; else the system's.
     resolver: Option<TokioResolver>,
 }
@@ -91,10 +95,15 @@ impl Guard {
             opts.ndots = 0;
             builder.build()
         });
+        // The api refuses to start with a malformed hosts map (the
+        // ownership checks parse it first), so this default is not reached.
+        let hosts = ClientConfig::parse_hosts(&settings.scanner.hosts).unwrap_or_default();
         Guard {
             require_https: production,
             slack_host_only: production,
             allow_private: settings.webhooks.allow_private,
+            hosts,
+            hosts_only: settings.scanner.hosts_only,
             resolver,
         }
     }
@@ -165,6 +174,15 @@ impl Guard {
     }
 
     async fn lookup(&self, host: &str) -> Result<Vec<IpAddr>, std::io::Error> {
+        if let Some(ip) = self.hosts.lookup(host) {
+            return Ok(vec![ip]);
+        }
+        if self.hosts_only {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "not in the hosts map, and SCANFLEET_SCANNER__HOSTS_ONLY forbids DNS",
+            ));
+        }
         match &self.resolver {
             Some(resolver) => match resolver.lookup_ip(format!("{host}.")).await {
                 Ok(found) => Ok(found.iter().collect()),
@@ -229,6 +247,28 @@ mod tests {
         assert!(matches!(
             g.check("ftp://x/", false).await,
             Err(GuardError::NotAUrl(_))
+        ));
+    }
+
+    /// CI's contract checks run hosts-only: a webhook URL made up by the
+    /// fuzzer must not cause a DNS question outside the machine.
+    #[tokio::test]
+    async fn hosts_only_answers_from_the_hosts_map_and_never_asks_dns() {
+        let mut vars = HashMap::new();
+        vars.insert(
+            "SCANFLEET_SCANNER__HOSTS_ONLY".to_string(),
+            "true".to_string(),
+        );
+        vars.insert(
+            "SCANFLEET_SCANNER__HOSTS".to_string(),
+            "hook.test=93.184.216.34".to_string(),
+        );
+        let g = Guard::from_settings(&Settings::from_vars(&vars).unwrap());
+        let c = g.check("http://hook.test/x", false).await.unwrap();
+        assert_eq!(c.addrs, vec!["93.184.216.34:80".parse().unwrap()]);
+        assert!(matches!(
+            g.check("http://example.com/", false).await,
+            Err(GuardError::Resolve { .. })
         ));
     }
 
