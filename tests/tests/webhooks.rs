@@ -666,3 +666,54 @@ async fn stopping_a_scan_sends_scan_stopped_once() {
     assert_eq!(body["data"]["scan"]["id"], scan.as_str());
     assert_eq!(body["data"]["scan"]["status"], "stopped");
 }
+
+#[tokio::test]
+async fn a_skipped_firing_sends_schedule_skipped_with_the_schedule_and_reason() {
+    let app = spawn_app_with(DEV).await;
+    let u = paid_user(&app).await;
+    let rx = Receiver::start().await;
+    let (_, secret) = webhook(
+        &app,
+        &u,
+        json!({"url": rx.url("/"), "events": ["schedule.skipped"]}),
+    )
+    .await;
+    let target = app
+        .new_target(&u, &format!("k{}.example.com", Uuid::new_v4().simple()))
+        .await;
+    let s = app
+        .post(
+            "/api/v1/schedules",
+            Some(&u.access_token),
+            json!({"target_id": target, "engine": "quick", "cron_expression": "*/15 * * * *"}),
+        )
+        .await;
+    assert_eq!(s.status, 201, "{}", s.text);
+    let schedule = s.body["id"].as_str().unwrap().to_string();
+    let db = app.state.db.get().await.unwrap();
+    db.execute(
+        "UPDATE schedules SET next_run = now() - interval '1 minute' WHERE id = $1::text::uuid",
+        &[&schedule],
+    )
+    .await
+    .unwrap();
+    let scheduler = app.scheduler();
+    assert_eq!(scheduler.tick(Utc::now()).await.unwrap().started, 1);
+    // The first run is still queued when the schedule is due again.
+    let later = Utc::now() + chrono::Duration::minutes(16);
+    assert_eq!(scheduler.tick(later).await.unwrap().skipped, 1);
+    let got = rx
+        .wait_for(Duration::from_secs(10), |r| !r.is_empty())
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rx.received().len(), 1);
+    assert!(verify(&secret, &got[0]));
+    let body = got[0].json();
+    assert_eq!(body["type"], "schedule.skipped");
+    assert_eq!(body["data"]["schedule_id"], schedule.as_str());
+    assert_eq!(body["data"]["schedule"]["id"], schedule.as_str());
+    assert!(body["data"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("still active"));
+}
