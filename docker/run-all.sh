@@ -39,6 +39,10 @@ HTML
   echo "scanfleet: lab site lab.scanfleet.test served on 127.0.0.1:$lab_port (SCANFLEET_LAB=off to skip)" >&2
 fi
 
+# Webhook receivers of a local walk live on loopback too (dev mode only:
+# production always requires https and public addresses).
+export SCANFLEET_WEBHOOKS__ALLOW_PRIVATE="${SCANFLEET_WEBHOOKS__ALLOW_PRIVATE:-true}"
+
 "$bin/scanfleet-api" & pids+=($!)
 "$bin/scanfleet-scheduler" & pids+=($!)
 "$bin/scanfleet-scanner" worker & pids+=($!)

@@ -89,6 +89,7 @@ impl Application {
             self.state.settings.database_url.expose().to_string(),
             background.clone(),
         ));
+        let webhooks = crate::webhooks::spawn(&self.state, background.clone());
         let app = endpoint(self.state);
         let served = Server::new_with_acceptor(acceptor)
             .run_with_graceful_shutdown(app, shutdown, Some(Duration::from_secs(10)))
@@ -97,6 +98,9 @@ impl Application {
         let _ = ingesting.await;
         let _ = relaying.await;
         let _ = listening.await;
+        for task in webhooks {
+            let _ = task.await;
+        }
         served
     }
 }

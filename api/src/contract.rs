@@ -558,3 +558,87 @@ mod tests {
         }
     }
 }
+
+contract_string!(
+    /// A webhook's kind: `generic` (signed JSON) or `slack` (Block Kit).
+    WebhookKindName,
+    component || one_of(&["generic", "slack"])
+);
+contract_string!(
+    /// A finding severity.
+    SeverityName,
+    component || one_of(&["critical", "high", "medium", "low", "info"])
+);
+contract_string!(
+    /// A webhook URL: `https` in production, at most 2,048 characters.
+    WebhookUrl,
+    || MetaSchema {
+        max_length: Some(crate::routes::webhooks::URL_MAX),
+        ..MetaSchema::new_with_format("string", "uri")
+    }
+);
+contract_string!(
+    /// A webhook's description: at most 500 characters.
+    WebhookDescription,
+    || MetaSchema {
+        pattern: Some(r"^[^\x00-\x1f\x7f-\x9f]*$".to_string()),
+        max_length: Some(crate::routes::webhooks::DESCRIPTION_MAX),
+        ..MetaSchema::new("string")
+    }
+);
+
+/// The events a webhook subscribes to: a non-empty list of distinct types
+/// (`ping` is always sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookEventList(pub Vec<String>);
+
+impl Deref for WebhookEventList {
+    type Target = Vec<String>;
+    fn deref(&self) -> &Vec<String> {
+        &self.0
+    }
+}
+
+impl Type for WebhookEventList {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Vec<String>;
+    type RawElementValueType = String;
+
+    fn name() -> Cow<'static, str> {
+        "[string]".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
+                &scanfleet_core::outbox::SUBSCRIBABLE,
+            ))))),
+            min_items: Some(1),
+            max_items: Some(scanfleet_core::outbox::SUBSCRIBABLE.len()),
+            unique_items: Some(true),
+            ..MetaSchema::new("array")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Vec<String>> {
+        Some(&self.0)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        Box::new(self.0.iter())
+    }
+}
+
+impl ParseFromJSON for WebhookEventList {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        Vec::<String>::parse_from_json(value)
+            .map(WebhookEventList)
+            .map_err(|e| e.propagate())
+    }
+}
+
+impl ToJSON for WebhookEventList {
+    fn to_json(&self) -> Option<Value> {
+        self.0.to_json()
+    }
+}

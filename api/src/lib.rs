@@ -42,6 +42,8 @@
 //! - [`state`]: what every handler shares.
 //! - [`metrics`]: `GET /metrics` in Prometheus text.
 //! - [`ws`]: the progress WebSocket and the per-process stream hub.
+//! - [`webhooks`]: outbound webhooks: signing, the SSRF guard, bodies and
+//!   the dispatcher.
 
 pub mod allow;
 pub mod app;
@@ -64,6 +66,7 @@ pub mod routes;
 pub mod state;
 pub mod throttle;
 pub mod validate;
+pub mod webhooks;
 pub mod ws;
 
 pub use app::Application;

@@ -6,7 +6,9 @@
 //! status, with a latency histogram; rate-limit refusals; open WebSocket
 //! connections. Read at scrape time: scans by status, the queue's depth,
 //! and the ingest backlog (index entries not yet applied, and the age of
-//! the oldest).
+//! the oldest), and the webhook outbox (deliveries waiting, the age of the
+//! oldest due one). Webhook deliveries are counted by outcome
+//! (`scanfleet_webhook_deliveries_total`) by the dispatcher.
 
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -115,5 +117,8 @@ async fn refresh(state: &AppState) -> Result<(), crate::Error> {
         .map(|ms| ((chrono::Utc::now().timestamp_millis() - ms).max(0)) as f64 / 1000.0)
         .unwrap_or(0.0);
     metrics::gauge!("scanfleet_ingest_lag_seconds").set(lag);
+    let (pending, oldest) = scanfleet_core::store::webhooks::queue_stats(&**db).await?;
+    metrics::gauge!("scanfleet_webhook_queue_depth").set(pending as f64);
+    metrics::gauge!("scanfleet_webhook_oldest_pending_seconds").set(oldest);
     Ok(())
 }

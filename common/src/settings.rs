@@ -146,6 +146,44 @@ pub struct PaymentSettings {
     pub timeout_secs: u64,
 }
 
+/// Outbound webhooks (`SCANFLEET_WEBHOOKS__*`), parsed by
+/// `WebhookSettings::read`.
+#[derive(Debug, Clone)]
+pub struct WebhookSettings {
+    /// Allow receivers on loopback and private addresses, and plain
+    /// `http://` URLs (dev mode only: production always requires https).
+    pub allow_private: bool,
+    /// Multiplies every retry delay and the 5-day disabling window (tests).
+    pub retry_scale: f64,
+    /// How long one delivery may take before it counts as failed.
+    pub timeout_secs: u64,
+    /// Dispatcher tasks in this api process; 0 leaves delivery to others.
+    pub dispatchers: usize,
+    /// How often an idle dispatcher looks for due deliveries (it is also
+    /// woken at once by the outbox's commit notification).
+    pub poll_interval_ms: u64,
+}
+
+impl WebhookSettings {
+    fn read(v: &Vars) -> Result<WebhookSettings, SettingsError> {
+        let settings = WebhookSettings {
+            allow_private: v.flag("SCANFLEET_WEBHOOKS__ALLOW_PRIVATE", false)?,
+            retry_scale: v.parse("SCANFLEET_WEBHOOKS__RETRY_SCALE", "1")?,
+            timeout_secs: v.positive("SCANFLEET_WEBHOOKS__TIMEOUT_SECS", "15")?,
+            dispatchers: v.parse("SCANFLEET_WEBHOOKS__DISPATCHERS", "1")?,
+            poll_interval_ms: v.positive("SCANFLEET_WEBHOOKS__POLL_INTERVAL_MS", "1000")?,
+        };
+        if !(settings.retry_scale.is_finite() && settings.retry_scale > 0.0) {
+            return Err(invalid(
+                "SCANFLEET_WEBHOOKS__RETRY_SCALE",
+                &settings.retry_scale.to_string(),
+                "a positive number",
+            ));
+        }
+        Ok(settings)
+    }
+}
+
 /// Where the deployment's Redis is: every process reads this section.
 #[derive(Debug, Clone)]
 pub struct RedisSettings {
@@ -180,6 +218,7 @@ pub struct Settings {
     pub rate: RateSettings,
     pub targets: TargetSettings,
     pub payments: PaymentSettings,
+    pub webhooks: WebhookSettings,
     pub log_format: LogFormat,
 }
 
@@ -456,6 +495,7 @@ impl Settings {
             rate: RateSettings::read(&v)?,
             targets: TargetSettings::read(&v, mode)?,
             payments: PaymentSettings::read(&v, mode)?,
+            webhooks: WebhookSettings::read(&v)?,
             log_format: v.log_format()?,
         })
     }
@@ -648,6 +688,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("SCANFLEET_RATE__ENABLED"), "{err}");
+    }
+
+    #[test]
+    fn webhook_settings_have_their_defaults_and_refuse_a_zero_scale() {
+        let s = Settings::from_vars(&vars(&[])).unwrap().webhooks;
+        assert!(!s.allow_private);
+        assert_eq!(s.retry_scale, 1.0);
+        assert_eq!(s.timeout_secs, 15);
+        assert_eq!(s.dispatchers, 1);
+        let s = Settings::from_vars(&vars(&[
+            ("SCANFLEET_WEBHOOKS__ALLOW_PRIVATE", "true"),
+            ("SCANFLEET_WEBHOOKS__RETRY_SCALE", "0.001"),
+        ]))
+        .unwrap()
+        .webhooks;
+        assert!(s.allow_private);
+        assert_eq!(s.retry_scale, 0.001);
+        for bad in ["0", "-1", "NaN", "fast"] {
+            let err = Settings::from_vars(&vars(&[("SCANFLEET_WEBHOOKS__RETRY_SCALE", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("SCANFLEET_WEBHOOKS__RETRY_SCALE"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -185,13 +185,9 @@ impl Scheduler {
             return Ok(false);
         }
         if schedules::has_active_run(&**db, schedule.id).await? {
-            notifications::create_schedule_skipped(
-                &**db,
-                user.id,
-                schedule.id,
-                "the previous run is still active",
-            )
-            .await?;
+            drop(db);
+            self.skip(user.id, schedule.id, "the previous run is still active")
+                .await?;
             return Ok(false);
         }
         match scanfleet_core::scans::start_scan(
@@ -211,12 +207,28 @@ impl Scheduler {
             // skipped and the owner told why; the schedule stays enabled and
             // fires again once ownership is proven.
             Err(Error::UpgradeRequired { detail, .. } | Error::TargetUnverified { detail, .. }) => {
-                notifications::create_schedule_skipped(&**db, user.id, schedule.id, &detail)
-                    .await?;
+                drop(db);
+                self.skip(user.id, schedule.id, &detail).await?;
                 Ok(false)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A skipped firing: the owner's notification and the `schedule.skipped`
+    /// webhook event commit together.
+    async fn skip(
+        &self,
+        user_id: uuid::Uuid,
+        schedule_id: uuid::Uuid,
+        reason: &str,
+    ) -> Result<(), Error> {
+        let mut db = self.core.db.get().await?;
+        let tx = db.transaction().await?;
+        notifications::create_schedule_skipped(&*tx, user_id, schedule_id, reason).await?;
+        scanfleet_core::outbox::schedule_skipped(&*tx, user_id, schedule_id, reason).await?;
+        tx.commit().await?;
+        Ok(())
     }
 }
 

@@ -24,6 +24,7 @@ pub mod stripe;
 pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod receiver;
 pub mod redis;
 pub mod site;
 

@@ -167,8 +167,38 @@ async fn owners_resources(app: &TestApp, a: &TestUser) -> HashMap<&'static str, 
         .await
         .unwrap()
         .get(0);
+    // A webhook with one delivery (its URL is never reached: the guard of
+    // this app refuses loopback).
+    let hook = scanfleet_core::store::webhooks::create(
+        &**db,
+        a.id,
+        &scanfleet_core::store::webhooks::WebhookValues {
+            url: "http://127.0.0.1:9/",
+            kind: "generic",
+            events: &["scan.completed".to_string()],
+            min_severity: "info",
+            description: "walk",
+            enabled: true,
+        },
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    )
+    .await
+    .unwrap();
+    assert!(scanfleet_core::outbox::ping(&**db, a.id, hook.id)
+        .await
+        .unwrap());
+    let delivery: Uuid = db
+        .query_one(
+            "SELECT id FROM webhook_deliveries WHERE webhook_id = $1",
+            &[&hook.id],
+        )
+        .await
+        .unwrap()
+        .get("id");
 
     HashMap::from([
+        ("webhook_id", hook.id.to_string()),
+        ("delivery_id", delivery.to_string()),
         ("target_id", target.to_string()),
         ("scan_id", scan_id.to_string()),
         ("schedule_id", schedule_id.to_string()),

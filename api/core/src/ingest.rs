@@ -248,7 +248,7 @@ fn status_rank(status: ScanStatus) -> u8 {
     }
 }
 
-/// Applies a terminal status and its notification.
+/// Applies a terminal status, its notification and its webhook events.
 async fn finish(
     db: &impl tokio_postgres::GenericClient,
     scan_id: Uuid,
@@ -259,6 +259,7 @@ async fn finish(
     if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
         return Ok(());
     }
+    crate::outbox::scan_finished(db, scan_id, status).await?;
     match status {
         ScanStatus::Completed => {
             notifications::create_scan_complete(db, scan_id).await?;

@@ -27,6 +27,8 @@
 //! - [`scans`]: starting and stopping scans.
 //! - [`ownership`]: proof that a user controls a domain, and the scan gate.
 //! - [`ingest`]: scan events from Redis into Postgres.
+//! - [`outbox`]: webhook events, written in the transaction that records
+//!   what they report.
 //! - [`startup`]: connecting at start-up, with one line naming the setting
 //!   at fault when it fails.
 
@@ -34,6 +36,7 @@ pub mod cron;
 pub mod domain;
 pub mod error;
 pub mod ingest;
+pub mod outbox;
 pub mod ownership;
 pub mod scans;
 pub mod startup;

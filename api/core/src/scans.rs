@@ -124,7 +124,15 @@ pub async fn stop_scan(core: &Core, user_id: Uuid, scan_id: Uuid) -> Result<Scan
         return Err(finished());
     }
     markers::publish_stop(&core.redis, &core.keys, scan_id).await?;
-    match scans::mark_stopped(&**db, user_id, scan_id).await? {
+    // The stop and its webhook event commit together.
+    let mut tx_db = core.db.get().await?;
+    let tx = tx_db.transaction().await?;
+    let stopped = scans::mark_stopped(&*tx, user_id, scan_id).await?;
+    if stopped.is_some() {
+        crate::outbox::scan_finished(&*tx, scan_id, ScanStatus::Stopped).await?;
+    }
+    tx.commit().await?;
+    match stopped {
         Some(row) => Ok(row),
         // The ingester may have applied the stop event first; otherwise the
         // scan finished between the read and the update.

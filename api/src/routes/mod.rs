@@ -14,6 +14,7 @@ pub mod scans;
 pub mod schedules;
 pub mod subscriptions;
 pub mod targets;
+pub mod webhooks;
 
 use poem_openapi::{OpenApiService, Tags};
 use serde_json::{json, Map, Value};
@@ -44,6 +45,8 @@ pub enum ApiTags {
     Subscriptions,
     /// User administration and target ownership overrides (admin role).
     Admin,
+    /// Outbound webhooks and Slack: signed event deliveries.
+    Webhooks,
 }
 
 pub type Apis = (
@@ -58,6 +61,7 @@ pub type Apis = (
     api_keys::ApiKeysApi,
     subscriptions::SubscriptionsApi,
     admin::AdminApi,
+    webhooks::WebhooksApi,
 );
 
 /// The OpenAPI service of the whole contract. Building it needs no state, so
@@ -76,6 +80,7 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
             api_keys::ApiKeysApi,
             subscriptions::SubscriptionsApi,
             admin::AdminApi,
+            webhooks::WebhooksApi,
         ),
         "scanfleet",
         env!("CARGO_PKG_VERSION"),

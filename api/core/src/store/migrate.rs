@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_revision",
         include_str!("../../migrations/0013_scan_revision.sql"),
     ),
+    (
+        27,
+        "webhooks",
+        include_str!("../../migrations/0027_webhooks.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

@@ -13,6 +13,8 @@
 //! - [`findings`]: idempotent insertion for the ingester, triage status.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
 //!   provider reports them, checkout sessions, applied webhook events.
+//! - [`webhooks`]: outbound webhooks, their secrets, the outbox, deliveries
+//!   and the attempt log.
 
 pub mod api_keys;
 pub mod changes;
@@ -28,6 +30,7 @@ pub mod subscriptions;
 pub mod targets;
 pub mod tiers;
 pub mod users;
+pub mod webhooks;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
