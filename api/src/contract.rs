@@ -148,6 +148,16 @@ contract_string!(
     || one_of(&["open", "confirmed", "false_positive", "accepted_risk", "fixed"])
 );
 contract_string!(
+    /// A fingerprint's state across scans: `open` or `fixed`.
+    FindingStateName,
+    || one_of(&["open", "fixed"])
+);
+contract_string!(
+    /// A finding severity.
+    SeverityName,
+    || one_of(&["critical", "high", "medium", "low", "info"])
+);
+contract_string!(
     /// A report format.
     ReportFormatName,
     || one_of(&["html", "json", "sarif", "csv", "pdf"])

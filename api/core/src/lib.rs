@@ -17,6 +17,7 @@
 //! # Layout
 //! - [`error`]: the general error kinds ([`Error`]) and their data.
 //! - [`domain`]: the target hostname ([`domain::Domain`]).
+//! - [`fingerprint`]: a finding's identity across scans, and its change.
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
 //! - [`scans`]: starting and stopping scans.
@@ -28,6 +29,7 @@
 pub mod cron;
 pub mod domain;
 pub mod error;
+pub mod fingerprint;
 pub mod ingest;
 pub mod ownership;
 pub mod scans;

@@ -40,6 +40,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_revision",
         include_str!("../../migrations/0013_scan_revision.sql"),
     ),
+    (
+        14,
+        "finding_fingerprints",
+        include_str!("../../migrations/0014_finding_fingerprints.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
