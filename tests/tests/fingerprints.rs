@@ -607,3 +607,175 @@ async fn the_migration_gives_findings_stored_before_it_their_history_in_scan_ord
     drop(db);
     scanfleet_tests::drop_database(&database_url("postgres"), &name);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retest_keeps_a_finding_still_there_open_and_fixes_one_that_is_gone() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let full = scan_to_end(&fleet, &token, &target, "full").await;
+    let git_api = by_key(&full)[&key(GIT, API_HOST)].clone();
+    let finding = git_api["id"].as_str().unwrap();
+    let fingerprint = git_api["fingerprint"].as_str().unwrap();
+    let fingerprint_row = |list: &[Value]| {
+        list.iter()
+            .find(|f| f["fingerprint"] == fingerprint)
+            .cloned()
+            .expect("the retested fingerprint")
+    };
+    let (list, _) = get_list(&fleet, &format!("/targets/{target}/findings"), &token).await;
+    let before = fingerprint_row(&list);
+
+    // Still there: open, seen again.
+    let (status, scan) = fleet
+        .call(
+            Method::POST,
+            &format!("/findings/{finding}/retest"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 202, "{scan}");
+    assert_eq!(scan["engine"], "retest");
+    let retest = fleet
+        .wait_finished(
+            &token,
+            scan["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(retest["status"], "completed", "{retest}");
+    // Only its template, only its host (and the probe of that host).
+    assert_eq!(
+        Fleet::finding_keys(&retest),
+        vec![key(GIT, API_HOST), key("http-probe", API_HOST)]
+    );
+    let (list, _) = get_list(&fleet, &format!("/targets/{target}/findings"), &token).await;
+    let after = fingerprint_row(&list);
+    assert_eq!(after["state"], "open");
+    assert!(after["last_seen_at"].as_str() > before["last_seen_at"].as_str());
+    assert_eq!(after["occurrences"], 2);
+
+    // Gone: the retest fixes it, and nothing else.
+    lab.set_git_exposed(false);
+    let (status, scan) = fleet
+        .call(
+            Method::POST,
+            &format!("/findings/{finding}/retest"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 202, "{scan}");
+    let retest = fleet
+        .wait_finished(
+            &token,
+            scan["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(retest["changes"]["fixed"], 1, "{retest}");
+    let (fixed, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 1);
+    assert_eq!(fixed[0]["fingerprint"], fingerprint);
+}
+
+#[tokio::test]
+async fn retests_are_not_counted_in_the_scan_limit_five_run_at_once_and_others_get_404() {
+    use scanfleet_common::events::FindingEvent;
+    use scanfleet_common::Severity;
+    let app = scanfleet_tests::spawn_app().await;
+    let user = app.new_user().await;
+    let target = app.new_target(&user, "example.com").await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&user.access_token),
+            json!({"target_id": target}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let scan: uuid::Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let db = app.state.db.get().await.unwrap();
+    scanfleet_core::store::findings::insert_findings(
+        &**db,
+        scan,
+        user.id,
+        &[FindingEvent {
+            template_id: "git-config".into(),
+            name: "Git".into(),
+            severity: Severity::High,
+            host: "example.com".into(),
+            matched_at: "https://example.com/.git/config".into(),
+            description: String::new(),
+            remediation: String::new(),
+            extracted_results: vec![],
+            matcher_name: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let detail = app
+        .get(&format!("/api/v1/scans/{scan}"), &user.access_token)
+        .await;
+    let finding = detail.body["vulnerabilities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let usage = || async {
+        db.query_one(
+            "SELECT COALESCE(sum(scans), 0)::bigint AS n FROM scan_usage WHERE user_id = $1",
+            &[&user.id],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>("n")
+    };
+    let used = usage().await;
+    let path = format!("/api/v1/findings/{finding}/retest");
+    for _ in 0..5 {
+        let r = app.post(&path, Some(&user.access_token), json!({})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(r.body["engine"], "retest");
+        assert_eq!(r.body["status"], "queued");
+    }
+    app.post(&path, Some(&user.access_token), json!({}))
+        .await
+        .assert_problem(429);
+    assert_eq!(usage().await, used, "retests are not counted");
+    // Its job names the one template and the finding's host.
+    let mut retests = 0;
+    for id in app.state.scan_queue.waiting().await.unwrap() {
+        let job = app.state.scan_queue.job(id).await.unwrap().unwrap();
+        if job.engine == scanfleet_common::jobs::Engine::Retest {
+            assert_eq!(job.templates, vec!["git-config".to_string()]);
+            assert_eq!(job.domain, "example.com");
+            retests += 1;
+        } else {
+            assert!(job.templates.is_empty());
+        }
+    }
+    assert_eq!(retests, 5);
+
+    // `retest` is not an engine POST /scans takes.
+    app.post(
+        "/api/v1/scans",
+        Some(&user.access_token),
+        json!({"target_id": target, "engine": "retest"}),
+    )
+    .await
+    .assert_problem(422);
+
+    let other = app.new_user().await;
+    app.post(&path, Some(&other.access_token), json!({}))
+        .await
+        .assert_problem(404);
+}

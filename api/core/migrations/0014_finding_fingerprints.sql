@@ -74,7 +74,7 @@ CREATE TABLE fingerprints (
 -- filters (state, status, severity) are read from the same index.
 CREATE INDEX fingerprints_target_list_idx
     ON fingerprints (target_id, severity_rank, last_seen_at DESC, id)
-    INCLUDE (state, status);
+    INCLUDE (state, status, accepted_until);
 CREATE INDEX fingerprints_target_open_host_idx
     ON fingerprints (target_id, host) WHERE state = 'open';
 CREATE INDEX fingerprints_user_idx ON fingerprints (user_id);
@@ -155,3 +155,12 @@ SELECT s.id,
 FROM scans s LEFT JOIN findings f ON f.scan_id = s.id
 WHERE s.status = 'completed'
 GROUP BY s.id;
+
+-- Retests: a scan of engine `retest` runs one finding's template against
+-- its host; `retest_of` names the fingerprint, the only one it may fix.
+ALTER TABLE scans DROP CONSTRAINT scans_engine_check;
+ALTER TABLE scans ADD CONSTRAINT scans_engine_check
+    CHECK (engine IN ('full', 'quick', 'recon', 'retest'));
+ALTER TABLE scans ADD COLUMN retest_of uuid REFERENCES fingerprints (id) ON DELETE SET NULL;
+CREATE INDEX scans_user_retests_idx ON scans (user_id)
+    WHERE engine = 'retest' AND status IN ('queued', 'pending', 'running');

@@ -262,7 +262,7 @@ async fn finish(
     }
     match status {
         ScanStatus::Completed => {
-            fingerprints::complete(db, scan_id, None).await?;
+            fingerprints::complete(db, scan_id).await?;
             notifications::create_scan_complete(db, scan_id).await?;
         }
         ScanStatus::Failed => {

@@ -22,6 +22,7 @@
 //! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
 //! - [`scans`]: starting and stopping scans.
 //! - [`ownership`]: proof that a user controls a domain, and the scan gate.
+//! - [`retest`]: retesting one finding (engine `retest`).
 //! - [`ingest`]: scan events from Redis into Postgres.
 //! - [`startup`]: connecting at start-up, with one line naming the setting
 //!   at fault when it fails.
@@ -32,6 +33,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod ingest;
 pub mod ownership;
+pub mod retest;
 pub mod scans;
 pub mod startup;
 pub mod store;

@@ -10,11 +10,11 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use scanfleet_common::Severity;
 use uuid::Uuid;
 
-use super::scans::Vulnerability;
+use super::scans::{Scan, Vulnerability};
 use super::{page, ApiTags};
-use crate::auth::{Caller, CanRead, CanWrite};
+use crate::auth::{Caller, CanRead, CanScan, CanWrite};
 use crate::contract::{
-    self, FindingStateName, FindingStatusName, PageLimit, PageOffset, SeverityName,
+    self, DateText, FindingStateName, FindingStatusName, PageLimit, PageOffset, SeverityName,
 };
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -30,7 +30,7 @@ pub struct FindingUpdate {
     pub status: FindingStatusName,
     /// With `accepted_risk` only: the last day the risk is accepted; the
     /// status is `open` again after it.
-    pub until: Option<NaiveDate>,
+    pub until: Option<DateText>,
 }
 
 /// One finding of a target across its scans (one per fingerprint).
@@ -160,6 +160,13 @@ fn filter_of(
     })
 }
 
+#[derive(ApiResponse)]
+pub enum RetestStarted {
+    /// The retest scan is queued.
+    #[oai(status = 202)]
+    Accepted(Json<Scan>),
+}
+
 pub struct FindingsApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Findings")]
@@ -182,16 +189,46 @@ impl FindingsApi {
         body: JsonBody<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
         let status = status_of(Some(&body.status))?.unwrap_or_default();
-        if body.until.is_some() && status != "accepted_risk" {
-            return Err(Error::invalid("until", "is only taken with status accepted_risk").into());
-        }
+        let until = body
+            .until
+            .as_ref()
+            .map(|d| contract::date("until", d))
+            .transpose()?;
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
-        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &status, body.until)
+        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &status, until)
             .await?
             .ok_or(Error::NotFound("finding"))?;
+        // After the ownership check (another user's finding is a 404
+        // whatever the body); the transaction is dropped, not committed.
+        if until.is_some() && status != "accepted_risk" {
+            return Err(Error::invalid("until", "is only taken with status accepted_risk").into());
+        }
         tx.commit().await?;
         Ok(Json(Vulnerability::from(&finding)))
+    }
+
+    /// Retest a finding
+    ///
+    /// Starts a scan of engine `retest` that runs only the finding's
+    /// template against its host: found, the finding stays open with
+    /// `last_seen_at` moved; not found, it is fixed. Retests do not count
+    /// toward the tier's scan limit; at most 5 run at once per user (429
+    /// beyond).
+    #[oai(
+        path = "/findings/:finding_id/retest",
+        method = "post",
+        operation_id = "retest_finding"
+    )]
+    async fn retest_finding(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanScan>,
+        finding_id: Path<Uuid>,
+    ) -> Result<RetestStarted> {
+        let scan =
+            scanfleet_core::retest::start_retest(&state.core, &me.user, finding_id.0).await?;
+        Ok(RetestStarted::Accepted(Json(scan.into())))
     }
 
     /// The target's findings across its scans

@@ -33,7 +33,7 @@ pub struct Scan {
     pub target_id: Uuid,
     /// The target's domain.
     pub domain: String,
-    /// `full`, `quick` or `recon`.
+    /// `full`, `quick`, `recon`, or `retest` (a finding's retest).
     pub engine: String,
     /// `queued`, `pending`, `running`, `completed`, `failed` or `stopped`.
     pub status: String,
@@ -285,7 +285,9 @@ pub enum ScanCreated {
 fn parse_engine(raw: Option<&str>) -> Result<Engine, Error> {
     match raw {
         None => Ok(Engine::Full),
+        // `retest` is started by POST /findings/{id}/retest only.
         Some(v) => Engine::parse(v)
+            .filter(|e| Engine::ALL.contains(e))
             .ok_or_else(|| Error::invalid("engine", "must be one of full, quick, recon")),
     }
 }

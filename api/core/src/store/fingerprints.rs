@@ -183,13 +183,10 @@ pub struct ChangeCounts {
 ///   is fixed by it.
 ///
 /// Then counts the scan's changes into `scan_changes` (once).
-pub async fn complete(
-    db: &impl GenericClient,
-    scan_id: Uuid,
-    retest_of: Option<Uuid>,
-) -> Result<ChangeCounts, Error> {
+pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     db.execute(
-        "WITH s AS (SELECT id, target_id, engine, created_at FROM scans WHERE id = $1),
+        "WITH s AS (SELECT id, target_id, engine, created_at, retest_of FROM scans
+                    WHERE id = $1),
               reached AS (SELECT DISTINCT host FROM findings WHERE scan_id = $1),
               fixed AS (
                   UPDATE fingerprints fp SET state = 'fixed', fixed_at = now()
@@ -202,13 +199,13 @@ pub async fn complete(
                         WHEN 'full' THEN true
                         WHEN 'quick' THEN fp.severity_rank <= 2 OR fp.template_id = $2
                         WHEN 'recon' THEN fp.template_id = $2
-                        WHEN 'retest' THEN fp.id = $3
+                        WHEN 'retest' THEN fp.id = s.retest_of
                         ELSE false END
                   RETURNING fp.id, fp.fixed_at)
          INSERT INTO fingerprint_fixes (fingerprint_id, scan_id, fixed_at)
          SELECT id, $1, fixed_at FROM fixed
          ON CONFLICT DO NOTHING",
-        &[&scan_id, &PROBE_TEMPLATE_ID, &retest_of],
+        &[&scan_id, &PROBE_TEMPLATE_ID],
     )
     .await?;
     let row = db
@@ -412,4 +409,89 @@ pub async fn list_for_target(
         .map(FingerprintRow::try_from)
         .collect::<Result<_, _>>()?;
     Ok(Some((list, total)))
+}
+
+/// What a retest of one finding runs: its fingerprint's template on its
+/// host.
+#[derive(Debug, Clone)]
+pub struct RetestSubject {
+    pub fingerprint_id: Uuid,
+    pub target_id: Uuid,
+    pub host: String,
+    pub template_id: String,
+}
+
+/// The subject of a retest of one of the user's findings; `None` when the
+/// finding is not theirs (or has no fingerprint).
+pub async fn retest_subject(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<RetestSubject>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT fp.id, fp.target_id, fp.host, fp.template_id
+             FROM findings f JOIN fingerprints fp ON fp.id = f.fingerprint_id
+             WHERE f.id = $1 AND f.user_id = $2",
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    row.map(|r| {
+        Ok(RetestSubject {
+            fingerprint_id: r.try_get("id")?,
+            target_id: r.try_get("target_id")?,
+            host: r.try_get("host")?,
+            template_id: r.try_get("template_id")?,
+        })
+    })
+    .transpose()
+}
+
+/// Inserts a scan of engine `retest` for `subject`, unless the user has
+/// `max_running` retests queued or running already (`None` then). Retests
+/// are not counted in the tier's scan usage. A per-user advisory lock makes
+/// the count and the insert one step for concurrent requests.
+pub async fn insert_retest(
+    db: &mut deadpool_postgres::Client,
+    user_id: Uuid,
+    subject: &RetestSubject,
+    max_running: i64,
+) -> Result<Option<crate::store::scans::ScanRow>, Error> {
+    let tx = db.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('retest:' || $1::uuid::text, 0))",
+        &[&user_id],
+    )
+    .await?;
+    let running: i64 = tx
+        .query_one(
+            "SELECT count(*) AS running FROM scans
+             WHERE user_id = $1 AND engine = 'retest'
+               AND status IN ('queued', 'pending', 'running')",
+            &[&user_id],
+        )
+        .await?
+        .try_get("running")?;
+    if running >= max_running {
+        return Ok(None);
+    }
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH s AS (
+                     INSERT INTO scans (id, user_id, target_id, engine, retest_of)
+                     VALUES ($1, $2, $3, 'retest', $4) RETURNING *)
+                 SELECT {} FROM s JOIN targets t ON t.id = s.target_id",
+                crate::store::scans::COLUMNS
+            ),
+            &[
+                &Uuid::now_v7(),
+                &user_id,
+                &subject.target_id,
+                &subject.fingerprint_id,
+            ],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(Some(crate::store::scans::ScanRow::try_from(&row)?))
 }
