@@ -193,9 +193,13 @@ async fn lay_history(app: &TestApp, user: Uuid, target: Uuid) {
         .await
         .expect("last scan");
     }
-    db.batch_execute("VACUUM ANALYZE fingerprints; VACUUM ANALYZE findings;")
-        .await
-        .expect("vacuum");
+    // One statement each: VACUUM cannot run in the implicit transaction of
+    // a multi-statement batch.
+    for table in ["fingerprints", "findings"] {
+        db.batch_execute(&format!("VACUUM ANALYZE {table}"))
+            .await
+            .expect("vacuum");
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -239,6 +243,25 @@ async fn main() {
         "?severity=critical&limit=500".into(),
         "?offset=50000".into(),
     ];
+    // What Postgres itself spends (the HTTP figures add the app's work and
+    // this machine's load).
+    let db = app.state.db.get().await.expect("db");
+    for sql in [
+        "SELECT count(*) FROM fingerprints fp WHERE fp.target_id = $1",
+        "SELECT fp.id FROM fingerprints fp WHERE fp.target_id = $1
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id LIMIT 50",
+    ] {
+        let plan = db
+            .query(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}"), &[&big])
+            .await
+            .expect("explain");
+        let plan: serde_json::Value = plan[0].get(0);
+        println!(
+            "  postgres: {:.1} ms for {}",
+            plan[0]["Execution Time"].as_f64().unwrap_or(f64::NAN),
+            sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ")
+        );
+    }
     let mut all = Vec::new();
     println!("GET /targets/{{id}}/findings, {REQUESTS_PER_QUERY} requests each:");
     for q in &queries {

@@ -383,16 +383,21 @@ pub async fn list_for_target(
     let rows = db
         .query(
             &format!(
-                "SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
+                // The page first: the last finding is looked up for the
+                // page's rows only, not for every row the offset skips.
+                "WITH page AS (
+                     SELECT fp.id FROM fingerprints fp WHERE {conditions}
+                     ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+                     LIMIT $5 OFFSET $6)
+                 SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
                         fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
                         fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
                         fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
                         (SELECT f.id FROM findings f
                          WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
                          LIMIT 1) AS last_finding_id
-                 FROM fingerprints fp WHERE {conditions}
-                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
-                 LIMIT $5 OFFSET $6"
+                 FROM page JOIN fingerprints fp ON fp.id = page.id
+                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
             ),
             &[
                 &target_id,
