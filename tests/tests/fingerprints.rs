@@ -261,6 +261,43 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     .await;
     assert_eq!(total, 0);
     let s4_id = s4["id"].as_str().unwrap();
+    // SARIF carries each result's baseline state (regressed is `updated`),
+    // the JSON report each finding's change.
+    let sarif = fleet
+        .get(&format!("/scans/{s4_id}/report/sarif"), &token)
+        .await;
+    let mut states: Vec<(String, String)> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap().to_string(),
+                r["baselineState"].as_str().unwrap_or("none").to_string(),
+            )
+        })
+        .collect();
+    states.sort();
+    states.dedup();
+    assert_eq!(
+        states,
+        vec![
+            ("express-detect".to_string(), "unchanged".to_string()),
+            (GIT.to_string(), "updated".to_string()),
+            ("http-probe".to_string(), "unchanged".to_string()),
+            (XPB.to_string(), "unchanged".to_string()),
+        ]
+    );
+    let report = fleet
+        .get(&format!("/scans/{s4_id}/report/json"), &token)
+        .await;
+    let regressed = report["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["change"] == "regressed")
+        .count();
+    assert_eq!(regressed, 3, "{report}");
     // Against a chosen scan: the one that fixed them, and the first.
     let diff = fleet
         .get(&format!("/scans/{s4_id}/diff?against={s3_id}"), &token)
