@@ -170,6 +170,16 @@ contract_string!(
     || one_of(&["open", "confirmed", "false_positive", "accepted_risk", "fixed"])
 );
 contract_string!(
+    /// A fingerprint's state across scans: `open` or `fixed`.
+    FindingStateName,
+    || one_of(&["open", "fixed"])
+);
+contract_string!(
+    /// A calendar date, `YYYY-MM-DD` (checked by [`date`]).
+    DateText,
+    || MetaSchema::new_with_format("string", "date")
+);
+contract_string!(
     /// A report format.
     ReportFormatName,
     || one_of(&["html", "json", "sarif", "csv", "pdf"])
@@ -351,6 +361,12 @@ pub type KeyLifetimeDays = Bounded<1, { bounds::KEY_MAX_EXPIRES_IN_DAYS }>;
 /// The raw value of an optional bounded query value, for `routes::page`.
 pub fn raw<const MIN: i64, const MAX: i64>(value: Option<Bounded<MIN, MAX>>) -> Option<i64> {
     value.map(|v| v.0)
+}
+
+/// `value` of `field` as a calendar date; a 422 naming the field otherwise.
+pub fn date(field: &str, value: &str) -> Result<chrono::NaiveDate, crate::error::Error> {
+    chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d")
+        .map_err(|_| crate::error::Error::invalid(field, "must be a date, YYYY-MM-DD"))
 }
 
 /// API key permissions: a non-empty list of `read`, `scan` and `write`.

@@ -13,6 +13,9 @@ pub enum Engine {
     Quick,
     /// Discovery and probe, technology findings only.
     Recon,
+    /// One finding's template against its host (the job's `templates`
+    /// and `domain`); started by a retest, never by `POST /scans`.
+    Retest,
 }
 
 impl Engine {
@@ -23,6 +26,7 @@ impl Engine {
             "full" => Some(Engine::Full),
             "quick" => Some(Engine::Quick),
             "recon" => Some(Engine::Recon),
+            "retest" => Some(Engine::Retest),
             _ => None,
         }
     }
@@ -32,6 +36,7 @@ impl Engine {
             Engine::Full => "full",
             Engine::Quick => "quick",
             Engine::Recon => "recon",
+            Engine::Retest => "retest",
         }
     }
 }
@@ -43,6 +48,10 @@ pub struct ScanJob {
     pub target_id: Uuid,
     pub domain: String,
     pub engine: Engine,
+    /// Only these templates run (by id); every template of the engine's
+    /// selection when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<String>,
 }
 
 #[cfg(test)]
@@ -54,6 +63,7 @@ mod tests {
         for e in Engine::ALL {
             assert_eq!(Engine::parse(e.as_str()), Some(e));
         }
+        assert_eq!(Engine::parse("retest"), Some(Engine::Retest));
         assert_eq!(Engine::parse("deep"), None);
         assert_eq!(Engine::parse("FULL"), None);
     }

@@ -12,9 +12,11 @@
 //!   header the header templates look for, so those stay silent.
 //!
 //! Requests can be slowed down (`delay`) so a scan lasts long enough to be
-//! stopped or have its node killed half-way.
+//! stopped or have its node killed half-way, and the Git configuration can
+//! be switched off and on again between scans ([`Lab::set_git_exposed`]) so
+//! that a finding is fixed and comes back.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +54,8 @@ pub struct Lab {
     pub port: u16,
     /// Requests answered so far.
     pub requests: Arc<AtomicU64>,
+    /// Whether `/.git/config` is served (on at the start).
+    git_exposed: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -70,23 +74,32 @@ impl Lab {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
         let port = listener.local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
+        let git_exposed = Arc::new(AtomicBool::new(true));
         let counter = requests.clone();
+        let exposed = git_exposed.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let counter = counter.clone();
+                let exposed = exposed.clone();
                 tokio::spawn(async move {
-                    let _ = serve(stream, delay, counter).await;
+                    let _ = serve(stream, delay, counter, exposed).await;
                 });
             }
         });
         Lab {
             port,
             requests,
+            git_exposed,
             task,
         }
+    }
+
+    /// Serves `/.git/config` (the weakness on) or a 404 (fixed).
+    pub fn set_git_exposed(&self, exposed: bool) {
+        self.git_exposed.store(exposed, Ordering::SeqCst);
     }
 
     /// Node settings that send every name in `hosts` to this lab: the hosts
@@ -109,6 +122,7 @@ async fn serve(
     mut stream: TcpStream,
     delay: Duration,
     counter: Arc<AtomicU64>,
+    git_exposed: Arc<AtomicBool>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     loop {
@@ -155,7 +169,8 @@ async fn serve(
         let domain = host.split(':').next().unwrap_or("").to_string();
         counter.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
-        let (status, content_type, body) = route(&path, &domain);
+        let (status, content_type, body) =
+            route(&path, &domain, git_exposed.load(Ordering::SeqCst));
         let body = if method == "HEAD" {
             String::new()
         } else {
@@ -173,7 +188,7 @@ async fn serve(
     }
 }
 
-fn route(path: &str, domain: &str) -> (&'static str, &'static str, String) {
+fn route(path: &str, domain: &str, git_exposed: bool) -> (&'static str, &'static str, String) {
     let path = path.split('?').next().unwrap_or("/");
     match path {
         "/" => (
@@ -185,7 +200,7 @@ fn route(path: &str, domain: &str) -> (&'static str, &'static str, String) {
                  <a href=\"https://partner.example.org/\">partner</a></body></html>"
             ),
         ),
-        "/.git/config" => ("200 OK", "text/plain", GIT_CONFIG.to_string()),
+        "/.git/config" if git_exposed => ("200 OK", "text/plain", GIT_CONFIG.to_string()),
         _ => ("404 Not Found", "text/plain", "not found".to_string()),
     }
 }

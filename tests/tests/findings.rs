@@ -268,7 +268,9 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
     assert_eq!(r.body["status"], "pending");
     let started = r.body["started_at"].clone();
     assert!(started.is_string());
-    assert!(r.body.get("completed_at").is_none());
+    // Present and null until set (issue 26, item 8).
+    assert!(r.body["completed_at"].is_null());
+    assert!(r.body.as_object().unwrap().contains_key("completed_at"));
 
     assert!(set(ScanStatus::Running).await);
     assert!(!set(ScanStatus::Pending).await, "backwards");

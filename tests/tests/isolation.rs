@@ -90,6 +90,7 @@ fn sample(name: &str, schema: &Value) -> Value {
         "status" => json!("confirmed"),
         "engine" => json!("quick"),
         "cron_expression" => json!("0 3 * * *"),
+        "until" => json!("2030-01-01"),
         _ => match schema["type"].as_str() {
             Some("boolean") => json!(false),
             Some("integer") | Some("number") => json!(1),

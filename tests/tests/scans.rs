@@ -86,6 +86,7 @@ async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
             target_id: t,
             domain: "example.com".into(),
             engine: Engine::Full,
+            templates: vec![],
         }]
     );
 }
@@ -368,13 +369,21 @@ async fn scan_detail_carries_findings_in_both_shapes_and_a_summary() {
         r.body["summary"],
         json!({"total_findings": 3, "critical": 1, "high": 1, "medium": 0, "low": 0, "info": 1})
     );
-    let f = &r.body["findings"][0];
+    // Worst first, in the order found within a severity (issue 26, item 7).
+    let order: Vec<&str> = r.body["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, vec!["critical", "high", "info"]);
+    let f = &r.body["findings"][1];
     assert_eq!(f["severity"], "high");
     assert_eq!(f["title"], "git-config name");
     assert_eq!(f["path"], "https://example.com/.git/config");
     assert_eq!(f["tool"], "scanfleet-templates");
     assert_eq!(f["description"], "git-config description");
-    let v = &r.body["vulnerabilities"][0];
+    let v = &r.body["vulnerabilities"][1];
     assert_eq!(v["scan_id"], s.to_string());
     assert_eq!(v["name"], "git-config name");
     assert_eq!(v["status"], "open");

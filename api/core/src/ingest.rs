@@ -18,6 +18,7 @@
 //! # Applying events
 //! Findings are inserted with the dedup rule (first wins); the status only
 //! moves forward; progress never goes down; the terminal event creates the
+//! fixed fingerprints of a completed scan (`fingerprints::complete`), the
 //! `scan_complete` or `scan_failed` notification (once: the functions are
 //! idempotent) and closes the scan's stream for ingestion, so nothing the
 //! scan emits after a stop is recorded.
@@ -34,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::store::{findings, notifications, scans, Db};
+use crate::store::{findings, fingerprints, notifications, scans, Db};
 
 /// Index entries read at once.
 const BATCH: u64 = 256;
@@ -262,6 +263,7 @@ async fn finish(
     crate::outbox::scan_finished(db, scan_id, status).await?;
     match status {
         ScanStatus::Completed => {
+            fingerprints::complete(db, scan_id).await?;
             notifications::create_scan_complete(db, scan_id).await?;
         }
         ScanStatus::Failed => {

@@ -22,10 +22,12 @@
 //! # Layout
 //! - [`error`]: the general error kinds ([`Error`]) and their data.
 //! - [`domain`]: the target hostname ([`domain::Domain`]).
+//! - [`fingerprint`]: a finding's identity across scans, and its change.
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
 //! - [`scans`]: starting and stopping scans.
 //! - [`ownership`]: proof that a user controls a domain, and the scan gate.
+//! - [`retest`]: retesting one finding (engine `retest`).
 //! - [`ingest`]: scan events from Redis into Postgres.
 //! - [`outbox`]: webhook events, written in the transaction that records
 //!   what they report.
@@ -35,9 +37,11 @@
 pub mod cron;
 pub mod domain;
 pub mod error;
+pub mod fingerprint;
 pub mod ingest;
 pub mod outbox;
 pub mod ownership;
+pub mod retest;
 pub mod scans;
 pub mod startup;
 pub mod store;

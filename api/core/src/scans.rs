@@ -81,6 +81,7 @@ pub async fn start_scan(
         target_id: scan.target_id,
         domain: scan.domain.clone(),
         engine,
+        templates: Vec::new(),
     };
     if let Err(e) = push(core, &job).await {
         tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");
@@ -97,7 +98,7 @@ pub async fn start_scan(
 }
 
 /// Pushes a job, giving up after [`PUSH_TIMEOUT`] when Redis hangs.
-async fn push(core: &Core, job: &ScanJob) -> Result<(), Error> {
+pub(crate) async fn push(core: &Core, job: &ScanJob) -> Result<(), Error> {
     match tokio::time::timeout(PUSH_TIMEOUT, core.scan_queue.push(job)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.into()),

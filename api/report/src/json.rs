@@ -44,6 +44,9 @@ pub struct ReportFinding {
     /// Values the template extracted from the response.
     pub extracted_results: Vec<String>,
     pub created_at: DateTime<Utc>,
+    /// Against the target's earlier scans: `new`, `recurring` or
+    /// `regressed`.
+    pub change: Option<String>,
 }
 
 impl From<&FindingRow> for ReportFinding {
@@ -61,6 +64,7 @@ impl From<&FindingRow> for ReportFinding {
             matcher_name: f.matcher_name.clone(),
             extracted_results: f.extracted_results.clone(),
             created_at: f.created_at,
+            change: f.change.map(|c| c.as_str().to_string()),
         }
     }
 }

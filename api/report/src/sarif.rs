@@ -13,6 +13,7 @@ use scanfleet_common::Severity;
 use serde_json::{json, Value};
 
 use super::{Header, Renderer, ReportError, TOOL_NAME};
+use scanfleet_core::fingerprint::Change;
 use scanfleet_core::store::findings::FindingRow;
 
 /// The OASIS schema the document follows (errata 01, the current text).
@@ -110,6 +111,20 @@ impl Renderer for SarifRenderer {
                 "extractedResults": f.extracted_results,
             },
         });
+        let mut result = result;
+        // SARIF 2.1.0, 3.27.24: the finding against the target's earlier
+        // scans (a regressed one is `updated`). Fixed findings are not in a
+        // scan's results, so `absent` is not written here.
+        if let Some(change) = f.change {
+            result["baselineState"] = json!(match change {
+                Change::New => "new",
+                Change::Recurring => "unchanged",
+                Change::Regressed => "updated",
+            });
+        }
+        if let Some(fingerprint) = &f.fingerprint {
+            result["partialFingerprints"]["fingerprint/v1"] = json!(fingerprint);
+        }
         if !self.results.is_empty() {
             self.results.push(b',');
         }

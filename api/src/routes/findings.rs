@@ -1,24 +1,170 @@
-//! `/findings`: triage of individual findings.
+//! `/findings` and the findings of a target across scans (issue 26):
+//! triage that sticks to the finding's fingerprint, the target's findings
+//! one per fingerprint, and the diff of two scans.
 
+use chrono::{DateTime, NaiveDate, Utc};
 use poem::web::Data;
-use poem_openapi::param::Path;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::{Object, OpenApi};
+use poem_openapi::{ApiResponse, Object, OpenApi};
+use scanfleet_common::Severity;
 use uuid::Uuid;
 
-use super::scans::Vulnerability;
-use super::ApiTags;
-use crate::auth::{Caller, CanWrite};
-use crate::contract::FindingStatusName;
+use super::scans::{Scan, Vulnerability};
+use super::{page, ApiTags};
+use crate::auth::{Caller, CanRead, CanScan, CanWrite};
+use crate::contract::{
+    self, DateText, FindingStateName, FindingStatusName, PageLimit, PageOffset, SeverityName,
+};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::store::findings::{self, STATUSES};
+use scanfleet_core::store::fingerprints::{self, FingerprintFilter, FingerprintRow};
 
 #[derive(Debug, Object)]
 pub struct FindingUpdate {
     /// `open`, `confirmed`, `false_positive`, `accepted_risk` or `fixed`.
+    /// Set on the finding's fingerprint: every occurrence of it on the
+    /// target, earlier and later, carries it.
     pub status: FindingStatusName,
+    /// With `accepted_risk` only: the last day the risk is accepted; the
+    /// status is `open` again after it.
+    pub until: Option<DateText>,
+}
+
+/// One finding of a target across its scans (one per fingerprint).
+#[derive(Debug, Object)]
+pub struct TargetFinding {
+    /// The fingerprint's id.
+    pub id: Uuid,
+    /// `template_id:` and the normalised `matched_at`.
+    pub fingerprint: String,
+    pub template_id: String,
+    pub name: String,
+    /// `critical`, `high`, `medium`, `low` or `info`.
+    pub severity: String,
+    pub host: String,
+    /// Normalised (scheme and host lower-cased, default port dropped).
+    pub matched_at: String,
+    /// The user's triage: `open`, `confirmed`, `false_positive`,
+    /// `accepted_risk` or `fixed`.
+    pub status: String,
+    /// The last day an `accepted_risk` holds.
+    pub until: Option<NaiveDate>,
+    /// What the scans say: `open` or `fixed`.
+    pub state: String,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub first_scan_id: Option<Uuid>,
+    pub last_scan_id: Option<Uuid>,
+    /// When a scan found it fixed; `null` while open.
+    pub fixed_at: Option<DateTime<Utc>>,
+    /// Scans that found it.
+    pub occurrences: i32,
+    /// The finding of its last occurrence (for `PATCH /findings/{id}`).
+    pub finding_id: Option<Uuid>,
+}
+
+impl From<FingerprintRow> for TargetFinding {
+    fn from(f: FingerprintRow) -> Self {
+        TargetFinding {
+            id: f.id,
+            fingerprint: f.fingerprint,
+            template_id: f.template_id,
+            name: f.name,
+            severity: f.severity.as_str().to_string(),
+            host: f.host,
+            matched_at: f.matched_at,
+            status: f.status,
+            until: f.accepted_until,
+            state: f.state,
+            first_seen_at: f.first_seen_at,
+            last_seen_at: f.last_seen_at,
+            first_scan_id: f.first_scan_id,
+            last_scan_id: f.last_scan_id,
+            fixed_at: f.fixed_at,
+            occurrences: f.occurrences,
+            finding_id: f.last_finding_id,
+        }
+    }
+}
+
+#[derive(ApiResponse)]
+pub enum TargetFindingList {
+    /// The target's findings, worst first, most recently seen first within
+    /// a severity.
+    #[oai(status = 200)]
+    Ok(
+        Json<Vec<TargetFinding>>,
+        #[oai(header = "X-Total-Count")] i64,
+    ),
+}
+
+/// Two scans of one target compared by fingerprint.
+#[derive(Debug, Object)]
+pub struct ScanDiff {
+    pub scan_id: Uuid,
+    /// The scan compared with; `null` when the target has no earlier
+    /// completed scan.
+    pub against_scan_id: Option<Uuid>,
+    /// In the scan and not in the other, never seen on the target before
+    /// (or not since).
+    pub new: Vec<Vulnerability>,
+    /// In the scan and not in the other, found again after a fix.
+    pub regressed: Vec<Vulnerability>,
+    /// In the other scan (its findings), fixed by a scan between the two.
+    pub fixed: Vec<Vulnerability>,
+    /// Fingerprints in both.
+    pub unchanged: i64,
+}
+
+fn status_of(raw: Option<&str>) -> Result<Option<String>, Error> {
+    raw.map(|v| {
+        STATUSES.contains(&v).then(|| v.to_string()).ok_or_else(|| {
+            Error::invalid("status", format!("must be one of {}", STATUSES.join(", ")))
+        })
+    })
+    .transpose()
+}
+
+fn filter_of(
+    state: Option<&str>,
+    status: Option<&str>,
+    severity: Option<&str>,
+) -> Result<FingerprintFilter, Error> {
+    let state = state
+        .map(|v| {
+            matches!(v, "open" | "fixed")
+                .then(|| v.to_string())
+                .ok_or_else(|| Error::invalid("state", "must be one of open, fixed"))
+        })
+        .transpose()?;
+    let severity = severity
+        .map(|v| {
+            Severity::ALL
+                .into_iter()
+                .find(|s| s.as_str() == v)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "severity",
+                        "must be one of critical, high, medium, low, info",
+                    )
+                })
+        })
+        .transpose()?;
+    Ok(FingerprintFilter {
+        state,
+        status: status_of(status)?,
+        severity,
+    })
+}
+
+#[derive(ApiResponse)]
+pub enum RetestStarted {
+    /// The retest scan is queued.
+    #[oai(status = 202)]
+    Accepted(Json<Scan>),
 }
 
 pub struct FindingsApi;
@@ -26,6 +172,10 @@ pub struct FindingsApi;
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Findings")]
 impl FindingsApi {
     /// Set a finding's status
+    ///
+    /// The status belongs to the finding's fingerprint on its target: the
+    /// target's later scans report the finding with it. `accepted_risk` may
+    /// carry `until`, after which the status is `open` again.
     #[oai(
         path = "/findings/:finding_id",
         method = "patch",
@@ -38,17 +188,143 @@ impl FindingsApi {
         finding_id: Path<Uuid>,
         body: JsonBody<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
-        if !STATUSES.contains(&&*body.status) {
-            return Err(Error::invalid(
-                "status",
-                format!("must be one of {}", STATUSES.join(", ")),
-            )
-            .into());
-        }
-        let db = state.db.get().await?;
-        let finding = findings::set_status(&**db, me.user.id, finding_id.0, &body.status)
+        let status = status_of(Some(&body.status))?.unwrap_or_default();
+        let until = body
+            .until
+            .as_ref()
+            .map(|d| contract::date("until", d))
+            .transpose()?;
+        let mut db = state.db.get().await?;
+        let tx = db.transaction().await?;
+        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &status, until)
             .await?
             .ok_or(Error::NotFound("finding"))?;
+        // After the ownership check (another user's finding is a 404
+        // whatever the body); the transaction is dropped, not committed.
+        if until.is_some() && status != "accepted_risk" {
+            return Err(Error::invalid("until", "is only taken with status accepted_risk").into());
+        }
+        tx.commit().await?;
         Ok(Json(Vulnerability::from(&finding)))
+    }
+
+    /// Retest a finding
+    ///
+    /// Starts a scan of engine `retest` that runs only the finding's
+    /// template against its host: found, the finding stays open with
+    /// `last_seen_at` moved; not found, it is fixed. Retests do not count
+    /// toward the tier's scan limit; at most 5 run at once per user (429
+    /// beyond).
+    #[oai(
+        path = "/findings/:finding_id/retest",
+        method = "post",
+        operation_id = "retest_finding"
+    )]
+    async fn retest_finding(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanScan>,
+        finding_id: Path<Uuid>,
+    ) -> Result<RetestStarted> {
+        let scan =
+            scanfleet_core::retest::start_retest(&state.core, &me.user, finding_id.0).await?;
+        Ok(RetestStarted::Accepted(Json(scan.into())))
+    }
+
+    /// The target's findings across its scans
+    ///
+    /// One item per fingerprint (target, `template_id` and normalised
+    /// `matched_at`), with its life: first and last seen, state, the user's
+    /// status, occurrences.
+    #[oai(
+        path = "/targets/:target_id/findings",
+        method = "get",
+        operation_id = "list_target_findings"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list_target_findings(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanRead>,
+        target_id: Path<Uuid>,
+        /// Only `open` or only `fixed` findings.
+        #[oai(name = "state")]
+        finding_state: Query<Option<FindingStateName>>,
+        /// Only findings with this status.
+        status: Query<Option<FindingStatusName>>,
+        /// Only findings of this severity.
+        severity: Query<Option<SeverityName>>,
+        /// Page size, 1 to 500 (default 50).
+        limit: Query<Option<PageLimit>>,
+        /// Items to skip.
+        offset: Query<Option<PageOffset>>,
+    ) -> Result<TargetFindingList> {
+        let filter = filter_of(
+            finding_state.0.as_deref(),
+            status.0.as_deref(),
+            severity.0.as_deref(),
+        )?;
+        let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
+        let db = state.db.get().await?;
+        let (list, total) = fingerprints::list_for_target(
+            &**db,
+            me.user.id,
+            target_id.0,
+            &filter,
+            (page.limit, page.offset),
+        )
+        .await?
+        .ok_or(Error::NotFound("target"))?;
+        Ok(TargetFindingList::Ok(
+            Json(list.into_iter().map(Into::into).collect()),
+            total,
+        ))
+    }
+
+    /// Compare a scan with another scan of its target
+    ///
+    /// `against` defaults to the target's previous completed scan.
+    #[oai(
+        path = "/scans/:scan_id/diff",
+        method = "get",
+        operation_id = "get_scan_diff"
+    )]
+    async fn get_scan_diff(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanRead>,
+        scan_id: Path<Uuid>,
+        /// A scan of the same target.
+        against: Query<Option<Uuid>>,
+    ) -> Result<Json<ScanDiff>> {
+        let db = state.db.get().await?;
+        let scan = findings::diff_scan(&**db, me.user.id, scan_id.0)
+            .await?
+            .ok_or(Error::NotFound("scan"))?;
+        let other = match against.0 {
+            Some(id) => {
+                let other = findings::diff_scan(&**db, me.user.id, id)
+                    .await?
+                    .ok_or(Error::NotFound("scan"))?;
+                if other.target_id != scan.target_id {
+                    return Err(
+                        Error::invalid("against", "must be a scan of the same target").into(),
+                    );
+                }
+                Some(other)
+            }
+            None => findings::previous_completed(&**db, &scan).await?,
+        };
+        let diff = findings::diff(&**db, &scan, other.as_ref()).await?;
+        let shape =
+            |list: Vec<findings::FindingRow>| list.iter().map(Vulnerability::from).collect();
+        Ok(Json(ScanDiff {
+            scan_id: scan.id,
+            against_scan_id: other.map(|o| o.id),
+            new: shape(diff.new),
+            regressed: shape(diff.regressed),
+            fixed: shape(diff.fixed),
+            unchanged: diff.unchanged,
+        }))
     }
 }

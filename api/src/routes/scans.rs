@@ -22,6 +22,7 @@ use crate::json_body::JsonBody;
 use crate::payload::{self, Direct, Serialized};
 use crate::state::AppState;
 use scanfleet_core::store::findings::{self, FindingRow};
+use scanfleet_core::store::fingerprints::{self, ChangeCounts};
 use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
 use scanfleet_report::TOOL_NAME;
 
@@ -32,7 +33,7 @@ pub struct Scan {
     pub target_id: Uuid,
     /// The target's domain.
     pub domain: String,
-    /// `full`, `quick` or `recon`.
+    /// `full`, `quick`, `recon`, or `retest` (a finding's retest).
     pub engine: String,
     /// `queued`, `pending`, `running`, `completed`, `failed` or `stopped`.
     pub status: String,
@@ -48,17 +49,11 @@ pub struct Scan {
     pub schedule_id: Option<Uuid>,
     #[serde(serialize_with = "payload::rfc3339")]
     pub created_at: DateTime<Utc>,
-    #[oai(skip_serializing_if_is_none)]
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "payload::rfc3339_opt"
-    )]
+    /// `null` until a node takes the scan up.
+    #[serde(serialize_with = "payload::rfc3339_opt")]
     pub started_at: Option<DateTime<Utc>>,
-    #[oai(skip_serializing_if_is_none)]
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "payload::rfc3339_opt"
-    )]
+    /// `null` until the scan ends.
+    #[serde(serialize_with = "payload::rfc3339_opt")]
     pub completed_at: Option<DateTime<Utc>>,
     /// Why it failed.
     #[oai(skip_serializing_if_is_none)]
@@ -123,6 +118,16 @@ pub struct Vulnerability {
     pub matched_at: String,
     pub description: String,
     pub remediation: String,
+    /// Its identity on the target across scans: `template_id:` and the
+    /// normalised `matched_at` (scheme and host lower-cased, default port
+    /// dropped).
+    pub fingerprint: Option<String>,
+    /// When the target first had it.
+    #[serde(serialize_with = "payload::rfc3339_opt")]
+    pub first_seen_at: Option<DateTime<Utc>>,
+    /// `new` (never seen on this target before), `recurring`, or
+    /// `regressed` (seen before, then fixed).
+    pub change: Option<String>,
 }
 
 impl From<&FindingRow> for Vulnerability {
@@ -138,6 +143,33 @@ impl From<&FindingRow> for Vulnerability {
             matched_at: f.matched_at.clone(),
             description: f.description.clone(),
             remediation: f.remediation.clone(),
+            fingerprint: f.fingerprint.clone(),
+            first_seen_at: f.first_seen_at,
+            change: f.change.map(|c| c.as_str().to_string()),
+        }
+    }
+}
+
+/// What a completed scan changed on its target (fingerprints).
+#[derive(Debug, Clone, Copy, Object, Serialize)]
+pub struct ScanChanges {
+    /// Never seen on the target before.
+    pub new: i32,
+    /// Seen before, and again.
+    pub recurring: i32,
+    /// Fixed before, and found again.
+    pub regressed: i32,
+    /// Open before, and fixed by this scan (see the fixed rule).
+    pub fixed: i32,
+}
+
+impl From<ChangeCounts> for ScanChanges {
+    fn from(c: ChangeCounts) -> Self {
+        ScanChanges {
+            new: c.new,
+            recurring: c.recurring,
+            regressed: c.regressed,
+            fixed: c.fixed,
         }
     }
 }
@@ -214,11 +246,13 @@ pub struct ScanDetail {
     #[oai(flatten)]
     #[serde(flatten)]
     pub scan: Scan,
-    /// Detail shape, in the order found.
+    /// Detail shape, worst first (in the order found within a severity).
     pub findings: Vec<FindingDetail>,
-    /// Vulnerability shape, in the order found.
+    /// Vulnerability shape, in the same order.
     pub vulnerabilities: Vec<Vulnerability>,
     pub summary: ScanSummary,
+    /// `null` until the scan is completed.
+    pub changes: Option<ScanChanges>,
 }
 
 /// Correlated intelligence of a scan.
@@ -251,7 +285,9 @@ pub enum ScanCreated {
 fn parse_engine(raw: Option<&str>) -> Result<Engine, Error> {
     match raw {
         None => Ok(Engine::Full),
+        // `retest` is started by POST /findings/{id}/retest only.
         Some(v) => Engine::parse(v)
+            .filter(|e| Engine::ALL.contains(e))
             .ok_or_else(|| Error::invalid("engine", "must be one of full, quick, recon")),
     }
 }
@@ -360,11 +396,13 @@ impl ScansApi {
             .await?
             .ok_or(Error::NotFound("scan"))?;
         let revision = s.revision;
+        let changes = fingerprints::changes_of(&**db, scan_id).await?;
         let body = Serialized::new(&ScanDetail {
             scan: s.into(),
             findings: list.iter().map(FindingDetail::from).collect(),
             vulnerabilities: list.iter().map(Vulnerability::from).collect(),
             summary: summary_of(&list),
+            changes: changes.map(ScanChanges::from),
         })
         .map_err(|e| Error::Unexpected(anyhow::Error::new(e).context("serialising a scan")))?;
         state.detail_cache.put(scan_id, revision, body.bytes());
@@ -447,6 +485,9 @@ mod tests {
             matcher_name: None,
             extracted_results: vec![],
             created_at: Utc::now(),
+            fingerprint: Some(format!("t-{i}:https://shop.example.test/p{i}")),
+            first_seen_at: Some(Utc::now()),
+            change: Some(scanfleet_core::fingerprint::Change::Regressed),
         }
     }
 
@@ -483,6 +524,12 @@ mod tests {
                 findings: list.iter().map(FindingDetail::from).collect(),
                 vulnerabilities: list.iter().map(Vulnerability::from).collect(),
                 summary: summary_of(&list),
+                changes: all_set.then_some(ScanChanges {
+                    new: 1,
+                    recurring: 1,
+                    regressed: 0,
+                    fixed: 2,
+                }),
             };
             payload::same_json(&detail).unwrap();
             payload::same_json(&vec![scan(all_set), scan(!all_set)]).unwrap();

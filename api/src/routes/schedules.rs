@@ -112,7 +112,9 @@ pub enum RunNowResult {
 }
 
 fn parse_engine(raw: &str) -> Result<Engine, Error> {
-    Engine::parse(raw).ok_or_else(|| Error::invalid("engine", "must be full, quick or recon"))
+    Engine::parse(raw)
+        .filter(|e| Engine::ALL.contains(e))
+        .ok_or_else(|| Error::invalid("engine", "must be full, quick or recon"))
 }
 
 /// The spec and its next firing after now.

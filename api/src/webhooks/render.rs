@@ -239,6 +239,9 @@ mod tests {
             matcher_name: None,
             extracted_results: Vec::new(),
             created_at: Utc::now(),
+            fingerprint: None,
+            first_seen_at: None,
+            change: None,
         }
     }
 

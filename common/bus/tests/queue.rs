@@ -40,6 +40,7 @@ fn job(domain: &str) -> ScanJob {
         target_id: Uuid::now_v7(),
         domain: domain.to_string(),
         engine: Engine::Quick,
+        templates: vec![],
     }
 }
 

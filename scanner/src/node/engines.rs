@@ -21,6 +21,8 @@ pub enum Selection {
     AtLeast(Severity),
     /// Technology detection only (templates tagged `tech`).
     Technology,
+    /// None but those the job names (a retest).
+    Named,
 }
 
 impl Selection {
@@ -31,6 +33,7 @@ impl Selection {
             // Severity ranks run from critical (0) to info (4).
             Selection::AtLeast(floor) => info.severity.rank() <= floor.rank(),
             Selection::Technology => info.tags.iter().any(|t| t.eq_ignore_ascii_case("tech")),
+            Selection::Named => false,
         }
     }
 }
@@ -63,6 +66,12 @@ impl EngineSpec {
                 discover: true,
                 selection: Selection::Technology,
             },
+            // The job's domain is the finding's host.
+            Engine::Retest => EngineSpec {
+                engine,
+                discover: false,
+                selection: Selection::Named,
+            },
         }
     }
 
@@ -72,6 +81,7 @@ impl EngineSpec {
             Engine::Full => settings.deadline_full_secs,
             Engine::Quick => settings.deadline_quick_secs,
             Engine::Recon => settings.deadline_recon_secs,
+            Engine::Retest => settings.deadline_quick_secs,
         })
     }
 
@@ -83,10 +93,21 @@ impl EngineSpec {
             .collect()
     }
 
-    /// The templates of `all` this engine runs.
-    pub fn select(&self, all: &[Arc<CompiledTemplate>]) -> Vec<Arc<CompiledTemplate>> {
+    /// The templates of `all` this engine runs; when the job names
+    /// templates (`named`, by id), only those of them.
+    pub fn select(
+        &self,
+        all: &[Arc<CompiledTemplate>],
+        named: &[String],
+    ) -> Vec<Arc<CompiledTemplate>> {
         all.iter()
-            .filter(|t| self.selection.admits(t))
+            .filter(|t| {
+                if named.is_empty() {
+                    self.selection.admits(t)
+                } else {
+                    named.iter().any(|id| *id == t.template.id)
+                }
+            })
             .cloned()
             .collect()
     }

@@ -95,7 +95,7 @@ pub async fn run(
 
     timer.next(Stage::Validate);
     // VALIDATE
-    let templates = spec.select(&node.templates);
+    let templates = spec.select(&node.templates, &job.templates);
     validate(node, &stages, templates, &live, sink, cancel).await?;
     if cancel.is_cancelled() {
         return Ok(Outcome::Cancelled);

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt as _;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
@@ -14,6 +14,8 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
+use crate::fingerprint::Change;
+use crate::store::fingerprints::{self, Recorded};
 use crate::store::scans::ScanRow;
 
 /// Triage statuses of a finding; new findings are `open`.
@@ -41,10 +43,25 @@ pub struct FindingRow {
     pub matcher_name: Option<String>,
     pub extracted_results: Vec<String>,
     pub created_at: DateTime<Utc>,
+    /// Its identity across the target's scans (`None` only for a finding
+    /// whose fingerprint row is gone).
+    pub fingerprint: Option<String>,
+    /// When the target first had it.
+    pub first_seen_at: Option<DateTime<Utc>>,
+    /// How it relates to the target's earlier scans.
+    pub change: Option<Change>,
 }
 
-const COLUMNS: &str = "id, scan_id, user_id, template_id, name, severity, status, host, \
-     matched_at, description, remediation, matcher_name, extracted_results, created_at";
+/// A finding's columns with its fingerprint's (`findings f LEFT JOIN
+/// fingerprints fp`); the status is the fingerprint's, so triage is sticky.
+const COLUMNS: &str = "f.id, f.scan_id, f.user_id, f.template_id, f.name, f.severity, \
+     CASE WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date THEN 'open' \
+     ELSE COALESCE(fp.status, f.status) END AS status, f.host, \
+     f.matched_at, f.description, f.remediation, f.matcher_name, f.extracted_results, \
+     f.created_at, fp.fingerprint, fp.first_seen_at, f.change";
+
+/// The join [`COLUMNS`] reads from.
+const FROM: &str = "findings f LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id";
 
 /// The names of a finding's columns that a row joined with its scan
 /// renames (the scan's `id`, `status` and `created_at` come first).
@@ -73,8 +90,10 @@ const JOINED: Names = Names {
 
 /// A finding's columns after its scan's (the shared `user_id` is the scan's).
 const JOINED_COLUMNS: &str = "f.id AS finding_id, f.template_id, f.name, f.severity, \
-     f.status AS finding_status, f.host, f.matched_at, f.description, f.remediation, \
-     f.matcher_name, f.extracted_results, f.created_at AS finding_created_at";
+     CASE WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date THEN 'open' \
+     ELSE COALESCE(fp.status, f.status) END AS finding_status, f.host, f.matched_at, f.description, \
+     f.remediation, f.matcher_name, f.extracted_results, f.created_at AS finding_created_at, \
+     fp.fingerprint, fp.first_seen_at, f.change";
 
 /// Read by column name, so a reordered SELECT cannot swap fields; an
 /// unknown severity is an error rather than a silent `info`.
@@ -102,6 +121,12 @@ impl FindingRow {
             }
         };
         let extracted: serde_json::Value = row.try_get("extracted_results")?;
+        let change = match row.try_get::<_, Option<&str>>("change")? {
+            None => None,
+            Some(raw) => Some(Change::parse(raw).ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!("finding with unknown change {raw:?}"))
+            })?),
+        };
         Ok(FindingRow {
             id: row.try_get(names.id)?,
             scan_id: row.try_get(names.scan_id)?,
@@ -119,6 +144,9 @@ impl FindingRow {
                 Error::Unexpected(anyhow::Error::new(e).context("extracted_results of a finding"))
             })?,
             created_at: row.try_get(names.created_at)?,
+            fingerprint: row.try_get("fingerprint")?,
+            first_seen_at: row.try_get("first_seen_at")?,
+            change,
         })
     }
 }
@@ -126,8 +154,10 @@ impl FindingRow {
 /// Records a batch of findings of one scan and returns how many were new.
 /// A finding whose dedup key the scan already has (from an earlier batch,
 /// a replayed event, or earlier in this batch) is skipped, so the first
-/// occurrence wins; the scan's counters grow by the new rows only. Call it
-/// in the transaction that acknowledges the events.
+/// occurrence wins; the scan's counters grow by the new rows only. Each
+/// finding's fingerprint is recorded first (see [`fingerprints::record`])
+/// and the finding carries its change and its fingerprint's status. Call
+/// it in the transaction that acknowledges the events.
 pub async fn insert_findings(
     db: &impl GenericClient,
     scan_id: Uuid,
@@ -143,6 +173,40 @@ pub async fn insert_findings(
     if batch.is_empty() {
         return Ok(0);
     }
+    let events: Vec<&FindingEvent> = batch.iter().map(|(f, _)| *f).collect();
+    let recorded = fingerprints::record(db, scan_id, user_id, &events).await?;
+    let rows = insert_rows(db, scan_id, user_id, &batch, &recorded).await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut counts = [0i32; 5];
+    for row in &rows {
+        let severity: &str = row.try_get("severity")?;
+        counts[Severity::normalize(severity).rank() as usize] += 1;
+    }
+    let total = rows.len() as i32;
+    db.execute(
+        "UPDATE scans SET findings_count = findings_count + $2,
+                critical_count = critical_count + $3, high_count = high_count + $4,
+                medium_count = medium_count + $5, low_count = low_count + $6,
+                info_count = info_count + $7, updated_at = now()
+         WHERE id = $1",
+        &[
+            &scan_id, &total, &counts[0], &counts[1], &counts[2], &counts[3], &counts[4],
+        ],
+    )
+    .await?;
+    Ok(rows.len() as u64)
+}
+
+/// The insert of [`insert_findings`]: the rows actually inserted.
+async fn insert_rows(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    batch: &[(&FindingEvent, String)],
+    recorded: &[Recorded],
+) -> Result<Vec<Row>, Error> {
     let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
     let template_ids: Vec<&str> = batch.iter().map(|(f, _)| f.template_id.as_str()).collect();
     let names: Vec<&str> = batch.iter().map(|(f, _)| f.name.as_str()).collect();
@@ -160,20 +224,25 @@ pub async fn insert_findings(
         .map(|(f, _)| serde_json::json!(f.extracted_results))
         .collect();
     let dedup: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
+    let fingerprint_ids: Vec<Uuid> = recorded.iter().map(|r| r.id).collect();
+    let changes: Vec<&str> = recorded.iter().map(|r| r.change.as_str()).collect();
+    let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
     // WITH ORDINALITY keeps the batch order, so within a statement the
     // first occurrence is the one inserted.
     let rows = db
         .query(
             "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
                                    matched_at, description, remediation, matcher_name,
-                                   extracted_results, dedup_key)
+                                   extracted_results, dedup_key, fingerprint_id, change, status)
              SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
-                    n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key
+                    n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key,
+                    n.fingerprint_id, n.change, n.status
              FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                         $9::text[], $10::text[], $11::text[], $12::jsonb[], $13::text[])
+                         $9::text[], $10::text[], $11::text[], $12::jsonb[], $13::text[],
+                         $14::uuid[], $15::text[], $16::text[])
                   WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
                                        description, remediation, matcher_name, extracted,
-                                       dedup_key, ord)
+                                       dedup_key, fingerprint_id, change, status, ord)
              ORDER BY n.ord
              ON CONFLICT (scan_id, dedup_key) DO NOTHING
              RETURNING severity",
@@ -191,32 +260,17 @@ pub async fn insert_findings(
                 &matchers,
                 &extracted,
                 &dedup,
+                &fingerprint_ids,
+                &changes,
+                &statuses,
             ],
         )
         .await?;
-    if rows.is_empty() {
-        return Ok(0);
-    }
-    let mut counts = [0i32; 5];
-    for row in &rows {
-        counts[Severity::normalize(row.try_get("severity")?).rank() as usize] += 1;
-    }
-    let total = rows.len() as i32;
-    db.execute(
-        "UPDATE scans SET findings_count = findings_count + $2,
-                critical_count = critical_count + $3, high_count = high_count + $4,
-                medium_count = medium_count + $5, low_count = low_count + $6,
-                info_count = info_count + $7, updated_at = now()
-         WHERE id = $1",
-        &[
-            &scan_id, &total, &counts[0], &counts[1], &counts[2], &counts[3], &counts[4],
-        ],
-    )
-    .await?;
-    Ok(rows.len() as u64)
+    Ok(rows)
 }
 
-/// One of the user's scans with its findings in the order found, in one
+/// One of the user's scans with its findings worst first (in the order
+/// found within a severity, as the reports list them), in one
 /// statement; `None` when the user has no such scan.
 pub async fn scan_with_findings(
     db: &impl deadpool_postgres::GenericClient,
@@ -228,8 +282,9 @@ pub async fn scan_with_findings(
             "SELECT {}, {JOINED_COLUMNS}
              FROM scans s JOIN targets t ON t.id = s.target_id
              LEFT JOIN findings f ON f.scan_id = s.id
+             LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
              WHERE s.id = $1 AND s.user_id = $2
-             ORDER BY f.created_at, f.id",
+             ORDER BY {SEVERITY_RANK}, f.created_at, f.id",
             crate::store::scans::COLUMNS
         )
     });
@@ -260,7 +315,7 @@ pub enum FindingOrder {
 }
 
 /// Severity rank in SQL, critical 0 to info 4, matching `Severity::rank`.
-const SEVERITY_RANK: &str = "CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 \
+const SEVERITY_RANK: &str = "CASE f.severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 \
      WHEN 'medium' THEN 2 WHEN 'low' THEN 3 ELSE 4 END";
 
 /// A scan's findings as Postgres sends them, one row at a time, sorted by
@@ -271,33 +326,189 @@ pub async fn stream_for_scan(
     order: FindingOrder,
 ) -> Result<impl futures::Stream<Item = Result<FindingRow, Error>>, Error> {
     let order_by = match order {
-        FindingOrder::BySeverity => format!("{SEVERITY_RANK}, host, created_at, id"),
+        FindingOrder::BySeverity => format!("{SEVERITY_RANK}, f.host, f.created_at, f.id"),
         FindingOrder::ByHost => format!(
-            "min({SEVERITY_RANK}) OVER (PARTITION BY host), host, {SEVERITY_RANK}, created_at, id"
+            "min({SEVERITY_RANK}) OVER (PARTITION BY f.host), f.host, {SEVERITY_RANK}, \
+             f.created_at, f.id"
         ),
     };
-    let sql = format!("SELECT {COLUMNS} FROM findings WHERE scan_id = $1 ORDER BY {order_by}");
+    let sql = format!("SELECT {COLUMNS} FROM {FROM} WHERE f.scan_id = $1 ORDER BY {order_by}");
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&scan_id];
     let rows = db.query_raw(&sql, params).await?;
     Ok(futures::TryStreamExt::map_err(rows, Error::from)
         .and_then(|row| std::future::ready(FindingRow::try_from(&row))))
 }
 
-/// Sets the triage status of one of the user's findings; None when it is
-/// not theirs. `status` must be one of [`STATUSES`].
+/// Sets the triage status of one of the user's findings on its
+/// fingerprint, so that every occurrence, earlier and later, carries it;
+/// `until` is kept for `accepted_risk` only. None when the finding is not
+/// theirs. `status` must be one of [`STATUSES`].
 pub async fn set_status(
     db: &impl GenericClient,
     user_id: Uuid,
     finding_id: Uuid,
     status: &str,
+    until: Option<NaiveDate>,
 ) -> Result<Option<FindingRow>, Error> {
+    let until = until.filter(|_| status == "accepted_risk");
+    let owned = db
+        .query_opt(
+            "SELECT fingerprint_id FROM findings WHERE id = $1 AND user_id = $2",
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    let Some(owned) = owned else {
+        return Ok(None);
+    };
+    let fingerprint_id: Option<Uuid> = owned.try_get("fingerprint_id")?;
+    if let Some(fingerprint_id) = fingerprint_id {
+        fingerprints::set_status(db, fingerprint_id, status, until).await?;
+    } else {
+        // Moves the scan's revision, as the fingerprint's occurrences do.
+        db.execute(
+            "UPDATE findings SET status = $2 WHERE id = $1",
+            &[&finding_id, &status],
+        )
+        .await?;
+    }
     let row = db
         .query_opt(
-            &format!(
-                "UPDATE findings SET status = $3 WHERE id = $1 AND user_id = $2 RETURNING {COLUMNS}"
-            ),
-            &[&finding_id, &user_id, &status],
+            &format!("SELECT {COLUMNS} FROM {FROM} WHERE f.id = $1"),
+            &[&finding_id],
         )
         .await?;
     row.as_ref().map(FindingRow::try_from).transpose()
+}
+
+/// A scan as a diff needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct DiffScan {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    pub created_at: DateTime<Utc>,
+}
+
+impl TryFrom<&Row> for DiffScan {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(DiffScan {
+            id: row.try_get("id")?,
+            target_id: row.try_get("target_id")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+}
+
+/// One of the user's scans; `None` when it is not theirs.
+pub async fn diff_scan(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    scan_id: Uuid,
+) -> Result<Option<DiffScan>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT id, target_id, created_at FROM scans WHERE id = $1 AND user_id = $2",
+            &[&scan_id, &user_id],
+        )
+        .await?;
+    row.as_ref().map(DiffScan::try_from).transpose()
+}
+
+/// The completed scan of the same target created last before `scan`.
+pub async fn previous_completed(
+    db: &impl GenericClient,
+    scan: &DiffScan,
+) -> Result<Option<DiffScan>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT id, target_id, created_at FROM scans
+             WHERE target_id = $1 AND status = 'completed' AND id <> $2
+               AND (created_at, id) < ($3, $2)
+             ORDER BY created_at DESC, id DESC LIMIT 1",
+            &[&scan.target_id, &scan.id, &scan.created_at],
+        )
+        .await?;
+    row.as_ref().map(DiffScan::try_from).transpose()
+}
+
+/// Two scans of one target compared by fingerprint.
+#[derive(Debug, Default)]
+pub struct Diff {
+    /// In the scan, not in the other, never seen before or fixed since.
+    pub new: Vec<FindingRow>,
+    /// In the scan, not in the other, and found again after a fix.
+    pub regressed: Vec<FindingRow>,
+    /// In the other scan (its findings), not in the scan, and fixed by a
+    /// scan between the two.
+    pub fixed: Vec<FindingRow>,
+    /// Fingerprints in both.
+    pub unchanged: i64,
+}
+
+/// Compares `scan` with `against` (scans of one target); lists are worst
+/// first. With no `against`, everything in the scan is new or regressed.
+pub async fn diff(
+    db: &impl GenericClient,
+    scan: &DiffScan,
+    against: Option<&DiffScan>,
+) -> Result<Diff, Error> {
+    let other = against.map(|a| a.id);
+    let only_in = format!(
+        "SELECT {COLUMNS} FROM {FROM}
+         WHERE f.scan_id = $1 AND NOT EXISTS (
+             SELECT 1 FROM findings o WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
+         ORDER BY {SEVERITY_RANK}, f.created_at, f.id"
+    );
+    let mut out = Diff::default();
+    let mut seen = HashSet::new();
+    for row in db.query(&only_in, &[&scan.id, &other]).await? {
+        let finding = FindingRow::try_from(&row)?;
+        if !seen.insert(finding.fingerprint.clone()) {
+            continue;
+        }
+        match finding.change {
+            Some(Change::Regressed) => out.regressed.push(finding),
+            _ => out.new.push(finding),
+        }
+    }
+    let Some(against) = against else {
+        return Ok(out);
+    };
+    let (from, to) = if against.created_at <= scan.created_at {
+        (against.created_at, scan.created_at)
+    } else {
+        (scan.created_at, against.created_at)
+    };
+    let gone = format!(
+        "SELECT {COLUMNS} FROM {FROM}
+         WHERE f.scan_id = $1 AND NOT EXISTS (
+             SELECT 1 FROM findings o WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
+           AND EXISTS (
+             SELECT 1 FROM fingerprint_fixes x JOIN scans xs ON xs.id = x.scan_id
+             WHERE x.fingerprint_id = f.fingerprint_id
+               AND xs.created_at > $3 AND xs.created_at <= $4)
+         ORDER BY {SEVERITY_RANK}, f.created_at, f.id"
+    );
+    seen.clear();
+    for row in db
+        .query(&gone, &[&against.id, &scan.id, &from, &to])
+        .await?
+    {
+        let finding = FindingRow::try_from(&row)?;
+        if seen.insert(finding.fingerprint.clone()) {
+            out.fixed.push(finding);
+        }
+    }
+    out.unchanged = db
+        .query_one(
+            "SELECT count(DISTINCT f.fingerprint_id) AS unchanged FROM findings f
+             WHERE f.scan_id = $1 AND EXISTS (
+                 SELECT 1 FROM findings o
+                 WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)",
+            &[&scan.id, &against.id],
+        )
+        .await?
+        .try_get("unchanged")?;
+    Ok(out)
 }

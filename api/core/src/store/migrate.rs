@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0013_scan_revision.sql"),
     ),
     (
+        14,
+        "finding_fingerprints",
+        include_str!("../../migrations/0014_finding_fingerprints.sql"),
+    ),
+    (
         27,
         "webhooks",
         include_str!("../../migrations/0027_webhooks.sql"),

@@ -11,6 +11,8 @@
 //! - [`scans`]: the counted insert of a scan, stop, listing, the
 //!   forward-only status transition.
 //! - [`findings`]: idempotent insertion for the ingester, triage status.
+//! - [`fingerprints`]: findings across scans: identity, change, the fixed
+//!   rule, sticky triage.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
 //!   provider reports them, checkout sessions, applied webhook events.
 //! - [`webhooks`]: outbound webhooks, their secrets, the outbox, deliveries
@@ -20,6 +22,7 @@ pub mod api_keys;
 pub mod changes;
 pub mod dashboard;
 pub mod findings;
+pub mod fingerprints;
 pub mod migrate;
 pub mod notifications;
 pub mod payments;

@@ -159,7 +159,7 @@ pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Res
         return Ok(false);
     };
     let [total, critical, high, medium, low, info] = counts;
-    let data = json!({
+    let mut data = json!({
         "total_findings": total,
         "critical": critical,
         "high": high,
@@ -167,10 +167,20 @@ pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Res
         "low": low,
         "info": info,
     });
-    let message = format!(
+    let mut message = format!(
         "Scan of {domain} completed with {total} findings ({critical} critical, {high} high, \
          {medium} medium, {low} low, {info} info)."
     );
+    // The changes are counted (fingerprints::complete) before this runs.
+    if let Some(changes) = crate::store::fingerprints::changes_of(db, scan_id).await? {
+        data["new"] = json!(changes.new);
+        data["fixed"] = json!(changes.fixed);
+        data["regressed"] = json!(changes.regressed);
+        message.push_str(&format!(
+            " {} new, {} fixed since the previous scans.",
+            changes.new, changes.fixed
+        ));
+    }
     let title = format!("Scan of {domain} completed");
     insert_for_scan(
         db,

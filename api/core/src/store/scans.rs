@@ -494,6 +494,8 @@ pub struct StaleScan {
     pub engine: Engine,
     pub status: ScanStatus,
     pub requeued: i16,
+    /// A retest's one template (its `domain` is then the finding's host).
+    pub retest_template: Option<String>,
 }
 
 /// `pending` and `running` scans not heard from for `silent_secs`, and
@@ -505,8 +507,10 @@ pub async fn stale_scans(
 ) -> Result<Vec<StaleScan>, Error> {
     let rows = db
         .query(
-            "SELECT s.id, s.target_id, t.domain, s.engine, s.status, s.requeued
+            "SELECT s.id, s.target_id, COALESCE(rf.host, t.domain) AS domain, s.engine,
+                    s.status, s.requeued, rf.template_id AS retest_template
              FROM scans s JOIN targets t ON t.id = s.target_id
+             LEFT JOIN fingerprints rf ON rf.id = s.retest_of
              WHERE (s.status IN ('pending', 'running')
                     AND s.updated_at < now() - make_interval(secs => $1))
                 OR (s.status = 'queued' AND s.updated_at < now() - make_interval(secs => $2))
@@ -522,8 +526,10 @@ pub async fn stale_scans(
 pub async fn queued_scans(db: &impl GenericClient) -> Result<Vec<StaleScan>, Error> {
     let rows = db
         .query(
-            "SELECT s.id, s.target_id, t.domain, s.engine, s.status, s.requeued
+            "SELECT s.id, s.target_id, COALESCE(rf.host, t.domain) AS domain, s.engine,
+                    s.status, s.requeued, rf.template_id AS retest_template
              FROM scans s JOIN targets t ON t.id = s.target_id
+             LEFT JOIN fingerprints rf ON rf.id = s.retest_of
              WHERE s.status = 'queued' ORDER BY s.created_at",
             &[],
         )
@@ -544,6 +550,7 @@ impl TryFrom<&Row> for StaleScan {
             engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
             status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
             requeued: r.try_get("requeued")?,
+            retest_template: r.try_get("retest_template")?,
         })
     }
 }
@@ -556,6 +563,7 @@ impl StaleScan {
             target_id: self.target_id,
             domain: self.domain.clone(),
             engine: self.engine,
+            templates: self.retest_template.iter().cloned().collect(),
         }
     }
 }

@@ -285,32 +285,41 @@ pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Resu
     Ok(created)
 }
 
-/// `finding.new` for every finding of the scan at or above each webhook's
-/// `min_severity`. "New" is "recorded by this scan" until findings carry
-/// fingerprints across scans; this statement is the one place to change.
-/// Returns the deliveries created.
+/// `finding.new` for every fingerprint this scan saw for the first time,
+/// and `finding.regressed` for every one it found again after it was
+/// fixed, at or above each webhook's `min_severity`: one event per
+/// fingerprint (a scan can hold two spellings of one). Returns the
+/// deliveries created.
 pub async fn record_new_findings_of_scan(
     db: &impl GenericClient,
     scan_id: Uuid,
 ) -> Result<i64, Error> {
     let row = db
         .query_one(
-            "WITH event AS (
-                 INSERT INTO webhook_events (user_id, type, data)
-                 SELECT f.user_id, 'finding.new',
-                        jsonb_build_object('scan_id', f.scan_id, 'finding_id', f.id,
-                                           'severity', f.severity)
+            "WITH changed AS (
+                 SELECT DISTINCT ON (COALESCE(f.fingerprint_id, f.id)) f.id, f.user_id, f.scan_id, f.severity,
+                        f.created_at,
+                        CASE f.change WHEN 'regressed' THEN 'finding.regressed'
+                                      ELSE 'finding.new' END AS type
                  FROM findings f
-                 WHERE f.scan_id = $1 AND EXISTS (
+                 WHERE f.scan_id = $1 AND f.change IN ('new', 'regressed')
+                 ORDER BY COALESCE(f.fingerprint_id, f.id), f.created_at, f.id
+             ), event AS (
+                 INSERT INTO webhook_events (user_id, type, data)
+                 SELECT c.user_id, c.type,
+                        jsonb_build_object('scan_id', c.scan_id, 'finding_id', c.id,
+                                           'severity', c.severity)
+                 FROM changed c
+                 WHERE EXISTS (
                      SELECT 1 FROM webhooks w
-                     WHERE w.user_id = f.user_id AND w.enabled AND 'finding.new' = ANY (w.events)
-                       AND webhook_severity_rank(f.severity) <= webhook_severity_rank(w.min_severity))
-                 ORDER BY f.created_at, f.id
-                 RETURNING id, user_id, data->>'severity' AS severity
+                     WHERE w.user_id = c.user_id AND w.enabled AND c.type = ANY (w.events)
+                       AND webhook_severity_rank(c.severity) <= webhook_severity_rank(w.min_severity))
+                 ORDER BY c.created_at, c.id
+                 RETURNING id, user_id, type, data->>'severity' AS severity
              ), created AS (
                  INSERT INTO webhook_deliveries (webhook_id, event_id)
                  SELECT w.id, event.id FROM event JOIN webhooks w
-                   ON w.user_id = event.user_id AND w.enabled AND 'finding.new' = ANY (w.events)
+                   ON w.user_id = event.user_id AND w.enabled AND event.type = ANY (w.events)
                   AND webhook_severity_rank(event.severity) <= webhook_severity_rank(w.min_severity)
                  RETURNING id
              )

@@ -1,0 +1,508 @@
+//! Fingerprints: one row per target and finding identity (see
+//! [`crate::fingerprint`]) holding its life across scans: the user's triage
+//! `status`, the scans' `state` (`open` or `fixed`), first and last seen,
+//! occurrences. The ingester records every finding's fingerprint in the
+//! transaction that records the finding ([`record`]), and a completed scan
+//! fixes the fingerprints it would have found but did not ([`complete`]).
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use scanfleet_common::events::FindingEvent;
+use scanfleet_common::Severity;
+use tokio_postgres::{GenericClient, Row};
+use uuid::Uuid;
+
+use crate::error::Error;
+use crate::fingerprint::{fingerprint, normalise_matched_at, Change};
+
+/// The template id of the HTTP probe every engine runs on every host it
+/// reaches (the scanner's `PROBE_TEMPLATE_ID`).
+pub const PROBE_TEMPLATE_ID: &str = "http-probe";
+
+/// What recording one finding's fingerprint gave: the row, the finding's
+/// change and the status it arrives with.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub id: Uuid,
+    pub change: Change,
+    pub status: String,
+}
+
+/// Records the fingerprints of a batch of one scan's findings (upserting
+/// each once) and answers, for each finding in order, what it became:
+/// - unknown on the target: a new row, `new`;
+/// - known and `fixed`: `open` again, `regressed` (a user's `fixed` status
+///   goes back to `open`);
+/// - known and open: `recurring`, its status kept (sticky triage; an
+///   `accepted_risk` past its day is `open` again).
+///
+/// A fingerprint seen again by the same scan (a replayed event, or two
+/// spellings of one URL) keeps the change of its first occurrence there.
+pub async fn record(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    findings: &[&FindingEvent],
+) -> Result<Vec<Recorded>, Error> {
+    let keys: Vec<String> = findings
+        .iter()
+        .map(|f| fingerprint(&f.template_id, &f.matched_at))
+        .collect();
+    // One row per fingerprint in a statement: ON CONFLICT cannot touch a
+    // row twice. The first finding of a fingerprint gives its fields.
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut seen = HashMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        seen.entry(key.as_str()).or_insert_with(|| {
+            firsts.push(i);
+            i
+        });
+    }
+    let by_key = upsert(db, scan_id, user_id, findings, &keys, &firsts).await?;
+    keys.iter()
+        .map(|key| {
+            by_key.get(key).cloned().ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!("fingerprint {key:?} was not recorded"))
+            })
+        })
+        .collect()
+}
+
+/// One row per new or seen fingerprint of a page: a fingerprint seen again
+/// moves its last sighting, turns `regressed` when it was fixed, and
+/// reopens a user's `fixed` status or an `accepted_risk` past its date.
+const UPSERT: &str =
+    "INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
+                                 name, severity, severity_rank, host, matched_at,
+                                 first_seen_at, last_seen_at, first_scan_id,
+                                 last_scan_id)
+ SELECT n.id, $2, s.target_id, n.fingerprint, n.template_id, n.name, n.severity,
+        n.severity_rank, n.host, n.matched_at, now(), now(), $1, $1
+ FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+             $8::smallint[], $9::text[], $10::text[])
+      WITH ORDINALITY AS n(id, fingerprint, template_id, name, severity,
+                           severity_rank, host, matched_at, ord)
+ JOIN scans s ON s.id = $1
+ ORDER BY n.ord
+ ON CONFLICT (target_id, fingerprint) DO UPDATE SET
+     name = EXCLUDED.name, severity = EXCLUDED.severity,
+     severity_rank = EXCLUDED.severity_rank, host = EXCLUDED.host,
+     matched_at = EXCLUDED.matched_at, last_seen_at = now(),
+     occurrences = fp.occurrences + (fp.last_scan_id IS DISTINCT FROM $1)::int,
+     last_change = CASE WHEN fp.last_scan_id = $1 THEN fp.last_change
+                        WHEN fp.state = 'fixed' THEN 'regressed'
+                        ELSE 'recurring' END,
+     status = CASE
+         WHEN fp.last_scan_id IS DISTINCT FROM $1 AND fp.status = 'fixed' THEN 'open'
+         WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date
+             THEN 'open'
+         ELSE fp.status END,
+     accepted_until = CASE
+         WHEN fp.accepted_until < current_date THEN NULL
+         ELSE fp.accepted_until END,
+     state = 'open', fixed_at = NULL, last_scan_id = $1
+ RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status";
+
+/// The upsert of [`record`] for the findings at `firsts`.
+async fn upsert(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    findings: &[&FindingEvent],
+    keys: &[String],
+    firsts: &[usize],
+) -> Result<HashMap<String, Recorded>, Error> {
+    let ids: Vec<Uuid> = firsts.iter().map(|_| Uuid::now_v7()).collect();
+    let fps: Vec<&str> = firsts.iter().map(|&i| keys[i].as_str()).collect();
+    let templates: Vec<&str> = firsts
+        .iter()
+        .map(|&i| findings[i].template_id.as_str())
+        .collect();
+    let names: Vec<&str> = firsts.iter().map(|&i| findings[i].name.as_str()).collect();
+    let severities: Vec<&str> = firsts
+        .iter()
+        .map(|&i| findings[i].severity.as_str())
+        .collect();
+    let ranks: Vec<i16> = firsts
+        .iter()
+        .map(|&i| i16::from(findings[i].severity.rank()))
+        .collect();
+    let hosts: Vec<&str> = firsts.iter().map(|&i| findings[i].host.as_str()).collect();
+    let matched: Vec<String> = firsts
+        .iter()
+        .map(|&i| normalise_matched_at(&findings[i].matched_at))
+        .collect();
+    let rows = db
+        .query(
+            UPSERT,
+            &[
+                &scan_id,
+                &user_id,
+                &ids,
+                &fps,
+                &templates,
+                &names,
+                &severities,
+                &ranks,
+                &hosts,
+                &matched,
+            ],
+        )
+        .await?;
+    let mut by_key = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let raw: &str = row.try_get("last_change")?;
+        let change = Change::parse(raw).ok_or_else(|| {
+            Error::Unexpected(anyhow::anyhow!("fingerprint with unknown change {raw:?}"))
+        })?;
+        by_key.insert(
+            row.try_get::<_, String>("fingerprint")?,
+            Recorded {
+                id: row.try_get("id")?,
+                change,
+                status: row.try_get("status")?,
+            },
+        );
+    }
+    Ok(by_key)
+}
+
+/// A completed scan's changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChangeCounts {
+    pub new: i32,
+    pub recurring: i32,
+    pub regressed: i32,
+    pub fixed: i32,
+}
+
+/// The fixed rule, applied when `scan_id` completes: an open fingerprint of
+/// the scan's target that the scan did not find becomes `fixed` only when
+/// the scan would have run its template on its host:
+/// - its host was reached (every reached host has the probe's finding, so
+///   the hosts of the scan's findings are the hosts it looked at);
+/// - `full` runs every template; `quick` those of severity medium and worse
+///   (and the probe); `recon` runs no vulnerability template, so it fixes
+///   only the probe's findings; `retest` only the fingerprint retested;
+/// - nothing seen since the scan was created (by a scan running alongside)
+///   is fixed by it.
+///
+/// Then counts the scan's changes into `scan_changes` (once).
+pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
+    db.execute(
+        "WITH s AS (SELECT id, target_id, engine, created_at, retest_of FROM scans
+                    WHERE id = $1),
+              reached AS (SELECT DISTINCT host FROM findings WHERE scan_id = $1),
+              fixed AS (
+                  UPDATE fingerprints fp SET state = 'fixed', fixed_at = now()
+                  FROM s
+                  WHERE fp.target_id = s.target_id AND fp.state = 'open'
+                    AND fp.last_scan_id IS DISTINCT FROM s.id
+                    AND fp.last_seen_at < s.created_at
+                    AND fp.host IN (SELECT host FROM reached)
+                    AND CASE s.engine
+                        WHEN 'full' THEN true
+                        WHEN 'quick' THEN fp.severity_rank <= 2 OR fp.template_id = $2
+                        WHEN 'recon' THEN fp.template_id = $2
+                        WHEN 'retest' THEN fp.id = s.retest_of
+                        ELSE false END
+                  RETURNING fp.id, fp.fixed_at)
+         INSERT INTO fingerprint_fixes (fingerprint_id, scan_id, fixed_at)
+         SELECT id, $1, fixed_at FROM fixed
+         ON CONFLICT DO NOTHING",
+        &[&scan_id, &PROBE_TEMPLATE_ID],
+    )
+    .await?;
+    let row = db
+        .query_one(
+            "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
+             SELECT $1,
+                    (SELECT count(DISTINCT fingerprint_id) FROM findings
+                     WHERE scan_id = $1 AND change = 'new'),
+                    (SELECT count(DISTINCT fingerprint_id) FROM findings
+                     WHERE scan_id = $1 AND change = 'recurring'),
+                    (SELECT count(DISTINCT fingerprint_id) FROM findings
+                     WHERE scan_id = $1 AND change = 'regressed'),
+                    (SELECT count(*) FROM fingerprint_fixes WHERE scan_id = $1)
+             ON CONFLICT (scan_id) DO UPDATE SET fixed = EXCLUDED.fixed
+             RETURNING new, recurring, regressed, fixed",
+            &[&scan_id],
+        )
+        .await?;
+    ChangeCounts::try_from(&row)
+}
+
+impl TryFrom<&Row> for ChangeCounts {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(ChangeCounts {
+            new: row.try_get("new")?,
+            recurring: row.try_get("recurring")?,
+            regressed: row.try_get("regressed")?,
+            fixed: row.try_get("fixed")?,
+        })
+    }
+}
+
+/// The changes counted when `scan_id` completed; `None` before.
+pub async fn changes_of(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+) -> Result<Option<ChangeCounts>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT new, recurring, regressed, fixed FROM scan_changes WHERE scan_id = $1",
+            &[&scan_id],
+        )
+        .await?;
+    row.as_ref().map(ChangeCounts::try_from).transpose()
+}
+
+/// Sets a fingerprint's triage status, and the status of every finding
+/// recorded with it (which moves those scans' revisions, so no kept scan
+/// detail shows the old status).
+pub async fn set_status(
+    db: &impl GenericClient,
+    fingerprint_id: Uuid,
+    status: &str,
+    until: Option<NaiveDate>,
+) -> Result<(), Error> {
+    db.execute(
+        "UPDATE fingerprints SET status = $2, accepted_until = $3 WHERE id = $1",
+        &[&fingerprint_id, &status, &until],
+    )
+    .await?;
+    db.execute(
+        "UPDATE findings SET status = $2 WHERE fingerprint_id = $1 AND status <> $2",
+        &[&fingerprint_id, &status],
+    )
+    .await?;
+    Ok(())
+}
+
+/// One fingerprint of a target as lists show it.
+#[derive(Debug, Clone)]
+pub struct FingerprintRow {
+    pub id: Uuid,
+    pub target_id: Uuid,
+    pub fingerprint: String,
+    pub template_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub host: String,
+    pub matched_at: String,
+    pub status: String,
+    pub accepted_until: Option<NaiveDate>,
+    pub state: String,
+    pub first_seen_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub first_scan_id: Option<Uuid>,
+    pub last_scan_id: Option<Uuid>,
+    pub fixed_at: Option<DateTime<Utc>>,
+    pub occurrences: i32,
+    /// The finding of its last occurrence, for triage and retest.
+    pub last_finding_id: Option<Uuid>,
+}
+
+/// The status as it stands today: an accepted risk past its day is open.
+const EFFECTIVE_STATUS: &str = "CASE WHEN fp.status = 'accepted_risk' \
+     AND fp.accepted_until < current_date THEN 'open' ELSE fp.status END";
+
+impl TryFrom<&Row> for FingerprintRow {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        let severity: &str = row.try_get("severity")?;
+        let severity = Severity::ALL
+            .into_iter()
+            .find(|s| s.as_str() == severity)
+            .ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!(
+                    "fingerprint with unknown severity {severity:?}"
+                ))
+            })?;
+        Ok(FingerprintRow {
+            id: row.try_get("id")?,
+            target_id: row.try_get("target_id")?,
+            fingerprint: row.try_get("fingerprint")?,
+            template_id: row.try_get("template_id")?,
+            name: row.try_get("name")?,
+            severity,
+            host: row.try_get("host")?,
+            matched_at: row.try_get("matched_at")?,
+            status: row.try_get("status")?,
+            accepted_until: row.try_get("accepted_until")?,
+            state: row.try_get("state")?,
+            first_seen_at: row.try_get("first_seen_at")?,
+            last_seen_at: row.try_get("last_seen_at")?,
+            first_scan_id: row.try_get("first_scan_id")?,
+            last_scan_id: row.try_get("last_scan_id")?,
+            fixed_at: row.try_get("fixed_at")?,
+            occurrences: row.try_get("occurrences")?,
+            last_finding_id: row.try_get("last_finding_id")?,
+        })
+    }
+}
+
+/// Filters of a target's fingerprint list.
+#[derive(Debug, Clone, Default)]
+pub struct FingerprintFilter {
+    pub state: Option<String>,
+    pub status: Option<String>,
+    pub severity: Option<Severity>,
+}
+
+/// One page of a target's fingerprints, worst first and most recently
+/// seen first within a severity, with the total; `None` when the target is
+/// not the user's.
+pub async fn list_for_target(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    target_id: Uuid,
+    filter: &FingerprintFilter,
+    (limit, offset): (i64, i64),
+) -> Result<Option<(Vec<FingerprintRow>, i64)>, Error> {
+    let owned = db
+        .query_opt(
+            "SELECT 1 AS one FROM targets WHERE id = $1 AND user_id = $2",
+            &[&target_id, &user_id],
+        )
+        .await?;
+    if owned.is_none() {
+        return Ok(None);
+    }
+    let rank = filter.severity.map(|s| i16::from(s.rank()));
+    let conditions = format!(
+        "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
+         AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
+         AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
+    );
+    let total: i64 = db
+        .query_one(
+            &format!("SELECT count(*) AS total FROM fingerprints fp WHERE {conditions}"),
+            &[&target_id, &filter.state, &filter.status, &rank],
+        )
+        .await?
+        .try_get("total")?;
+    let rows = db
+        .query(
+            &format!(
+                // The page first: the last finding is looked up for the
+                // page's rows only, not for every row the offset skips.
+                "WITH page AS (
+                     SELECT fp.id FROM fingerprints fp WHERE {conditions}
+                     ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+                     LIMIT $5 OFFSET $6)
+                 SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
+                        fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
+                        fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
+                        fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
+                        (SELECT f.id FROM findings f
+                         WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
+                         LIMIT 1) AS last_finding_id
+                 FROM page JOIN fingerprints fp ON fp.id = page.id
+                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
+            ),
+            &[
+                &target_id,
+                &filter.state,
+                &filter.status,
+                &rank,
+                &limit,
+                &offset,
+            ],
+        )
+        .await?;
+    let list = rows
+        .iter()
+        .map(FingerprintRow::try_from)
+        .collect::<Result<_, _>>()?;
+    Ok(Some((list, total)))
+}
+
+/// What a retest of one finding runs: its fingerprint's template on its
+/// host.
+#[derive(Debug, Clone)]
+pub struct RetestSubject {
+    pub fingerprint_id: Uuid,
+    pub target_id: Uuid,
+    pub host: String,
+    pub template_id: String,
+}
+
+/// The subject of a retest of one of the user's findings; `None` when the
+/// finding is not theirs (or has no fingerprint).
+pub async fn retest_subject(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<RetestSubject>, Error> {
+    let row = db
+        .query_opt(
+            "SELECT fp.id, fp.target_id, fp.host, fp.template_id
+             FROM findings f JOIN fingerprints fp ON fp.id = f.fingerprint_id
+             WHERE f.id = $1 AND f.user_id = $2",
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    row.map(|r| {
+        Ok(RetestSubject {
+            fingerprint_id: r.try_get("id")?,
+            target_id: r.try_get("target_id")?,
+            host: r.try_get("host")?,
+            template_id: r.try_get("template_id")?,
+        })
+    })
+    .transpose()
+}
+
+/// Inserts a scan of engine `retest` for `subject`, unless the user has
+/// `max_running` retests queued or running already (`None` then). Retests
+/// are not counted in the tier's scan usage. A per-user advisory lock makes
+/// the count and the insert one step for concurrent requests.
+pub async fn insert_retest(
+    db: &mut deadpool_postgres::Client,
+    user_id: Uuid,
+    subject: &RetestSubject,
+    max_running: i64,
+) -> Result<Option<crate::store::scans::ScanRow>, Error> {
+    let tx = db.transaction().await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('retest:' || $1::uuid::text, 0))",
+        &[&user_id],
+    )
+    .await?;
+    let running: i64 = tx
+        .query_one(
+            "SELECT count(*) AS running FROM scans
+             WHERE user_id = $1 AND engine = 'retest'
+               AND status IN ('queued', 'pending', 'running')",
+            &[&user_id],
+        )
+        .await?
+        .try_get("running")?;
+    if running >= max_running {
+        return Ok(None);
+    }
+    let row = tx
+        .query_one(
+            &format!(
+                "WITH s AS (
+                     INSERT INTO scans (id, user_id, target_id, engine, retest_of)
+                     VALUES ($1, $2, $3, 'retest', $4) RETURNING *)
+                 SELECT {} FROM s JOIN targets t ON t.id = s.target_id",
+                crate::store::scans::COLUMNS
+            ),
+            &[
+                &Uuid::now_v7(),
+                &user_id,
+                &subject.target_id,
+                &subject.fingerprint_id,
+            ],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(Some(crate::store::scans::ScanRow::try_from(&row)?))
+}

@@ -1,0 +1,291 @@
+//! Findings-with-a-memory figures on this machine (issue 26), against the
+//! real app in-process and Postgres:
+//! - ingest throughput: one scan of 10,000 findings recorded through
+//!   `findings::insert_findings` in pages of 1,000 (the ingester's page),
+//!   each page in its own transaction; once for a first scan (every
+//!   fingerprint new) and once for a second scan of the same target (every
+//!   fingerprint recurring); and, for comparison, the same pages through
+//!   the insert statement the ingester ran before fingerprints (findings
+//!   only, no fingerprint upsert);
+//! - `GET /targets/{id}/findings` p50/p95 for a target with 100,000
+//!   fingerprints and a user with 1,000,000 findings (10 completed scans of
+//!   100,000 findings, laid with SQL), over several filters and pages.
+//!
+//! `cargo bench -p scanfleet-tests --bench findings`.
+
+use std::time::{Duration, Instant};
+
+use scanfleet_common::events::FindingEvent;
+use scanfleet_common::Severity;
+use scanfleet_core::store::findings;
+use scanfleet_tests::{spawn_app, TestApp};
+use uuid::Uuid;
+
+const FINDINGS: usize = 10_000;
+const PAGE: usize = 1_000;
+const FINGERPRINTS: i64 = 100_000;
+const SCANS: i64 = 10;
+const REQUESTS_PER_QUERY: usize = 60;
+
+fn finding(i: usize) -> FindingEvent {
+    let host = format!("host{:02}.example.com", i % 20);
+    let template = format!("template-{:02}", i % 50);
+    FindingEvent {
+        template_id: template.clone(),
+        name: format!("{template} exposure on {host}"),
+        severity: Severity::ALL[i % 5],
+        host: host.clone(),
+        matched_at: format!("https://{host}/path/{i}/resource?id={i}"),
+        description: "The response exposes configuration that should not be public.".into(),
+        remediation: "Restrict access to the resource.".into(),
+        extracted_results: vec![],
+        matcher_name: Some("body".into()),
+    }
+}
+
+async fn new_scan(app: &TestApp, user: Uuid, target: Uuid) -> Uuid {
+    let db = app.state.db.get().await.expect("db");
+    let id = Uuid::now_v7();
+    db.execute(
+        "INSERT INTO scans (id, user_id, target_id, engine, status) VALUES ($1, $2, $3, 'full', 'running')",
+        &[&id, &user, &target],
+    )
+    .await
+    .expect("scan");
+    id
+}
+
+/// Findings a second through `insert_findings`.
+async fn ingest(app: &TestApp, user: Uuid, scan: Uuid, events: &[FindingEvent]) -> f64 {
+    let mut db = app.state.db.get().await.expect("db");
+    let started = Instant::now();
+    for page in events.chunks(PAGE) {
+        let tx = db.transaction().await.expect("tx");
+        let n = findings::insert_findings(&*tx, scan, user, page)
+            .await
+            .expect("insert");
+        assert_eq!(n as usize, page.len());
+        tx.commit().await.expect("commit");
+    }
+    events.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Findings a second through the insert the ingester ran before issue 26
+/// (no fingerprint, no change), with the same counter update.
+async fn ingest_without_fingerprints(
+    app: &TestApp,
+    user: Uuid,
+    scan: Uuid,
+    events: &[FindingEvent],
+) -> f64 {
+    let mut db = app.state.db.get().await.expect("db");
+    let started = Instant::now();
+    for page in events.chunks(PAGE) {
+        let tx = db.transaction().await.expect("tx");
+        let ids: Vec<Uuid> = page.iter().map(|_| Uuid::now_v7()).collect();
+        let col = |f: fn(&FindingEvent) -> String| page.iter().map(f).collect::<Vec<String>>();
+        let extracted: Vec<serde_json::Value> = page
+            .iter()
+            .map(|f| serde_json::json!(f.extracted_results))
+            .collect();
+        let matchers: Vec<Option<String>> = page.iter().map(|f| f.matcher_name.clone()).collect();
+        let rows = tx
+            .query(
+                "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                                       matched_at, description, remediation, matcher_name,
+                                       extracted_results, dedup_key)
+                 SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
+                        n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key
+                 FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                             $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
+                             $13::text[])
+                      WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
+                                           description, remediation, matcher_name, extracted,
+                                           dedup_key, ord)
+                 ORDER BY n.ord
+                 ON CONFLICT (scan_id, dedup_key) DO NOTHING
+                 RETURNING severity",
+                &[
+                    &scan,
+                    &user,
+                    &ids,
+                    &col(|f| f.template_id.clone()),
+                    &col(|f| f.name.clone()),
+                    &col(|f| f.severity.as_str().to_string()),
+                    &col(|f| f.host.clone()),
+                    &col(|f| f.matched_at.clone()),
+                    &col(|f| f.description.clone()),
+                    &col(|f| f.remediation.clone()),
+                    &matchers,
+                    &extracted,
+                    &col(FindingEvent::dedup_key),
+                ],
+            )
+            .await
+            .expect("insert");
+        let total = rows.len() as i32;
+        tx.execute(
+            "UPDATE scans SET findings_count = findings_count + $2, updated_at = now()
+             WHERE id = $1",
+            &[&scan, &total],
+        )
+        .await
+        .expect("counters");
+        tx.commit().await.expect("commit");
+    }
+    events.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// 100,000 fingerprints on `target` and `SCANS` completed scans of 100,000
+/// findings each, laid with SQL.
+async fn lay_history(app: &TestApp, user: Uuid, target: Uuid) {
+    let db = app.state.db.get().await.expect("db");
+    db.execute(
+        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
+                                   severity, severity_rank, host, matched_at, status, state,
+                                   first_seen_at, last_seen_at, occurrences)
+         SELECT gen_random_uuid(), $1, $2, 't' || (i % 300) || ':https://h' || (i % 40)
+                    || '.example.com/p/' || i,
+                't' || (i % 300), 'Finding ' || i,
+                (ARRAY['critical','high','medium','low','info'])[1 + i % 5], (i % 5)::smallint,
+                'h' || (i % 40) || '.example.com', 'https://h' || (i % 40) || '.example.com/p/' || i,
+                CASE WHEN i % 97 = 0 THEN 'false_positive' ELSE 'open' END,
+                CASE WHEN i % 13 = 0 THEN 'fixed' ELSE 'open' END,
+                now() - interval '30 days', now() - (i % 1000) * interval '1 minute', $3
+         FROM generate_series(1, $4::bigint) AS i",
+        &[&user, &target, &(SCANS as i32), &FINGERPRINTS],
+    )
+    .await
+    .expect("fingerprints");
+    for n in 0..SCANS {
+        let scan = Uuid::now_v7();
+        db.execute(
+            "INSERT INTO scans (id, user_id, target_id, engine, status, created_at, completed_at,
+                                findings_count)
+             VALUES ($1, $2, $3, 'full', 'completed', now() - ($4 || ' days')::interval, now(),
+                     $5)",
+            &[
+                &scan,
+                &user,
+                &target,
+                &(SCANS - n).to_string(),
+                &(FINGERPRINTS as i32),
+            ],
+        )
+        .await
+        .expect("scan");
+        db.execute(
+            "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                                   matched_at, dedup_key, fingerprint_id, change, status)
+             SELECT gen_random_uuid(), $1, $2, fp.template_id, fp.name, fp.severity, fp.host,
+                    fp.matched_at, fp.fingerprint, fp.id,
+                    CASE WHEN $3 = 0 THEN 'new' ELSE 'recurring' END, fp.status
+             FROM fingerprints fp WHERE fp.target_id = $4",
+            &[&scan, &user, &(n as i32), &target],
+        )
+        .await
+        .expect("findings");
+        db.execute(
+            "UPDATE fingerprints SET last_scan_id = $1, first_scan_id = COALESCE(first_scan_id, $1)
+             WHERE target_id = $2",
+            &[&scan, &target],
+        )
+        .await
+        .expect("last scan");
+    }
+    // One statement each: VACUUM cannot run in the implicit transaction of
+    // a multi-statement batch.
+    for table in ["fingerprints", "findings"] {
+        db.batch_execute(&format!("VACUUM ANALYZE {table}"))
+            .await
+            .expect("vacuum");
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+#[tokio::main]
+async fn main() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "admin").await;
+    let events: Vec<FindingEvent> = (0..FINDINGS).map(finding).collect();
+
+    let before_target = app.new_target(&user, "before.example.com").await;
+    let scan = new_scan(&app, user.id, before_target).await;
+    let before = ingest_without_fingerprints(&app, user.id, scan, &events).await;
+    let target = app.new_target(&user, "example.com").await;
+    let scan = new_scan(&app, user.id, target).await;
+    let first = ingest(&app, user.id, scan, &events).await;
+    let scan = new_scan(&app, user.id, target).await;
+    let second = ingest(&app, user.id, scan, &events).await;
+    println!("ingest, one scan of {FINDINGS} findings in pages of {PAGE}:");
+    println!("  before (findings only)          {before:>9.0} findings/s");
+    println!("  after, first scan (all new)     {first:>9.0} findings/s");
+    println!("  after, second scan (recurring)  {second:>9.0} findings/s");
+
+    let big = app.new_target(&user, "big.example.com").await;
+    let laying = Instant::now();
+    lay_history(&app, user.id, big).await;
+    println!(
+        "laid {FINGERPRINTS} fingerprints and {} findings in {:.0?}",
+        FINGERPRINTS * SCANS,
+        laying.elapsed()
+    );
+    let queries = [
+        String::new(),
+        "?state=open".into(),
+        "?state=fixed&severity=high".into(),
+        "?status=false_positive".into(),
+        "?severity=critical&limit=500".into(),
+        "?offset=50000".into(),
+    ];
+    // What Postgres itself spends (the HTTP figures add the app's work and
+    // this machine's load).
+    let db = app.state.db.get().await.expect("db");
+    for sql in [
+        "SELECT count(*) FROM fingerprints fp WHERE fp.target_id = $1",
+        "SELECT fp.id FROM fingerprints fp WHERE fp.target_id = $1
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id LIMIT 50",
+    ] {
+        let plan = db
+            .query(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}"), &[&big])
+            .await
+            .expect("explain");
+        let plan: serde_json::Value = plan[0].get(0);
+        println!(
+            "  postgres: {:.1} ms for {}",
+            plan[0]["Execution Time"].as_f64().unwrap_or(f64::NAN),
+            sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ")
+        );
+    }
+    let mut all = Vec::new();
+    println!("GET /targets/{{id}}/findings, {REQUESTS_PER_QUERY} requests each:");
+    for q in &queries {
+        let path = format!("/api/v1/targets/{big}/findings{q}");
+        let mut times = Vec::with_capacity(REQUESTS_PER_QUERY);
+        for _ in 0..REQUESTS_PER_QUERY {
+            let started = Instant::now();
+            let r = app.get(&path, &user.access_token).await;
+            times.push(started.elapsed());
+            assert_eq!(r.status, 200, "{}", r.text);
+        }
+        times.sort();
+        println!(
+            "  {:<32} p50 {:>6.1?}  p95 {:>6.1?}",
+            if q.is_empty() { "(no filter)" } else { q },
+            percentile(&times, 0.5),
+            percentile(&times, 0.95)
+        );
+        all.extend(times);
+    }
+    all.sort();
+    println!(
+        "  all                              p50 {:>6.1?}  p95 {:>6.1?}",
+        percentile(&all, 0.5),
+        percentile(&all, 0.95)
+    );
+}

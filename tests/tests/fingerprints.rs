@@ -1,0 +1,818 @@
+//! Findings with a memory (issue 26), with real processes: the api and a
+//! scanner node scanning the lab, whose exposed Git configuration the test
+//! switches off (fixed) and on again (regressed) between scans.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::Method;
+use scanfleet_core::store::{self, migrate};
+use scanfleet_tests::database_url;
+use scanfleet_tests::fleet::{fleet_with_lab, Fleet};
+use scanfleet_tests::lab::{lab_hosts, Lab, API_HOST, DOMAIN};
+use serde_json::{json, Value};
+
+const GIT: &str = "git-config-exposure";
+const XPB: &str = "x-powered-by-disclosure";
+
+/// Runs a scan of `engine` to its end; its detail.
+async fn scan_to_end(fleet: &Fleet, token: &str, target: &str, engine: &str) -> Value {
+    let scan = fleet.scan(token, target, engine).await;
+    let detail = fleet
+        .wait_finished(token, &scan, Duration::from_secs(120))
+        .await;
+    assert_eq!(detail["status"], "completed", "{detail}");
+    detail
+}
+
+/// The scan's vulnerabilities by `template_id matched_at`.
+fn by_key(scan: &Value) -> BTreeMap<String, Value> {
+    scan["vulnerabilities"]
+        .as_array()
+        .expect("vulnerabilities")
+        .iter()
+        .map(|v| {
+            (
+                format!(
+                    "{} {}",
+                    v["template_id"].as_str().unwrap(),
+                    v["matched_at"].as_str().unwrap()
+                ),
+                v.clone(),
+            )
+        })
+        .collect()
+}
+
+fn key(template: &str, host: &str) -> String {
+    match template {
+        GIT => format!("{GIT} http://{host}/.git/config"),
+        other => format!("{other} http://{host}/"),
+    }
+}
+
+fn changes(new: u64, recurring: u64, regressed: u64, fixed: u64) -> Value {
+    json!({"new": new, "recurring": recurring, "regressed": regressed, "fixed": fixed})
+}
+
+/// `GET` with its `X-Total-Count`.
+async fn get_list(fleet: &Fleet, path: &str, token: &str) -> (Vec<Value>, i64) {
+    let resp = fleet
+        .http
+        .get(format!("{}/api/v1{path}", fleet.base()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(resp.status().as_u16(), 200, "GET {path}");
+    let total: i64 = resp.headers()["x-total-count"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body: Vec<Value> = resp.json().await.expect("list body");
+    (body, total)
+}
+
+async fn patch_status(fleet: &Fleet, token: &str, finding: &Value, body: Value) -> Value {
+    let id = finding["id"].as_str().unwrap();
+    let (status, reply) = fleet
+        .call(Method::PATCH, &format!("/findings/{id}"), token, Some(body))
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    reply
+}
+
+fn day(offset: i64) -> String {
+    (chrono::Utc::now().date_naive() + chrono::Duration::days(offset)).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back_with_sticky_triage(
+) {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+
+    // Queued (no node yet): the times are there, null, and so are the changes.
+    let first = fleet.scan(&token, &target, "full").await;
+    let queued = fleet.get(&format!("/scans/{first}"), &token).await;
+    for field in ["started_at", "completed_at", "changes"] {
+        assert!(
+            queued.as_object().unwrap().contains_key(field),
+            "{field}: {queued}"
+        );
+        assert!(queued[field].is_null(), "{field}: {queued}");
+    }
+    let _node = fleet.node("node-a", &[]);
+    let s1 = fleet
+        .wait_finished(&token, &first, Duration::from_secs(120))
+        .await;
+    assert_eq!(s1["status"], "completed", "{s1}");
+    assert_eq!(s1["changes"], changes(12, 0, 0, 0), "{s1}");
+    let v1 = by_key(&s1);
+    assert_eq!(v1.len(), 12);
+    for (k, v) in &v1 {
+        assert_eq!(v["change"], "new", "{k}");
+        let (template, matched) = k.split_once(' ').unwrap();
+        assert_eq!(v["fingerprint"], format!("{template}:{matched}"));
+        assert!(v["first_seen_at"].is_string());
+    }
+    // Worst first, as the reports list them.
+    let severities: Vec<&str> = s1["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["severity"].as_str().unwrap())
+        .collect();
+    let mut sorted = severities.clone();
+    sorted.sort_by_key(|s| {
+        ["critical", "high", "medium", "low", "info"]
+            .iter()
+            .position(|x| x == s)
+    });
+    assert_eq!(severities, sorted);
+    assert_eq!(severities[0], "high");
+
+    // Triage on the first scan's findings.
+    let git_domain = &v1[&key(GIT, DOMAIN)];
+    let reply = patch_status(
+        &fleet,
+        &token,
+        git_domain,
+        json!({"status": "false_positive"}),
+    )
+    .await;
+    assert_eq!(reply["status"], "false_positive");
+    patch_status(
+        &fleet,
+        &token,
+        &v1[&key(XPB, DOMAIN)],
+        json!({"status": "accepted_risk", "until": day(30)}),
+    )
+    .await;
+    patch_status(
+        &fleet,
+        &token,
+        &v1[&key(XPB, API_HOST)],
+        json!({"status": "accepted_risk", "until": day(-1)}),
+    )
+    .await;
+    let (status, problem) = fleet
+        .call(
+            Method::PATCH,
+            &format!("/findings/{}", git_domain["id"].as_str().unwrap()),
+            &token,
+            Some(json!({"status": "open", "until": day(3)})),
+        )
+        .await;
+    assert_eq!(status, 422, "{problem}");
+
+    // Second scan: the same fingerprints, recurring, with their triage.
+    let s2 = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(s2["changes"], changes(0, 12, 0, 0), "{s2}");
+    let v2 = by_key(&s2);
+    assert_eq!(v2.keys().collect::<Vec<_>>(), v1.keys().collect::<Vec<_>>());
+    for (k, v) in &v2 {
+        assert_eq!(v["change"], "recurring", "{k}");
+        assert_eq!(v["fingerprint"], v1[k]["fingerprint"]);
+        assert_eq!(v["first_seen_at"], v1[k]["first_seen_at"]);
+    }
+    assert_eq!(v2[&key(GIT, DOMAIN)]["status"], "false_positive");
+    assert_eq!(v2[&key(XPB, DOMAIN)]["status"], "accepted_risk");
+    // Accepted until yesterday: open again.
+    assert_eq!(v2[&key(XPB, API_HOST)]["status"], "open");
+    assert_eq!(v2[&key(GIT, API_HOST)]["status"], "open");
+    // The first scan's finding shows the fingerprint's status too.
+    let s1_again = fleet.get(&format!("/scans/{first}"), &token).await;
+    assert_eq!(
+        by_key(&s1_again)[&key(GIT, DOMAIN)]["status"],
+        "false_positive"
+    );
+
+    let (list, total) = get_list(&fleet, &format!("/targets/{target}/findings"), &token).await;
+    assert_eq!(total, 12);
+    assert!(list
+        .iter()
+        .all(|f| f["occurrences"] == 2 && f["state"] == "open"));
+    let (fp, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?status=false_positive"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 1);
+    assert_eq!(fp[0]["fingerprint"], git_domain["fingerprint"]);
+    let (page, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?severity=info&limit=2&offset=1"),
+        &token,
+    )
+    .await;
+    assert_eq!((page.len(), total), (2, 6));
+
+    // The weakness is mended: a full scan fixes the three Git findings.
+    lab.set_git_exposed(false);
+    let s3 = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(s3["changes"], changes(0, 9, 0, 3), "{s3}");
+    let (fixed, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 3);
+    assert!(fixed
+        .iter()
+        .all(|f| f["template_id"] == GIT && f["fixed_at"].is_string()));
+    let s3_id = s3["id"].as_str().unwrap();
+    let diff = fleet.get(&format!("/scans/{s3_id}/diff"), &token).await;
+    assert_eq!(diff["against_scan_id"], s2["id"]);
+    assert_eq!(diff["fixed"].as_array().unwrap().len(), 3, "{diff}");
+    assert_eq!(diff["new"], json!([]));
+    assert_eq!(diff["unchanged"], 9);
+    // A user's `fixed` goes back to open when the finding comes back.
+    patch_status(
+        &fleet,
+        &token,
+        &v2[&key(GIT, API_HOST)],
+        json!({"status": "fixed"}),
+    )
+    .await;
+
+    // It comes back: regressed.
+    lab.set_git_exposed(true);
+    let s4 = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(s4["changes"], changes(0, 9, 3, 0), "{s4}");
+    let v4 = by_key(&s4);
+    for host in lab_hosts() {
+        assert_eq!(v4[&key(GIT, host)]["change"], "regressed");
+        assert_eq!(v4[&key(XPB, host)]["change"], "recurring");
+    }
+    assert_eq!(v4[&key(GIT, API_HOST)]["status"], "open");
+    assert_eq!(v4[&key(GIT, DOMAIN)]["status"], "false_positive");
+    let (_, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 0);
+    let s4_id = s4["id"].as_str().unwrap();
+    // SARIF carries each result's baseline state (regressed is `updated`),
+    // the JSON report each finding's change.
+    let sarif = fleet
+        .get(&format!("/scans/{s4_id}/report/sarif"), &token)
+        .await;
+    let mut states: Vec<(String, String)> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap().to_string(),
+                r["baselineState"].as_str().unwrap_or("none").to_string(),
+            )
+        })
+        .collect();
+    states.sort();
+    states.dedup();
+    assert_eq!(
+        states,
+        vec![
+            ("express-detect".to_string(), "unchanged".to_string()),
+            (GIT.to_string(), "updated".to_string()),
+            ("http-probe".to_string(), "unchanged".to_string()),
+            (XPB.to_string(), "unchanged".to_string()),
+        ]
+    );
+    let report = fleet
+        .get(&format!("/scans/{s4_id}/report/json"), &token)
+        .await;
+    let regressed = report["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["change"] == "regressed")
+        .count();
+    assert_eq!(regressed, 3, "{report}");
+    // Against a chosen scan: the one that fixed them, and the first.
+    let diff = fleet
+        .get(&format!("/scans/{s4_id}/diff?against={s3_id}"), &token)
+        .await;
+    assert_eq!(diff["regressed"].as_array().unwrap().len(), 3, "{diff}");
+    assert_eq!(
+        (diff["unchanged"].clone(), diff["fixed"].clone()),
+        (json!(9), json!([]))
+    );
+    let diff = fleet
+        .get(&format!("/scans/{s4_id}/diff?against={first}"), &token)
+        .await;
+    assert_eq!(diff["unchanged"], 12, "{diff}");
+    assert_eq!(diff["regressed"], json!([]));
+
+    // Another user sees none of it.
+    let other = fleet.user().await;
+    let other_target = fleet.target(&other, DOMAIN).await;
+    let finding = v4[&key(GIT, DOMAIN)]["id"].as_str().unwrap().to_string();
+    for (method, path, body) in [
+        (
+            Method::PATCH,
+            format!("/findings/{finding}"),
+            Some(json!({"status": "open"})),
+        ),
+        (Method::GET, format!("/targets/{target}/findings"), None),
+        (Method::GET, format!("/scans/{s4_id}/diff"), None),
+    ] {
+        let (status, reply) = fleet.call(method, &path, &other, body).await;
+        assert_eq!(status, 404, "{path}: {reply}");
+    }
+    // Nor can they compare with it, and a scan of another target is refused.
+    let (status, _) = fleet
+        .call(
+            Method::GET,
+            &format!("/targets/{other_target}/findings"),
+            &other,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let their_scan = fleet.scan(&other, &other_target, "quick").await;
+    let (status, reply) = fleet
+        .call(
+            Method::GET,
+            &format!("/scans/{their_scan}/diff?against={s4_id}"),
+            &other,
+            None,
+        )
+        .await;
+    assert_eq!(status, 404, "{reply}");
+    let target2 = fleet.target(&token, "api.shop.example.test").await;
+    let s5 = fleet.scan(&token, &target2, "quick").await;
+    let (status, reply) = fleet
+        .call(
+            Method::GET,
+            &format!("/scans/{s4_id}/diff?against={s5}"),
+            &token,
+            None,
+        )
+        .await;
+    assert_eq!(status, 422, "{reply}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quick_and_recon_scans_fix_only_what_they_would_have_found() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let full = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(full["changes"], changes(12, 0, 0, 0));
+
+    // A quick scan looks at the domain only, medium and worse: the low and
+    // info findings there, and everything on the other hosts, stay open.
+    let quick = scan_to_end(&fleet, &token, &target, "quick").await;
+    assert_eq!(quick["changes"], changes(0, 2, 0, 0), "{quick}");
+    // Recon runs no vulnerability template: the Git findings it does not
+    // see stay open.
+    lab.set_git_exposed(false);
+    let recon = scan_to_end(&fleet, &token, &target, "recon").await;
+    assert_eq!(recon["changes"], changes(0, 6, 0, 0), "{recon}");
+    let (_, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 0);
+
+    // A quick scan without the Git configuration fixes it on the domain only.
+    let quick = scan_to_end(&fleet, &token, &target, "quick").await;
+    assert_eq!(quick["changes"], changes(0, 1, 0, 1), "{quick}");
+    let (fixed, _) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    let fixed: Vec<&str> = fixed
+        .iter()
+        .map(|f| f["fingerprint"].as_str().unwrap())
+        .collect();
+    assert_eq!(fixed, vec![format!("{GIT}:http://{DOMAIN}/.git/config")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_scan_fixes_nothing() {
+    let lab = Lab::start(Duration::from_millis(40)).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let full = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(full["changes"], changes(12, 0, 0, 0));
+
+    lab.set_git_exposed(false);
+    let scan = fleet.scan(&token, &target, "full").await;
+    fleet
+        .wait_scan(&token, &scan, Duration::from_secs(60), |s| {
+            s["stage"] == "VALIDATE"
+        })
+        .await;
+    let (status, body) = fleet
+        .call(
+            Method::POST,
+            &format!("/scans/{scan}/stop"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let stopped = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(30))
+        .await;
+    assert_eq!(stopped["status"], "stopped");
+    // The ingester has applied the scan's terminal event once its stream
+    // is closed: nothing later is recorded.
+    let db = fleet.db().await;
+    let scan_id: uuid::Uuid = scan.parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !db
+        .query_one("SELECT events_closed FROM scans WHERE id = $1", &[&scan_id])
+        .await
+        .unwrap()
+        .get::<_, bool>("events_closed")
+    {
+        assert!(std::time::Instant::now() < deadline, "stream never closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stopped = fleet.get(&format!("/scans/{scan}"), &token).await;
+    assert!(stopped["changes"].is_null(), "{stopped}");
+    let (_, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 0);
+}
+
+/// Applies the migrations before 0014 by hand (recording them in the
+/// ledger as `migrate::run` does), so that data from before it can be laid.
+async fn database_before_fingerprints(name: &str) -> tokio_postgres::Client {
+    let (admin, conn) = tokio_postgres::connect(&database_url("postgres"), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .unwrap();
+    let (db, conn) = tokio_postgres::connect(&database_url(name), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute(
+        "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,
+                                         applied_at timestamptz NOT NULL DEFAULT now())",
+    )
+    .await
+    .unwrap();
+    let before: [(i32, &str); 7] = [
+        (1, include_str!("../../api/core/migrations/0001_init.sql")),
+        (
+            4,
+            include_str!("../../api/core/migrations/0004_dashboard_rollups.sql"),
+        ),
+        (
+            6,
+            include_str!("../../api/core/migrations/0006_scan_pipeline.sql"),
+        ),
+        (
+            10,
+            include_str!("../../api/core/migrations/0010_payments.sql"),
+        ),
+        (
+            11,
+            include_str!("../../api/core/migrations/0011_target_verification.sql"),
+        ),
+        (
+            12,
+            include_str!("../../api/core/migrations/0012_auth_cache.sql"),
+        ),
+        (
+            13,
+            include_str!("../../api/core/migrations/0013_scan_revision.sql"),
+        ),
+    ];
+    for (version, sql) in before {
+        db.batch_execute(sql).await.unwrap();
+        db.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES ($1, 'before')",
+            &[&version],
+        )
+        .await
+        .unwrap();
+    }
+    db
+}
+
+#[tokio::test]
+async fn the_migration_gives_findings_stored_before_it_their_history_in_scan_order() {
+    let name = format!("scanfleet_test_{}", uuid::Uuid::new_v4().simple());
+    let db = database_before_fingerprints(&name).await;
+    db.batch_execute(
+        "INSERT INTO users (id, email, password_hash, full_name)
+         VALUES ('00000000-0000-0000-0000-000000000001', 'a@example.com', 'x', 'A');
+         INSERT INTO targets (id, user_id, domain) VALUES
+           ('00000000-0000-0000-0000-0000000000a1', '00000000-0000-0000-0000-000000000001',
+            'shop.example.test');
+         INSERT INTO scans (id, user_id, target_id, engine, status, created_at) VALUES
+           ('00000000-0000-0000-0000-0000000000b2', '00000000-0000-0000-0000-000000000001',
+            '00000000-0000-0000-0000-0000000000a1', 'full', 'completed', now() - interval '1 day'),
+           ('00000000-0000-0000-0000-0000000000b1', '00000000-0000-0000-0000-000000000001',
+            '00000000-0000-0000-0000-0000000000a1', 'full', 'completed', now() - interval '2 days');
+         INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                               matched_at, dedup_key, status, created_at) VALUES
+           ('00000000-0000-0000-0000-0000000000c1', '00000000-0000-0000-0000-0000000000b1',
+            '00000000-0000-0000-0000-000000000001', 'git', 'Git', 'high', 'shop.example.test',
+            'HTTP://Shop.Example.test:80/.git/config', 'a', 'open', now() - interval '2 days'),
+           ('00000000-0000-0000-0000-0000000000c2', '00000000-0000-0000-0000-0000000000b2',
+            '00000000-0000-0000-0000-000000000001', 'git', 'Git', 'high', 'shop.example.test',
+            'http://shop.example.test/.git/config', 'a', 'false_positive', now() - interval '1 day'),
+           ('00000000-0000-0000-0000-0000000000c3', '00000000-0000-0000-0000-0000000000b2',
+            '00000000-0000-0000-0000-000000000001', 'probe', 'Probe', 'info', 'shop.example.test',
+            'https://shop.example.test:443/', 'b', 'open', now() - interval '1 day');",
+    )
+    .await
+    .unwrap();
+    let pool = store::connect(&database_url(&name)).unwrap();
+    migrate::run(&pool).await.unwrap();
+
+    let rows = db
+        .query(
+            "SELECT fingerprint, status, state, occurrences, first_scan_id::text AS first,
+                    last_scan_id::text AS last
+             FROM fingerprints ORDER BY fingerprint",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, String, String, i32, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.get("fingerprint"),
+                r.get("status"),
+                r.get("state"),
+                r.get("occurrences"),
+                r.get("first"),
+                r.get("last"),
+            )
+        })
+        .collect();
+    let b1 = "00000000-0000-0000-0000-0000000000b1".to_string();
+    let b2 = "00000000-0000-0000-0000-0000000000b2".to_string();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "git:http://shop.example.test/.git/config".to_string(),
+                "false_positive".to_string(),
+                "open".to_string(),
+                2,
+                b1.clone(),
+                b2.clone()
+            ),
+            (
+                "probe:https://shop.example.test/".to_string(),
+                "open".to_string(),
+                "open".to_string(),
+                1,
+                b2.clone(),
+                b2.clone()
+            ),
+        ]
+    );
+    let changes: Vec<(String, String, String)> = db
+        .query(
+            "SELECT id::text AS id, change, status FROM findings ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get("id"), r.get("change"), r.get("status")))
+        .collect();
+    assert_eq!(
+        changes,
+        vec![
+            (
+                "00000000-0000-0000-0000-0000000000c1".into(),
+                "new".into(),
+                "false_positive".into()
+            ),
+            (
+                "00000000-0000-0000-0000-0000000000c2".into(),
+                "recurring".into(),
+                "false_positive".into()
+            ),
+            (
+                "00000000-0000-0000-0000-0000000000c3".into(),
+                "new".into(),
+                "open".into()
+            ),
+        ]
+    );
+    let counts: (i32, i32) = {
+        let r = db
+            .query_one(
+                "SELECT new, recurring FROM scan_changes WHERE scan_id = $1",
+                &[&b2.parse::<uuid::Uuid>().unwrap()],
+            )
+            .await
+            .unwrap();
+        (r.get("new"), r.get("recurring"))
+    };
+    assert_eq!(counts, (1, 1));
+    drop(pool);
+    drop(db);
+    scanfleet_tests::drop_database(&database_url("postgres"), &name);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retest_keeps_a_finding_still_there_open_and_fixes_one_that_is_gone() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let full = scan_to_end(&fleet, &token, &target, "full").await;
+    let git_api = by_key(&full)[&key(GIT, API_HOST)].clone();
+    let finding = git_api["id"].as_str().unwrap();
+    let fingerprint = git_api["fingerprint"].as_str().unwrap();
+    let fingerprint_row = |list: &[Value]| {
+        list.iter()
+            .find(|f| f["fingerprint"] == fingerprint)
+            .cloned()
+            .expect("the retested fingerprint")
+    };
+    let (list, _) = get_list(&fleet, &format!("/targets/{target}/findings"), &token).await;
+    let before = fingerprint_row(&list);
+
+    // Still there: open, seen again.
+    let (status, scan) = fleet
+        .call(
+            Method::POST,
+            &format!("/findings/{finding}/retest"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 202, "{scan}");
+    assert_eq!(scan["engine"], "retest");
+    let retest = fleet
+        .wait_finished(
+            &token,
+            scan["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(retest["status"], "completed", "{retest}");
+    // Only its template, only its host (and the probe of that host).
+    assert_eq!(
+        Fleet::finding_keys(&retest),
+        vec![key(GIT, API_HOST), key("http-probe", API_HOST)]
+    );
+    let (list, _) = get_list(&fleet, &format!("/targets/{target}/findings"), &token).await;
+    let after = fingerprint_row(&list);
+    assert_eq!(after["state"], "open");
+    assert!(after["last_seen_at"].as_str() > before["last_seen_at"].as_str());
+    assert_eq!(after["occurrences"], 2);
+
+    // Gone: the retest fixes it, and nothing else.
+    lab.set_git_exposed(false);
+    let (status, scan) = fleet
+        .call(
+            Method::POST,
+            &format!("/findings/{finding}/retest"),
+            &token,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 202, "{scan}");
+    let retest = fleet
+        .wait_finished(
+            &token,
+            scan["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+    assert_eq!(retest["changes"]["fixed"], 1, "{retest}");
+    let (fixed, total) = get_list(
+        &fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        &token,
+    )
+    .await;
+    assert_eq!(total, 1);
+    assert_eq!(fixed[0]["fingerprint"], fingerprint);
+}
+
+#[tokio::test]
+async fn retests_are_not_counted_in_the_scan_limit_five_run_at_once_and_others_get_404() {
+    use scanfleet_common::events::FindingEvent;
+    use scanfleet_common::Severity;
+    let app = scanfleet_tests::spawn_app().await;
+    let user = app.new_user().await;
+    let target = app.new_target(&user, "example.com").await;
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&user.access_token),
+            json!({"target_id": target}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    let scan: uuid::Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let db = app.state.db.get().await.unwrap();
+    scanfleet_core::store::findings::insert_findings(
+        &**db,
+        scan,
+        user.id,
+        &[FindingEvent {
+            template_id: "git-config".into(),
+            name: "Git".into(),
+            severity: Severity::High,
+            host: "example.com".into(),
+            matched_at: "https://example.com/.git/config".into(),
+            description: String::new(),
+            remediation: String::new(),
+            extracted_results: vec![],
+            matcher_name: None,
+        }],
+    )
+    .await
+    .unwrap();
+    let detail = app
+        .get(&format!("/api/v1/scans/{scan}"), &user.access_token)
+        .await;
+    let finding = detail.body["vulnerabilities"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let usage = || async {
+        db.query_one(
+            "SELECT COALESCE(sum(scans), 0)::bigint AS n FROM scan_usage WHERE user_id = $1",
+            &[&user.id],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>("n")
+    };
+    let used = usage().await;
+    let path = format!("/api/v1/findings/{finding}/retest");
+    for _ in 0..5 {
+        let r = app.post(&path, Some(&user.access_token), json!({})).await;
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(r.body["engine"], "retest");
+        assert_eq!(r.body["status"], "queued");
+    }
+    app.post(&path, Some(&user.access_token), json!({}))
+        .await
+        .assert_problem(429);
+    assert_eq!(usage().await, used, "retests are not counted");
+    // Its job names the one template and the finding's host.
+    let mut retests = 0;
+    for id in app.state.scan_queue.waiting().await.unwrap() {
+        let job = app.state.scan_queue.job(id).await.unwrap().unwrap();
+        if job.engine == scanfleet_common::jobs::Engine::Retest {
+            assert_eq!(job.templates, vec!["git-config".to_string()]);
+            assert_eq!(job.domain, "example.com");
+            retests += 1;
+        } else {
+            assert!(job.templates.is_empty());
+        }
+    }
+    assert_eq!(retests, 5);
+
+    // `retest` is not an engine POST /scans takes.
+    app.post(
+        "/api/v1/scans",
+        Some(&user.access_token),
+        json!({"target_id": target, "engine": "retest"}),
+    )
+    .await
+    .assert_problem(422);
+
+    let other = app.new_user().await;
+    app.post(&path, Some(&other.access_token), json!({}))
+        .await
+        .assert_problem(404);
+}
