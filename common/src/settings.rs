@@ -95,6 +95,11 @@ pub struct ScannerSettings {
     pub drain_secs: u64,
     /// Where the node serves its Prometheus metrics; none when unset.
     pub metrics_bind: Option<SocketAddr>,
+    /// Interactsh server for out-of-band templates (`scanfleet-oob` or any
+    /// interactsh v1.x server); without one they are not run.
+    pub interactsh_server: Option<String>,
+    /// That server's token, sent as the Authorization header.
+    pub interactsh_token: Option<Secret>,
 }
 
 #[derive(Debug, Clone)]
@@ -269,6 +274,8 @@ impl Settings {
                 per_host_rps: parse(&get, "SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
                 drain_secs: parse(&get, "SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
                 metrics_bind: parse_optional(&get, "SCANFLEET_SCANNER__METRICS_BIND")?,
+                interactsh_server: get("SCANFLEET_SCANNER__INTERACTSH_SERVER").map(str::to_string),
+                interactsh_token: get("SCANFLEET_SCANNER__INTERACTSH_TOKEN").map(Secret::new),
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,
