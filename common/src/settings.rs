@@ -100,6 +100,9 @@ pub struct ScannerSettings {
     pub interactsh_server: Option<String>,
     /// That server's token, sent as the Authorization header.
     pub interactsh_token: Option<Secret>,
+    /// The zone payload hosts are made under, when it is not the server
+    /// URL's host (a server reached on loopback or an internal name).
+    pub interactsh_domain: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -276,6 +279,7 @@ impl Settings {
                 metrics_bind: parse_optional(&get, "SCANFLEET_SCANNER__METRICS_BIND")?,
                 interactsh_server: get("SCANFLEET_SCANNER__INTERACTSH_SERVER").map(str::to_string),
                 interactsh_token: get("SCANFLEET_SCANNER__INTERACTSH_TOKEN").map(Secret::new),
+                interactsh_domain: get("SCANFLEET_SCANNER__INTERACTSH_DOMAIN").map(str::to_string),
             },
             scheduler: SchedulerSettings {
                 stuck_after_secs: parse(&get, "SCANFLEET_SCHEDULER__STUCK_AFTER_SECS", "120")?,

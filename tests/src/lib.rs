@@ -9,13 +9,15 @@
 //!
 //! [`stripe::FakeStripe`] is a local server speaking the payment provider's
 //! protocol, for the payment tests; [`dns::DnsLab`] a local DNS server for
-//! the ownership-proof tests.
+//! the ownership-proof tests; [`oob::OobServer`] our out-of-band server
+//! started from its binary.
 
 pub mod stripe;
 
 pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod oob;
 pub mod redis;
 pub mod site;
 

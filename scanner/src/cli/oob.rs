@@ -47,6 +47,10 @@ pub struct InteractshArgs {
     /// `-iserver`. Without it, out-of-band templates are not run.
     #[arg(long = "interactsh-server", value_name = "URL")]
     pub server: Option<String>,
+    /// The zone payload hosts are made under, when it is not the server
+    /// URL's host (a server reached on loopback or an internal name).
+    #[arg(long = "interactsh-domain", value_name = "DOMAIN")]
+    pub domain: Option<String>,
     /// The server's token (sent as the Authorization header); also `-itoken`.
     #[arg(long = "interactsh-token", value_name = "TOKEN")]
     pub token: Option<String>,
@@ -109,6 +113,7 @@ impl InteractshArgs {
         let session = Session::register_with(SessionConfig {
             server_url: server.to_string(),
             token: self.token.clone().filter(|t| !t.trim().is_empty()),
+            payload_domain: self.domain.clone().filter(|d| !d.trim().is_empty()),
             ..SessionConfig::default()
         })
         .await?;

@@ -340,6 +340,7 @@ async fn scan_engine(node: &Node) -> Engine {
             .interactsh_token
             .as_ref()
             .map(|t| t.expose().to_string()),
+        payload_domain: scanner.interactsh_domain.clone(),
         ..SessionConfig::default()
     };
     match Session::register_with(config).await {
