@@ -388,14 +388,15 @@ async fn a_callback_after_the_eviction_time_is_not_matched() {
 async fn without_a_callback_there_is_no_finding_and_the_run_ends_within_the_cooldown() {
     let server = FakeServer::start(Mode::Ctr).await;
     let lab = Lab::start(|_| ok("nothing")).await;
-    let engine = engine(&server, timing(100, 700, 10_000)).await;
+    let engine = engine(&server, timing(100, 1000, 10_000)).await;
     let started = Instant::now();
     let report = scan(&engine, HTTP_TEMPLATE, &lab).await;
     let took = started.elapsed();
     assert!(report.results.is_empty());
     assert_eq!(lab.requests().len(), 1);
-    assert!(took >= Duration::from_millis(700), "{took:?}");
-    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // The cooldown, then one last poll: not the eviction time (10 s).
+    assert!(took >= Duration::from_millis(1000), "{took:?}");
+    assert!(took < Duration::from_millis(2000), "{took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -473,4 +474,34 @@ fn out_of_band_templates_run_only_when_a_server_is_configured() {
     let refused = template::check(&t).expect_err("refused without a server");
     assert_eq!(refused.primary(), &template::Reason::Interactsh);
     template::check_for(&t, CheckOptions { interactsh: true }).expect("runnable with one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_derived_interactsh_id_is_the_id_the_callback_names() {
+    let server = FakeServer::start(Mode::Ctr).await;
+    let lab = calling_lab(server.clone(), "dns", Duration::ZERO).await;
+    let engine = engine(&server, timing(100, 800, 10_000)).await;
+    let yaml = r#"
+id: oob-id
+info: {name: derived id, severity: high}
+http:
+  - method: GET
+    path: ["{{BaseURL}}/lookup?name={{interactsh-url}}"]
+    matchers-condition: and
+    matchers:
+      - type: word
+        part: interactsh_request
+        words: ["{{interactsh-id}}.{{interactsh-server}}"]
+      - type: word
+        part: interactsh_ip
+        words: ["127.0.0.1"]
+"#;
+    let report = scan(&engine, yaml, &lab).await;
+    assert_eq!(report.results.len(), 1, "{:?}", report.errors);
+    // A word naming another id does not match the same callback.
+    let other = yaml.replace("{{interactsh-id}}.", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.");
+    let server = FakeServer::start(Mode::Ctr).await;
+    let lab = calling_lab(server.clone(), "dns", Duration::ZERO).await;
+    let engine = self::engine(&server, timing(100, 800, 10_000)).await;
+    assert!(scan(&engine, &other, &lab).await.results.is_empty());
 }
