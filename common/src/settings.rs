@@ -551,6 +551,35 @@ mod tests {
     }
 
     #[test]
+    fn the_interactsh_server_is_off_by_default_and_its_token_stays_secret() {
+        let s = Settings::from_vars(&HashMap::new()).unwrap();
+        assert!(s.scanner.interactsh_server.is_none() && s.scanner.interactsh_token.is_none());
+        let s = Settings::from_vars(&vars(&[
+            (
+                "SCANFLEET_SCANNER__INTERACTSH_SERVER",
+                " https://oob.example.com ",
+            ),
+            ("SCANFLEET_SCANNER__INTERACTSH_TOKEN", "oob-token"),
+            ("SCANFLEET_SCANNER__INTERACTSH_DOMAIN", "oob.example.com"),
+        ]))
+        .unwrap();
+        let scanner = &s.scanner;
+        assert_eq!(
+            scanner.interactsh_server.as_deref(),
+            Some("https://oob.example.com")
+        );
+        assert_eq!(
+            scanner.interactsh_token.as_ref().unwrap().expose(),
+            "oob-token"
+        );
+        assert_eq!(
+            scanner.interactsh_domain.as_deref(),
+            Some("oob.example.com")
+        );
+        assert!(!format!("{scanner:?}").contains("oob-token"));
+    }
+
+    #[test]
     fn production_without_a_jwt_secret_is_an_error() {
         let err = Settings::from_vars(&vars(&[("SCANFLEET_MODE", "production")])).unwrap_err();
         assert!(matches!(err, SettingsError::MissingJwtSecret));
