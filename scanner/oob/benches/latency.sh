@@ -10,6 +10,8 @@
 # every request goes to 127.0.0.1 only.
 #
 #   scanner/oob/benches/latency.sh [CALLBACKS] [POLL]
+# BENCH_PROFILE=debug uses debug builds (the latency is mostly the poll
+# period; the default is release).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 CALLBACKS=${1:-100}
@@ -19,7 +21,12 @@ PREFIX="ooblatency-$$-$(date +%s)"
 DOMAIN=oob.bench
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379}
 
-cargo build -q --release -p scanfleet-oob -p scanfleet-scanner
+PROFILE=${BENCH_PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build -q --release -p scanfleet-oob -p scanfleet-scanner
+else
+  cargo build -q -p scanfleet-oob -p scanfleet-scanner
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP_PORT=$(free_port); DNS_PORT=$(free_port); LAB_PORT=$(free_port)
 WORK=$(mktemp -d)
@@ -32,7 +39,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-SCANFLEET_REDIS_PREFIX=$PREFIX RUST_LOG=warn "$TARGET/release/scanfleet-oob" --domain "$DOMAIN" \
+SCANFLEET_REDIS_PREFIX=$PREFIX RUST_LOG=warn "$TARGET/$PROFILE/scanfleet-oob" --domain "$DOMAIN" \
   --ip 127.0.0.1 --http "127.0.0.1:$HTTP_PORT" --dns "127.0.0.1:$DNS_PORT" >"$WORK/oob.log" 2>&1 &
 PIDS+=($!)
 
@@ -78,7 +85,7 @@ mkdir -p "$WORK/templates"
   echo "        words: [http]"
 } >"$WORK/templates/oob-latency.yaml"
 
-"$TARGET/release/scanfleet-scanner" run -t "$WORK/templates" -u "http://127.0.0.1:$LAB_PORT" \
+"$TARGET/$PROFILE/scanfleet-scanner" run -t "$WORK/templates" -u "http://127.0.0.1:$LAB_PORT" \
   --allow-private --jsonl -iserver "http://127.0.0.1:$HTTP_PORT" --interactsh-domain "$DOMAIN" \
   --interactions-poll-duration "$POLL" --interactions-cooldown-period $((POLL * 3)) \
   >"$WORK/findings.jsonl" 2>"$WORK/scanner.log"
