@@ -14,7 +14,10 @@ project="scanfleet-test-$$"
 port="${SCANFLEET_TEST_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 work=$(mktemp -d)
 export SCANFLEET_ENV_FILE="$work/scanfleet.env" SCANFLEET_PORT="$port"
-dc() { "${compose[@]}" -p "$project" -f docker-compose.yml -f compose.test.yml "$@"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# The OOB server's published ports: free ones, not 53 and 80.
+export SCANFLEET_OOB_DNS_PORT="$(free_port)" SCANFLEET_OOB_HTTP_PORT="$(free_port)"
+dc() { "${compose[@]}" -p "$project" -f docker-compose.yml -f compose.test.yml --profile oob "$@"; }
 cleanup() {
   status=$?
   if [ $status -ne 0 ]; then
@@ -95,8 +98,9 @@ scan_lab() {
   [ "$status" = completed ]
 }
 
-echo "== a scan through the stack"
-scan_lab
+echo "== a scan through the stack (with the lab's out-of-band finding)"
+scan_lab | tee "$work/first-scan"
+grep -q 'Blind SSRF through a url parameter' "$work/first-scan"
 
 echo "== --scale scanner=3"
 dc up -d --scale scanner=3 --no-recreate

@@ -15,7 +15,9 @@ trap stop INT TERM EXIT
 
 # A lab site to scan on this machine: `lab.scanfleet.test` (and
 # `www.lab.scanfleet.test`) answer from 127.0.0.1, with a deliberately
-# exposed .git/config. Scanner settings the caller set are left alone.
+# exposed .git/config and two blind weaknesses that call back to
+# scanfleet-oob, started here on loopback. Scanner settings the caller set
+# are left alone.
 lab_port="${SCANFLEET_LAB_PORT:-8081}"
 if [ "${SCANFLEET_LAB:-on}" != off ]; then
   site="$root/.dev/lab"
@@ -25,7 +27,22 @@ if [ "${SCANFLEET_LAB:-on}" != off ]; then
 <body><h1>Lab shop</h1><p>Also see <a href="http://www.lab.scanfleet.test/">www</a>.</p></body></html>
 HTML
   printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n[remote "origin"]\n\turl = https://git.lab.scanfleet.test/shop.git\n' > "$site/.git/config"
-  python3 -m http.server --bind 127.0.0.1 --directory "$site" "$lab_port" >/dev/null 2>&1 & pids+=($!)
+  # The out-of-band server, on loopback, for the lab's blind weaknesses
+  # (/fetch?url=, /lookup?host=): its own Redis prefix, the lab's zone.
+  oob_http="127.0.0.1:${SCANFLEET_LAB_OOB_HTTP_PORT:-8082}"
+  oob_dns="127.0.0.1:${SCANFLEET_LAB_OOB_DNS_PORT:-8053}"
+  oob_domain="oob.lab.scanfleet.test"
+  SCANFLEET_REDIS_PREFIX="${SCANFLEET_REDIS_PREFIX:-scanfleet}-lab-oob" "$bin/scanfleet-oob" \
+    --domain "$oob_domain" --ip 127.0.0.1 --http "$oob_http" --dns "$oob_dns" & pids+=($!)
+  python3 "$root/docker/lab/lab_site.py" --bind 127.0.0.1 --port "$lab_port" --directory "$site" \
+    --oob-http "$oob_http" --oob-dns "$oob_dns" >/dev/null 2>&1 & pids+=($!)
+  export SCANFLEET_SCANNER__INTERACTSH_SERVER="${SCANFLEET_SCANNER__INTERACTSH_SERVER:-http://$oob_http}"
+  export SCANFLEET_SCANNER__INTERACTSH_DOMAIN="${SCANFLEET_SCANNER__INTERACTSH_DOMAIN:-$oob_domain}"
+  # The built-in pack plus the lab's out-of-band templates.
+  rm -rf "$root/.dev/templates" && mkdir -p "$root/.dev/templates"
+  cp -r "$root/scanner/engine/templates" "$root/.dev/templates/pack"
+  cp -r "$root/docker/lab/oob-templates" "$root/.dev/templates/oob"
+  export SCANFLEET_SCANNER__TEMPLATES_DIR="${SCANFLEET_SCANNER__TEMPLATES_DIR:-$root/.dev/templates}"
   lab_names="lab.scanfleet.test www.lab.scanfleet.test"
   hosts=""; connect=""
   for n in $lab_names; do
@@ -36,7 +53,7 @@ HTML
   export SCANFLEET_SCANNER__CONNECT_TO="${SCANFLEET_SCANNER__CONNECT_TO:-$connect}"
   # The lab lives on loopback, which scans may not reach otherwise.
   export SCANFLEET_SCANNER__ALLOW_PRIVATE="${SCANFLEET_SCANNER__ALLOW_PRIVATE:-true}"
-  echo "scanfleet: lab site lab.scanfleet.test served on 127.0.0.1:$lab_port (SCANFLEET_LAB=off to skip)" >&2
+  echo "scanfleet: lab site lab.scanfleet.test served on 127.0.0.1:$lab_port, its OOB server scanfleet-oob on $oob_http (DNS $oob_dns, zone $oob_domain) (SCANFLEET_LAB=off to skip)" >&2
 fi
 
 # Webhook receivers of a local walk live on loopback too (dev mode only:

@@ -99,6 +99,14 @@ pub struct ScannerSettings {
     pub drain_secs: u64,
     /// Where the node serves its Prometheus metrics; none when unset.
     pub metrics_bind: Option<SocketAddr>,
+    /// Interactsh server for out-of-band templates (`scanfleet-oob` or any
+    /// interactsh v1.x server); without one they are not run.
+    pub interactsh_server: Option<String>,
+    /// That server's token, sent as the Authorization header.
+    pub interactsh_token: Option<Secret>,
+    /// The zone payload hosts are made under, when it is not the server
+    /// URL's host (a server reached on loopback or an internal name).
+    pub interactsh_domain: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -387,6 +395,15 @@ impl ScannerSettings {
             per_host_rps: v.parse("SCANFLEET_SCANNER__PER_HOST_RPS", "50")?,
             drain_secs: v.parse("SCANFLEET_SCANNER__DRAIN_SECS", "10")?,
             metrics_bind: v.optional("SCANFLEET_SCANNER__METRICS_BIND")?,
+            interactsh_server: v
+                .get("SCANFLEET_SCANNER__INTERACTSH_SERVER")
+                .map(str::to_string),
+            interactsh_token: v
+                .get("SCANFLEET_SCANNER__INTERACTSH_TOKEN")
+                .map(Secret::new),
+            interactsh_domain: v
+                .get("SCANFLEET_SCANNER__INTERACTSH_DOMAIN")
+                .map(str::to_string),
         };
         if s.orphan_after_secs < 2 * s.heartbeat_secs {
             return Err(SettingsError::Invalid {
@@ -626,6 +643,35 @@ mod tests {
         )]))
         .unwrap();
         assert!(s.targets.require_verification);
+    }
+
+    #[test]
+    fn the_interactsh_server_is_off_by_default_and_its_token_stays_secret() {
+        let s = Settings::from_vars(&HashMap::new()).unwrap();
+        assert!(s.scanner.interactsh_server.is_none() && s.scanner.interactsh_token.is_none());
+        let s = Settings::from_vars(&vars(&[
+            (
+                "SCANFLEET_SCANNER__INTERACTSH_SERVER",
+                " https://oob.example.com ",
+            ),
+            ("SCANFLEET_SCANNER__INTERACTSH_TOKEN", "oob-token"),
+            ("SCANFLEET_SCANNER__INTERACTSH_DOMAIN", "oob.example.com"),
+        ]))
+        .unwrap();
+        let scanner = &s.scanner;
+        assert_eq!(
+            scanner.interactsh_server.as_deref(),
+            Some("https://oob.example.com")
+        );
+        assert_eq!(
+            scanner.interactsh_token.as_ref().unwrap().expose(),
+            "oob-token"
+        );
+        assert_eq!(
+            scanner.interactsh_domain.as_deref(),
+            Some("oob.example.com")
+        );
+        assert!(!format!("{scanner:?}").contains("oob-token"));
     }
 
     #[test]

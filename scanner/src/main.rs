@@ -26,7 +26,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     no_transparent_huge_pages();
-    cli::run(cli::Cli::parse())
+    cli::run(cli::Cli::parse_from(cli::oob::nuclei_spellings(
+        std::env::args_os(),
+    )))
 }
 
 /// Turns transparent huge pages off for this process. mimalloc reserves

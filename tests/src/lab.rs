@@ -15,13 +15,21 @@
 //! stopped or have its node killed half-way, and the Git configuration can
 //! be switched off and on again between scans ([`Lab::set_git_exposed`]) so
 //! that a finding is fixed and comes back.
+//!
+//! Started with an out-of-band server ([`Lab::start_with_oob`]), it also
+//! has two blind weaknesses that show nothing in their answers:
+//! - `/fetch?url=http://NAME/PATH` fetches the URL (a blind SSRF), over
+//!   HTTP to the OOB server's HTTP port on 127.0.0.1 with `Host: NAME`;
+//! - `/lookup?host=NAME` resolves NAME (an A question) at the OOB server's
+//!   DNS port on 127.0.0.1 (a DNS-only callback).
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 /// The lab's shop, as a target's domain.
 pub const DOMAIN: &str = "shop.example.test";
@@ -68,9 +76,26 @@ impl Drop for Lab {
 const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\
 [remote \"origin\"]\n\turl = https://git.internal.invalid/shop.git\n";
 
+/// Where the lab's blind routes call back: an out-of-band server's HTTP
+/// and DNS listeners (on 127.0.0.1).
+#[derive(Debug, Clone, Copy)]
+pub struct OobTarget {
+    pub http: SocketAddr,
+    pub dns: SocketAddr,
+}
+
 impl Lab {
     /// Starts the lab; every answer waits `delay` first.
     pub async fn start(delay: Duration) -> Lab {
+        Lab::start_inner(delay, None).await
+    }
+
+    /// Starts the lab with its blind routes calling back to `oob`.
+    pub async fn start_with_oob(delay: Duration, oob: OobTarget) -> Lab {
+        Lab::start_inner(delay, Some(oob)).await
+    }
+
+    async fn start_inner(delay: Duration, oob: Option<OobTarget>) -> Lab {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
         let port = listener.local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
@@ -85,7 +110,7 @@ impl Lab {
                 let counter = counter.clone();
                 let exposed = exposed.clone();
                 tokio::spawn(async move {
-                    let _ = serve(stream, delay, counter, exposed).await;
+                    let _ = serve(stream, delay, counter, exposed, oob).await;
                 });
             }
         });
@@ -123,6 +148,7 @@ async fn serve(
     delay: Duration,
     counter: Arc<AtomicU64>,
     git_exposed: Arc<AtomicBool>,
+    oob: Option<OobTarget>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     loop {
@@ -169,8 +195,10 @@ async fn serve(
         let domain = host.split(':').next().unwrap_or("").to_string();
         counter.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
-        let (status, content_type, body) =
-            route(&path, &domain, git_exposed.load(Ordering::SeqCst));
+        let (status, content_type, body) = match oob {
+            Some(oob) if is_blind_route(&path) => blind_route(&path, oob).await,
+            _ => route(&path, &domain, git_exposed.load(Ordering::SeqCst)),
+        };
         let body = if method == "HEAD" {
             String::new()
         } else {
@@ -203,6 +231,90 @@ fn route(path: &str, domain: &str, git_exposed: bool) -> (&'static str, &'static
         "/.git/config" if git_exposed => ("200 OK", "text/plain", GIT_CONFIG.to_string()),
         _ => ("404 Not Found", "text/plain", "not found".to_string()),
     }
+}
+
+fn is_blind_route(path: &str) -> bool {
+    path.starts_with("/fetch?") || path.starts_with("/lookup?")
+}
+
+/// The blind routes: the callback is made before the answer, and the
+/// answer is the same whatever happened.
+async fn blind_route(path: &str, oob: OobTarget) -> (&'static str, &'static str, String) {
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .map(percent_decode)
+    };
+    let timeout = Duration::from_secs(3);
+    match (route, param("url"), param("host")) {
+        ("/fetch", Some(url), _) => {
+            let _ = tokio::time::timeout(timeout, fetch(&url, oob.http)).await;
+        }
+        ("/lookup", _, Some(host)) => {
+            let _ = tokio::time::timeout(timeout, lookup(&host, oob.dns)).await;
+        }
+        _ => {}
+    }
+    ("200 OK", "text/plain", "request accepted".to_string())
+}
+
+/// `GET` of an `http://name[:port]/path` URL, sent to `to` with the URL's
+/// host as `Host`.
+async fn fetch(url: &str, to: SocketAddr) -> std::io::Result<()> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let mut stream = TcpStream::connect(to).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: lab-fetcher\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await?;
+    Ok(())
+}
+
+/// One DNS question (`A`, recursion desired) for `name`, sent to `to`
+/// over UDP; the answer is read and ignored.
+async fn lookup(name: &str, to: SocketAddr) -> std::io::Result<()> {
+    let mut query = vec![0x4c, 0x61, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.trim_end_matches('.').split('.') {
+        let label = &label.as_bytes()[..label.len().min(63)];
+        query.push(label.len() as u8);
+        query.extend_from_slice(label);
+    }
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let socket = UdpSocket::bind("127.0.0.1:0").await?;
+    socket.send_to(&query, to).await?;
+    let mut answer = [0u8; 512];
+    socket.recv_from(&mut answer).await?;
+    Ok(())
+}
+
+/// `%XX` escapes decoded (a URL handed over in a query string).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -9,7 +9,8 @@
 //!
 //! [`stripe::FakeStripe`] is a local server speaking the payment provider's
 //! protocol, for the payment tests; [`dns::DnsLab`] a local DNS server for
-//! the ownership-proof tests.
+//! the ownership-proof tests; [`oob::OobServer`] our out-of-band server
+//! started from its binary.
 //!
 //! # Imports
 //! The top of the tree: it may import every library crate the tests drive
@@ -24,6 +25,7 @@ pub mod stripe;
 pub mod dns;
 pub mod fleet;
 pub mod lab;
+pub mod oob;
 pub mod receiver;
 pub mod redis;
 pub mod site;

@@ -25,11 +25,12 @@
 //!
 //! # Imports
 //! The engine is a library with no process around it: it imports
-//! `scanfleet-http` (the client) and `scanfleet-common` (severities and
-//! settings), and nothing that knows of Redis, a queue, a database or a
-//! command line (no `scanfleet-bus`, fred, clap). The engine must not
-//! import the scanner node either (`scanfleet-scanner`): the node drives
-//! the engine, never the other way round. It writes nothing to a
+//! `scanfleet-http` (the client), `scanfleet-common` (severities and
+//! settings) and `scanfleet-interactsh` (the out-of-band client its caller
+//! registers a session with), and nothing that knows of Redis, a queue, a
+//! database or a command line (no `scanfleet-bus`, fred, clap). The engine
+//! must not import the scanner node either (`scanfleet-scanner`): the node
+//! drives the engine, never the other way round. It writes nothing to a
 //! terminal: what it cannot run it returns as typed values for the caller
 //! to report.
 

@@ -1,10 +1,12 @@
 //! The `scanfleet-scanner` command line: `run`, `templates check`, `worker`.
 //!
 //! # Layout
+//! - [`oob`]: the out-of-band (interactsh) flags.
 //! - [`run`]: `run -t TEMPLATES -u URL`: templates in, findings out.
 //! - [`templates`]: `templates check DIR [--json]`.
 //! - [`worker`]: the scanner node.
 
+pub mod oob;
 pub mod run;
 pub mod templates;
 pub mod worker;

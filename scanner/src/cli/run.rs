@@ -6,6 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use scanfleet_engine::engine::load::{self, LoadFailed};
+use scanfleet_engine::template::CheckOptions;
+use scanfleet_interactsh::ClientError;
+
+use super::oob::InteractshArgs;
 use scanfleet_engine::engine::run::parse_variables;
 use scanfleet_engine::engine::{
     CompiledTemplate, Engine, EngineConfig, EngineError, Event, ScanResult, TargetErrorKind,
@@ -40,6 +44,8 @@ pub struct RunArgs {
     /// Print every failed or skipped request on stderr.
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub interactsh: InteractshArgs,
 }
 
 /// Exit code for a target refused by the address safety check.
@@ -64,6 +70,9 @@ enum SetupError {
     Templates(#[from] LoadFailed),
     #[error("no runnable templates")]
     NoTemplates,
+    /// `--interactsh-server` given, but no session could be registered.
+    #[error("registering with the interactsh server")]
+    Interactsh(#[source] ClientError),
 }
 
 /// The client settings from the environment (`SCANFLEET_SCANNER__*`) and flags.
@@ -96,8 +105,11 @@ fn client_config(args: &RunArgs) -> Result<ClientConfig, SetupError> {
 
 /// Loads and compiles templates; unrunnable ones are reported on stderr
 /// with their reason and left out.
-fn load_templates(paths: &[PathBuf]) -> Result<Vec<Arc<CompiledTemplate>>, LoadFailed> {
-    let loaded = load::load_templates(paths)?;
+fn load_templates(
+    paths: &[PathBuf],
+    options: CheckOptions,
+) -> Result<Vec<Arc<CompiledTemplate>>, LoadFailed> {
+    let loaded = load::load_templates_for(paths, options)?;
     for left_out in &loaded.left_out {
         eprintln!("warning: {left_out}");
     }
@@ -126,7 +138,7 @@ fn set_up(args: &RunArgs) -> Result<Run, SetupError> {
         .iter()
         .map(|t| TargetUrl::parse(t).map_err(SetupError::Target))
         .collect::<Result<Vec<_>, _>>()?;
-    let templates = load_templates(&args.templates)?;
+    let templates = load_templates(&args.templates, args.interactsh.check_options())?;
     if templates.is_empty() {
         return Err(SetupError::NoTemplates);
     }
@@ -157,6 +169,14 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let engine = match args.interactsh.register().await {
+        Ok(Some(oob)) => engine.with_interactsh(oob),
+        Ok(None) => engine,
+        Err(e) => {
+            eprintln!("error: {}", error_chain(&SetupError::Interactsh(e)));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let cancel = CancellationToken::new();
     let ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -180,6 +200,11 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
         .run_with(templates, targets, cancel, |ev| printer.print(ev))
         .await;
     let _ = printer.stdout.flush();
+    if let Some(oob) = engine.interactsh() {
+        if let Err(e) = oob.session.deregister().await {
+            eprintln!("warning: deregistering from the interactsh server: {e}");
+        }
+    }
     // The process ends now; the OS takes the memory back faster than
     // freeing every template would.
     std::mem::forget(keep);
@@ -200,6 +225,18 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
         return ExitCode::from(EXIT_REFUSED);
     }
     ExitCode::SUCCESS
+}
+
+/// An error and its causes, `: `-separated, for the terminal.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// What a run reported, counted for its summary.

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use scanfleet_engine::template::{check_dir, CheckSummary};
+use scanfleet_engine::template::{check_dir_for, CheckSummary};
+
+use super::oob::InteractshArgs;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -19,6 +21,11 @@ pub struct CheckArgs {
     /// Also list each file that failed to parse, with line and column.
     #[arg(long)]
     pub errors: bool,
+    /// With `--interactsh-server` (and no `--no-interactsh`), out-of-band
+    /// templates count as runnable: the check is told a server is
+    /// configured. Nothing is contacted.
+    #[command(flatten)]
+    pub interactsh: InteractshArgs,
 }
 
 /// Exit code when the directory cannot be read at all.
@@ -30,7 +37,7 @@ pub fn check(args: &CheckArgs) -> ExitCode {
         eprintln!("error: {} is not a directory", args.dir.display());
         return ExitCode::from(EXIT_BAD_DIR);
     }
-    let (report, summary) = check_dir(&args.dir);
+    let (report, summary) = check_dir_for(&args.dir, args.interactsh.check_options());
     for e in &report.walk_errors {
         eprintln!("warning: {e}");
     }

@@ -70,8 +70,9 @@ use tokio_util::sync::CancellationToken;
 use control::{EndReason, Running};
 use engines::EngineSpec;
 use pipeline::Outcome;
-use scanfleet_engine::engine::load::{load_templates, LoadFailed};
+use scanfleet_engine::engine::load::{load_templates_for, LoadFailed};
 use scanfleet_engine::engine::{CompiledTemplate, Engine, EngineConfig, EngineError};
+use scanfleet_engine::template::CheckOptions;
 use scanfleet_http::{ClientConfig, HttpError};
 use sink::EventSink;
 
@@ -143,7 +144,12 @@ impl Node {
         .map_err(NodeError::Engine)?;
         let paths: Vec<std::path::PathBuf> = scanner.templates_dir.iter().map(Into::into).collect();
         // Parsing and compiling is CPU work for rayon, not for a tokio worker.
-        let loaded = tokio::task::spawn_blocking(move || load_templates(&paths)).await??;
+        // Out-of-band templates run when the node has an interactsh server.
+        let options = CheckOptions {
+            interactsh: scanner.interactsh_server.is_some(),
+        };
+        let loaded =
+            tokio::task::spawn_blocking(move || load_templates_for(&paths, options)).await??;
         for left_out in &loaded.left_out {
             tracing::warn!(reason = %left_out, "template left out");
         }

@@ -17,7 +17,8 @@ use super::engines::{progress, stage_deadline, EngineSpec};
 use super::probe::{probe, LiveHost};
 use super::sink::EventSink;
 use super::{Node, NodeError};
-use scanfleet_engine::engine::{CompiledTemplate, Event};
+use scanfleet_engine::engine::{CompiledTemplate, Engine, Event, Interactsh, OobTiming};
+use scanfleet_interactsh::{Session, SessionConfig};
 
 /// How a scan's work ended (the terminal status follows from it).
 #[derive(Debug)]
@@ -277,7 +278,8 @@ async fn validate(
     )
     .await?;
     let targets = live.iter().map(|h| h.base.clone()).collect();
-    let mut events = node.engine.start(templates, targets, cancel.child_token());
+    let engine = scan_engine(node).await;
+    let mut events = engine.start(templates, targets, cancel.child_token());
     let mut batch: Vec<FindingEvent> = Vec::new();
     let mut failed_requests = 0usize;
     while let Some(event) = events.recv().await {
@@ -311,10 +313,46 @@ async fn validate(
     // Findings already found are kept even when the scan was stopped: the
     // ingester drops only those that reach the stream after the stop.
     sink.findings(batch).await?;
+    if let Some(oob) = engine.interactsh() {
+        if let Err(e) = oob.session.deregister().await {
+            tracing::warn!(error = %e, "deregistering from the interactsh server failed");
+        }
+    }
     if failed_requests > 0 {
         tracing::debug!(failed_requests, "template requests failed");
     }
     Ok(())
+}
+
+/// The node's engine with an interactsh session of this scan's own, when
+/// the node has a server (`SCANFLEET_SCANNER__INTERACTSH_SERVER`). A server
+/// that cannot be reached only costs the out-of-band templates: their
+/// requests are then skipped (unresolved `{{interactsh-url}}`), the rest
+/// of the scan runs.
+async fn scan_engine(node: &Node) -> Engine {
+    let scanner = &node.settings.scanner;
+    let Some(server) = &scanner.interactsh_server else {
+        return node.engine.clone();
+    };
+    let config = SessionConfig {
+        server_url: server.clone(),
+        token: scanner
+            .interactsh_token
+            .as_ref()
+            .map(|t| t.expose().to_string()),
+        payload_domain: scanner.interactsh_domain.clone(),
+        ..SessionConfig::default()
+    };
+    match Session::register_with(config).await {
+        Ok(session) => node.engine.with_interactsh(Interactsh {
+            session: Arc::new(session),
+            timing: OobTiming::default(),
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, server, "registering with the interactsh server failed");
+            node.engine.clone()
+        }
+    }
 }
 
 /// `http://shop.example.test:8080/x` -> `shop.example.test`.

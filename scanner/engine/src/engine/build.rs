@@ -407,7 +407,7 @@ fn escape_controls(target: &str) -> String {
 
 /// The request in HTTP/1.1 form, for the `request` variable (the client
 /// adds its defaults on the wire; they do not matter to templates).
-fn dump(req: &Request) -> Vec<u8> {
+pub(crate) fn dump(req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(128 + req.body.len());
     out.extend_from_slice(req.method.as_bytes());
     out.push(b' ');

@@ -62,6 +62,9 @@ pub struct CompiledBlock {
     /// Operators refer to `_N` history (`body_2`), so it must be kept.
     pub needs_history: bool,
     pub stop_at_first_match: bool,
+    /// The operators read interactsh parts (`interactsh_protocol`, ...):
+    /// a request carrying payload hosts is judged when they are called.
+    pub uses_interactsh: bool,
     pub redirects: bool,
     pub max_redirects: u32,
     pub host_redirects: bool,
@@ -269,6 +272,7 @@ fn compile_block(
         req_condition: block.req_condition,
         needs_history,
         stop_at_first_match: block.stop_at_first_match || template_stop,
+        uses_interactsh: reads_interactsh(block),
         redirects: block.redirects || block.host_redirects,
         max_redirects: block.max_redirects.unwrap_or(DEFAULT_MAX_REDIRECTS),
         host_redirects: block.host_redirects,
@@ -420,6 +424,21 @@ fn random_constants(template: &Template) -> VarMap {
     out
 }
 
+/// Nuclei's `HasMatchers`: a matcher or extractor reads an interactsh part,
+/// or a DSL matcher names one.
+fn reads_interactsh(block: &HttpBlock) -> bool {
+    let part = |p: &Option<String>| {
+        p.as_deref()
+            .is_some_and(|p| p.trim().to_ascii_lowercase().starts_with("interactsh"))
+    };
+    block.matchers.iter().any(|m| {
+        part(&m.part)
+            || m.dsl
+                .as_ref()
+                .is_some_and(|d| d.to_vec().iter().any(|e| e.contains("interactsh")))
+    }) || block.extractors.iter().any(|x| part(&x.part))
+}
+
 /// Templates with the same key send the same single request and can share
 /// its response. Only a lone path request without payloads, template
 /// variables or history qualifies: anything else could differ per template.
@@ -441,6 +460,11 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     };
     let method = block.method.as_deref().unwrap_or("GET").trim();
     if !method.eq_ignore_ascii_case("GET") {
+        return None;
+    }
+    // Payload hosts are made per request: never one request for many.
+    let oob = |t: &str| t.contains("interactsh");
+    if oob(&path.source) || block.headers.iter().any(|(k, v)| oob(k) || oob(v)) {
         return None;
     }
     let mut headers: Vec<String> = block

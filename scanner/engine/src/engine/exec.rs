@@ -25,10 +25,11 @@ use super::build::{build, Built, Outgoing};
 use super::cache::{Lookup, ResponseCache};
 use super::compile::{CompiledBlock, CompiledTemplate};
 use super::failure::{TargetError, TargetErrorKind, TargetFailure};
+use super::oob::{placeholders, MarkerLayer, OobRun, Waiting};
 use super::response::{prefixed, Numbered, ResponseVars, RunNames};
 use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
-use super::vars::{string_value, RequestLayers, Scope, TargetInput, VarMap};
+use super::vars::{string_value, Layer, RequestLayers, Scope, TargetInput, VarMap};
 use super::Event;
 use crate::dsl::Bytes;
 use crate::operators::{OperatorResult, Operators};
@@ -52,6 +53,8 @@ pub(crate) struct RunShared {
     /// Results and errors go out here; the run's receiver drains it. Closed
     /// when the last job (and so the driving task) ends.
     pub sink: mpsc::Sender<Event>,
+    /// Out-of-band detection, when the run has an interactsh session.
+    pub oob: Option<Arc<OobRun>>,
 }
 
 /// One target of a run.
@@ -292,6 +295,7 @@ fn template_vars(
     shared: &RunShared,
     input_layer: &Arc<VarMap>,
     extracted: Option<&VarMap>,
+    markers: Option<&Arc<MarkerLayer>>,
 ) -> VarMap {
     let extracted = extracted.map(|e| Arc::new(e.clone()));
     // Constants first, so variables can use them (`{{randstr}}`).
@@ -307,6 +311,9 @@ fn template_vars(
             .below(input_layer.clone());
         if let Some(extracted) = &extracted {
             scope = scope.below(extracted.clone());
+        }
+        if let Some(markers) = markers {
+            scope = scope.below(markers.clone());
         }
         let rendered = value.render(&scope);
         if rendered.is_complete() {
@@ -327,13 +334,18 @@ fn payload_values(
     template_layer: &Arc<VarMap>,
     shared: &RunShared,
     input_layer: &Arc<VarMap>,
+    markers: Option<&Arc<MarkerLayer>>,
 ) -> VarMap {
     let needs_render = combo.iter().any(|(_, v)| v.contains("{{"));
     let scope = needs_render.then(|| {
-        Scope::new()
+        let scope = Scope::new()
             .below(template_layer.clone())
             .below(shared.option_vars.clone())
-            .below(input_layer.clone())
+            .below(input_layer.clone());
+        match markers {
+            Some(m) => scope.below(m.clone()),
+            None => scope,
+        }
     });
     combo
         .into_iter()
@@ -426,6 +438,11 @@ struct TemplateRun<'a> {
     flow_extracts: Option<Vec<(String, Vec<String>)>>,
     /// `host` and `template-id` as every response of this run names them.
     names: RunNames,
+    /// Payload hosts of the template's variables and payload values (made
+    /// per execution, not per request); `None` without a session.
+    markers: Option<Arc<MarkerLayer>>,
+    /// The hosts `markers` made for the variables: every request carries them.
+    variable_hosts: Vec<(String, String)>,
 }
 
 /// What one block's run has gathered so far.
@@ -454,6 +471,8 @@ struct Step<'s> {
     payload_layer: &'s Arc<VarMap>,
     round: Option<Arc<VarMap>>,
     options: &'s SendOptions,
+    /// Payload hosts of the variables and this payload combination.
+    oob_hosts: &'s [(String, String)],
 }
 
 /// What every response of one sent request is judged with.
@@ -463,6 +482,8 @@ struct RequestContext {
     scope: Scope,
     /// The request as sent, for the `request` variable.
     dump: Bytes,
+    /// Payload hosts the request carried.
+    oob_hosts: Vec<(String, String)>,
 }
 
 /// A new id for one template execution (or cluster send).
@@ -483,13 +504,27 @@ pub(crate) async fn run_template(
         h.host = target.host.clone();
         h
     };
+    let markers = shared
+        .oob
+        .as_ref()
+        .map(|oob| Arc::new(MarkerLayer::new(oob.session.clone())));
+    let template_layer = Arc::new(template_vars(
+        &tpl,
+        shared,
+        &target.input.full,
+        None,
+        markers.as_ref(),
+    ));
+    let variable_hosts = markers.as_ref().map(|m| m.take()).unwrap_or_default();
     let mut run = TemplateRun {
         shared,
         target,
         tid: tpl.head.template_id.clone(),
         head,
         jar: tpl.blocks.iter().any(|b| b.cookie_jar).then(CookieJar::new),
-        template_layer: Arc::new(template_vars(&tpl, shared, &target.input.full, None)),
+        template_layer,
+        markers,
+        variable_hosts,
         dynamic: VarMap::default(),
         block_history: Vec::new(),
         stopped: false,
@@ -577,7 +612,11 @@ impl TemplateRun<'_> {
             self.shared,
             &self.target.input.full,
             Some(&self.dynamic),
+            self.markers.as_ref(),
         );
+        if let Some(m) = &self.markers {
+            self.variable_hosts.extend(m.take());
+        }
         let mut merged = (*self.template_layer).clone();
         for (name, value) in again {
             merged.entry(name).or_insert(value);
@@ -599,7 +638,12 @@ impl TemplateRun<'_> {
                 &self.template_layer,
                 self.shared,
                 &self.target.input.full,
+                self.markers.as_ref(),
             ));
+            let mut oob_hosts = self.variable_hosts.clone();
+            if let Some(m) = &self.markers {
+                oob_hosts.extend(m.take());
+            }
             // Requests in order; with `iterate-all` a request meets values
             // extracted before it and is queued again once per round.
             let mut pending: VecDeque<(usize, Option<Arc<VarMap>>)> =
@@ -620,6 +664,7 @@ impl TemplateRun<'_> {
                     payload_layer: &payload_layer,
                     round,
                     options: &options,
+                    oob_hosts: &oob_hosts,
                 };
                 if self.run_request(request, &mut run).await.is_break() {
                     self.stopped = true;
@@ -655,7 +700,11 @@ impl TemplateRun<'_> {
         let mut upper: Vec<Arc<VarMap>> = payload_layer.into_iter().cloned().collect();
         upper.push(self.template_layer.clone());
         upper.push(self.shared.option_vars.clone());
-        RequestLayers { upper, lower }
+        RequestLayers {
+            upper,
+            lower,
+            oob: None,
+        }
     }
 
     /// Builds, sends and judges one request of a block. `Break` when the
@@ -668,21 +717,22 @@ impl TemplateRun<'_> {
         }
         let tpl = self.tpl.clone();
         let block = &tpl.blocks[step.bi];
-        let layers = self.request_layers(Some(step.payload_layer), step.round);
-        let built = match build(block, &block.requests[step.ri], &target.input, &layers) {
-            Ok(b) => b,
-            Err(skip) => {
-                report(
-                    shared,
-                    target,
-                    Some(&self.tid),
-                    TargetErrorKind::Skipped,
-                    skip.into(),
-                )
-                .await;
-                return ControlFlow::Continue(());
-            }
-        };
+        let mut layers = self.request_layers(Some(step.payload_layer), step.round);
+        let (built, oob_hosts) =
+            match self.build_marked(block, step.ri, &mut layers, step.oob_hosts) {
+                Ok(b) => b,
+                Err(skip) => {
+                    report(
+                        shared,
+                        target,
+                        Some(&self.tid),
+                        TargetErrorKind::Skipped,
+                        skip.into(),
+                    )
+                    .await;
+                    return ControlFlow::Continue(());
+                }
+            };
         let Some(resp) = send(
             shared,
             target,
@@ -702,10 +752,15 @@ impl TemplateRun<'_> {
         if block.operators.is_empty() {
             run.status = true;
         }
+        let mut scope = layers.with_input(target.input.full.clone());
+        if let (Some(oob), false) = (&shared.oob, oob_hosts.is_empty()) {
+            scope = scope.above(Arc::new(placeholders(&oob.session, &oob_hosts)));
+        }
         let request = RequestContext {
             bi: step.bi,
-            scope: layers.with_input(target.input.full.clone()),
+            scope,
             dump: Bytes::from(built.dump),
+            oob_hosts,
         };
         // Names this request's responses already set, so an earlier hop
         // does not overwrite what the final response extracted.
@@ -721,6 +776,43 @@ impl TemplateRun<'_> {
                 .await?;
         }
         ControlFlow::Continue(())
+    }
+
+    /// Builds request `ri` of `block`, its out-of-band markers rendered as
+    /// fresh payload hosts when the run has a session: the request, and
+    /// every payload host it carries (`inherited` ones from the variables
+    /// and payload values included).
+    fn build_marked(
+        &self,
+        block: &CompiledBlock,
+        ri: usize,
+        layers: &mut RequestLayers,
+        inherited: &[(String, String)],
+    ) -> Result<(Built, Vec<(String, String)>), super::build::Skip> {
+        let Some(oob) = &self.shared.oob else {
+            let built = build(block, &block.requests[ri], &self.target.input, layers)?;
+            return Ok((built, Vec::new()));
+        };
+        let markers = Arc::new(MarkerLayer::new(oob.session.clone()));
+        layers.oob = Some(markers.clone() as Layer);
+        let mut built = build(block, &block.requests[ri], &self.target.input, layers)?;
+        markers.replace_encoded(&mut built);
+        let made = markers.take();
+        let mut hosts = Vec::with_capacity(inherited.len() + made.len());
+        // Only hosts the request really carries: a payload value or
+        // variable this request does not use made its host elsewhere.
+        let sent = String::from_utf8_lossy(&built.dump);
+        hosts.extend(
+            inherited
+                .iter()
+                .filter(|(_, host)| sent.contains(host.as_str()))
+                .cloned(),
+        );
+        hosts.extend(made);
+        if !hosts.is_empty() {
+            oob.note_generated();
+        }
+        Ok((built, hosts))
     }
 
     /// Evaluates a block's operators on one response of a request (the
@@ -760,9 +852,10 @@ impl TemplateRun<'_> {
             }
             let scope = scope.below_all(&request_scope);
             let result = block.operators.evaluate(&scope);
-            (resp_layer, numbered_layer, result)
+            (resp_layer, numbered_layer, result, scope)
         };
-        let Some((resp_layer, numbered_layer, result)) = match_job(hop_bytes, job).await else {
+        let Some((resp_layer, numbered_layer, result, scope)) = match_job(hop_bytes, job).await
+        else {
             report(
                 self.shared,
                 self.target,
@@ -785,6 +878,14 @@ impl TemplateRun<'_> {
             run.last_response = Some((resp_layer, matched_at.clone()));
         }
         if block.req_condition {
+            return ControlFlow::Continue(());
+        }
+        if block.uses_interactsh && !request.oob_hosts.is_empty() {
+            // Judged when an interaction arrives, with this response.
+            if is_final {
+                self.wait_for_interactions(request, scope, &matched_at)
+                    .await;
+            }
             return ControlFlow::Continue(());
         }
         run.status |= step_matched(&result, &block.operators);
@@ -838,6 +939,26 @@ impl TemplateRun<'_> {
             .await;
     }
 
+    /// Hands a request whose block reads interactsh parts to the run's
+    /// out-of-band state, to be judged when its interactions arrive.
+    async fn wait_for_interactions(
+        &self,
+        request: &RequestContext,
+        scope: Scope,
+        matched_at: &str,
+    ) {
+        let Some(oob) = &self.shared.oob else { return };
+        let waiting = Waiting {
+            tpl: self.tpl.clone(),
+            block: request.bi,
+            head: self.head.clone(),
+            matched_at: matched_at.to_string(),
+            scope,
+            reported: AtomicBool::new(false),
+        };
+        oob.wait_for(&request.oob_hosts, waiting).await;
+    }
+
     /// Sends the results an evaluation gives, as Nuclei would report them.
     async fn emit_results(&self, matched_at: &str, result: &OperatorResult, operators: &Operators) {
         let outcome = outcome_of(result, operators);
@@ -871,6 +992,7 @@ pub(crate) async fn run_cluster(
     let layers = RequestLayers {
         upper: vec![shared.option_vars.clone()],
         lower: Vec::new(),
+        oob: None,
     };
     let built = match build(block, spec, &target.input, &layers) {
         Ok(b) => b,

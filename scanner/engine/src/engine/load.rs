@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::compile::CompiledTemplate;
 use super::error::EngineError;
-use crate::template::{self, LoadError, Unrunnable};
+use crate::template::{self, CheckOptions, LoadError, Unrunnable};
 
 /// A named template file that could not be loaded: the load stops.
 #[derive(Debug, thiserror::Error)]
@@ -66,8 +66,15 @@ impl Loaded {
 }
 
 /// Loads and compiles the templates under `paths` (files or directories),
-/// or the built-in pack when `paths` is empty.
+/// or the built-in pack when `paths` is empty, for runs without an
+/// interactsh server.
 pub fn load_templates(paths: &[PathBuf]) -> Result<Loaded, LoadFailed> {
+    load_templates_for(paths, CheckOptions::default())
+}
+
+/// [`load_templates`] for runs with what `options` says (out-of-band
+/// templates are kept when an interactsh server is configured).
+pub fn load_templates_for(paths: &[PathBuf], options: CheckOptions) -> Result<Loaded, LoadFailed> {
     let started = Instant::now();
     let mut parsed = Vec::new();
     let mut left_out = Vec::new();
@@ -98,7 +105,7 @@ pub fn load_templates(paths: &[PathBuf]) -> Result<Loaded, LoadFailed> {
         .into_par_iter()
         .map(|t| {
             // The operators are checked by compiling them, once.
-            if let Err(reason) = template::check_before_compiling(&t) {
+            if let Err(reason) = template::check_before_compiling(&t, options) {
                 return Err(LeftOut::NotRunnable {
                     id: t.id.clone(),
                     reason,

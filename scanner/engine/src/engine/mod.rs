@@ -14,6 +14,7 @@
 //! - `exec`: one template (or cluster) against one target: multi-step
 //!   history, extracted values, cookies, stop-at-first-match, req-condition.
 //! - [`run`]: the [`Engine`]: scheduling, clustering, streaming, cancellation.
+//! - [`oob`]: out-of-band payload hosts and `interactsh_*` matching.
 //! - [`result`]: [`ScanResult`] and the result multiplicity rules.
 //! - [`load`]: the templates of a run: the built-in pack or files, parsed,
 //!   checked and compiled.
@@ -27,6 +28,7 @@ pub mod error;
 mod exec;
 pub mod failure;
 pub mod load;
+pub mod oob;
 pub mod payloads;
 pub mod response;
 pub mod result;
@@ -37,5 +39,6 @@ pub mod vars;
 pub use compile::CompiledTemplate;
 pub use error::{CompileError, EngineError, TargetProblem, UnknownAttack};
 pub use failure::{TargetError, TargetErrorKind, TargetFailure};
+pub use oob::{Interactsh, OobTiming};
 pub use result::ScanResult;
 pub use run::{Engine, EngineConfig, Event, RunReport};

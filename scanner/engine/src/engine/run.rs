@@ -13,6 +13,7 @@ use super::compile::CompiledTemplate;
 use super::error::EngineError;
 use super::exec::{run_cluster, run_template, RunShared, TargetRun};
 use super::failure::TargetError;
+use super::oob::{Interactsh, OobRun};
 use super::result::ScanResult;
 use super::vars::{layer_from_strings, VarMap};
 use scanfleet_http::{ClientConfig, HttpClient, TargetUrl};
@@ -72,6 +73,8 @@ pub struct Engine {
     client: Arc<HttpClient>,
     config: Arc<EngineConfig>,
     option_vars: Arc<VarMap>,
+    /// The interactsh session runs use for out-of-band detection.
+    interactsh: Option<Interactsh>,
 }
 
 /// Events buffered between the jobs and a slow consumer.
@@ -85,7 +88,23 @@ impl Engine {
             client: Arc::new(client),
             config: Arc::new(config),
             option_vars,
+            interactsh: None,
         })
+    }
+
+    /// This engine (sharing its client) with runs that make payload hosts
+    /// on `interactsh`'s session and wait for their interactions. The
+    /// templates must have been loaded with interactsh allowed.
+    pub fn with_interactsh(&self, interactsh: Interactsh) -> Engine {
+        Engine {
+            interactsh: Some(interactsh),
+            ..self.clone()
+        }
+    }
+
+    /// The interactsh session and timing of this engine's runs, if any.
+    pub fn interactsh(&self) -> Option<&Interactsh> {
+        self.interactsh.as_ref()
     }
 
     /// Starts a run and returns its events as they happen. The channel
@@ -98,16 +117,25 @@ impl Engine {
         cancel: CancellationToken,
     ) -> mpsc::Receiver<Event> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let oob = self
+            .interactsh
+            .as_ref()
+            .map(|i| Arc::new(OobRun::new(i, tx.clone())));
         let shared = Arc::new(RunShared {
             client: self.client.clone(),
             option_vars: self.option_vars.clone(),
             sink: tx,
+            oob: oob.clone(),
         });
         let units = plan(&templates, self.config.clustering);
         let limit = self.config.template_concurrency.max(1);
         let total = units.len() * targets.len();
         let done = Arc::new(AtomicUsize::new(0));
         tokio::spawn(async move {
+            // Aborted when dropped, at the end of this task.
+            let _poller = oob
+                .clone()
+                .map(|o| AbortOnDropHandle::new(tokio::spawn(o.poll_forever())));
             let targets: Arc<Vec<Arc<TargetRun>>> = Arc::new(
                 targets
                     .into_iter()
@@ -149,6 +177,7 @@ impl Engine {
                 })
                 .buffer_unordered(limit);
             let stop = cancel.clone();
+            let finish = cancel.clone();
             work.take_until(stop.cancelled_owned())
                 .for_each(|joined| async move {
                     // Aborted jobs only end this way after cancellation,
@@ -158,6 +187,9 @@ impl Engine {
                     }
                 })
                 .await;
+            if let Some(oob) = oob {
+                oob.finish(&finish).await;
+            }
         });
         rx
     }

@@ -153,6 +153,8 @@ pub struct RequestLayers {
     pub upper: Vec<Arc<VarMap>>,
     /// Extracted values and earlier blocks' history: below the input's.
     pub lower: Vec<Arc<VarMap>>,
+    /// The out-of-band markers (`{{interactsh-url}}`), lowest of all.
+    pub oob: Option<Layer>,
 }
 
 impl RequestLayers {
@@ -162,6 +164,7 @@ impl RequestLayers {
         layers.extend(self.upper.iter().map(|l| l.clone() as Layer));
         layers.push(input_layer);
         layers.extend(self.lower.iter().map(|l| l.clone() as Layer));
+        layers.extend(self.oob.iter().cloned());
         Scope { layers }
     }
 }

@@ -124,16 +124,32 @@ impl fmt::Display for Unrunnable {
 
 impl std::error::Error for Unrunnable {}
 
-/// Decides whether the engine can run `template`.
-pub fn check(template: &Template) -> Result<(), Unrunnable> {
-    check_with(template, OperatorCheck::Compile)
+/// What the run a template is checked for offers beyond plain requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// An interactsh server is configured, so out-of-band templates
+    /// (`{{interactsh-url}}`, `interactsh_*` parts) can run.
+    pub interactsh: bool,
 }
 
-/// [`check`] without compiling the matchers and extractors, for a caller
-/// that compiles them next and reports their errors itself (the engine's
-/// loader), so that they are compiled once.
-pub fn check_before_compiling(template: &Template) -> Result<(), Unrunnable> {
-    check_with(template, OperatorCheck::LeaveToCaller)
+/// Decides whether the engine can run `template` with no interactsh server.
+pub fn check(template: &Template) -> Result<(), Unrunnable> {
+    check_for(template, CheckOptions::default())
+}
+
+/// Decides whether the engine can run `template` under `options`.
+pub fn check_for(template: &Template, options: CheckOptions) -> Result<(), Unrunnable> {
+    check_with(template, OperatorCheck::Compile, options)
+}
+
+/// [`check_for`] without compiling the matchers and extractors, for a
+/// caller that compiles them next and reports their errors itself (the
+/// engine's loader), so that they are compiled once.
+pub fn check_before_compiling(
+    template: &Template,
+    options: CheckOptions,
+) -> Result<(), Unrunnable> {
+    check_with(template, OperatorCheck::LeaveToCaller, options)
 }
 
 /// Whether [`check_with`] compiles the operators to find their reasons.
@@ -143,7 +159,11 @@ enum OperatorCheck {
     LeaveToCaller,
 }
 
-fn check_with(template: &Template, operators: OperatorCheck) -> Result<(), Unrunnable> {
+fn check_with(
+    template: &Template,
+    operators: OperatorCheck,
+    options: CheckOptions,
+) -> Result<(), Unrunnable> {
     let mut reasons = BTreeSet::new();
     for p in &template.other_protocols {
         reasons.insert(Reason::UnsupportedProtocol(p.clone()));
@@ -178,6 +198,9 @@ fn check_with(template: &Template, operators: OperatorCheck) -> Result<(), Unrun
     }
     for block in &template.http {
         check_block(block, &template.variables, operators, &mut reasons);
+    }
+    if options.interactsh {
+        reasons.remove(&Reason::Interactsh);
     }
     if reasons.is_empty() {
         Ok(())

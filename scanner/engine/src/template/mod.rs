@@ -16,7 +16,7 @@ pub mod model;
 pub mod summary;
 mod yaml;
 
-pub use check::{check, check_before_compiling, Reason, Unrunnable};
+pub use check::{check, check_before_compiling, check_for, CheckOptions, Reason, Unrunnable};
 pub use flow::{FlowError, FlowExpr};
 pub use loader::{
     load_dir, load_dir_with, load_file, load_file_with, parse_str, parse_str_with, LoadError,
@@ -25,4 +25,4 @@ pub use loader::{
 pub use model::{
     Classification, HttpBlock, Info, PayloadDef, PayloadFile, Template, OTHER_PROTOCOLS,
 };
-pub use summary::{check_dir, CheckSummary};
+pub use summary::{check_dir, check_dir_for, CheckSummary};

@@ -7,7 +7,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::check::{check, Reason};
+use super::check::{check_for, CheckOptions, Reason};
 use super::loader::{load_dir, LoadReport};
 
 /// Totals over a set of templates. Every template found is either runnable
@@ -23,8 +23,13 @@ pub struct CheckSummary {
 }
 
 impl CheckSummary {
-    /// Checks every template of a load report.
+    /// Checks every template of a load report, with no interactsh server.
     pub fn from_report(report: &LoadReport) -> CheckSummary {
+        CheckSummary::from_report_for(report, CheckOptions::default())
+    }
+
+    /// Checks every template of a load report under `options`.
+    pub fn from_report_for(report: &LoadReport, options: CheckOptions) -> CheckSummary {
         let mut unrunnable: BTreeMap<String, usize> = BTreeMap::new();
         if !report.failures.is_empty() {
             unrunnable.insert(Reason::ParseError.to_string(), report.failures.len());
@@ -34,7 +39,11 @@ impl CheckSummary {
         let outcomes: Vec<Option<String>> = report
             .templates
             .par_iter()
-            .map(|t| check(t).err().map(|why| why.primary().to_string()))
+            .map(|t| {
+                check_for(t, options)
+                    .err()
+                    .map(|why| why.primary().to_string())
+            })
             .collect();
         let mut runnable = 0;
         for outcome in outcomes {
@@ -75,7 +84,12 @@ impl CheckSummary {
 /// Loads a directory tree and summarises it; the report is returned too so
 /// callers can show individual parse errors.
 pub fn check_dir(dir: &Path) -> (LoadReport, CheckSummary) {
+    check_dir_for(dir, CheckOptions::default())
+}
+
+/// [`check_dir`] under `options` (an interactsh server configured or not).
+pub fn check_dir_for(dir: &Path, options: CheckOptions) -> (LoadReport, CheckSummary) {
     let report = load_dir(dir);
-    let summary = CheckSummary::from_report(&report);
+    let summary = CheckSummary::from_report_for(&report, options);
     (report, summary)
 }
