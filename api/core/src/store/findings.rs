@@ -54,14 +54,14 @@ pub struct FindingRow {
 
 /// A finding's columns with its fingerprint's (`findings f LEFT JOIN
 /// fingerprints fp`); the status is the fingerprint's, so triage is sticky.
-const COLUMNS: &str = "f.id, f.scan_id, f.user_id, f.template_id, f.name, f.severity, \
+pub(crate) const COLUMNS: &str = "f.id, f.scan_id, f.user_id, f.template_id, f.name, f.severity, \
      CASE WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date THEN 'open' \
      ELSE COALESCE(fp.status, f.status) END AS status, f.host, \
      f.matched_at, f.description, f.remediation, f.matcher_name, f.extracted_results, \
      f.created_at, fp.fingerprint, fp.first_seen_at, f.change";
 
 /// The join [`COLUMNS`] reads from.
-const FROM: &str = "findings f LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id";
+pub(crate) const FROM: &str = "findings f LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id";
 
 /// The names of a finding's columns that a row joined with its scan
 /// renames (the scan's `id`, `status` and `created_at` come first).

@@ -645,9 +645,11 @@ pub async fn finding(
 ) -> Result<Option<super::findings::FindingRow>, Error> {
     let row = db
         .query_opt(
-            "SELECT id, scan_id, user_id, template_id, name, severity, status, host, matched_at,
-                    description, remediation, matcher_name, extracted_results, created_at
-             FROM findings WHERE id = $1 AND user_id = $2",
+            &format!(
+                "SELECT {} FROM {} WHERE f.id = $1 AND f.user_id = $2",
+                super::findings::COLUMNS,
+                super::findings::FROM
+            ),
             &[&finding_id, &user_id],
         )
         .await?;
