@@ -56,9 +56,13 @@ SCANFLEET_ADMIN_EMAIL=admin@compose.test
 SCANFLEET_ADMIN_PASSWORD=$admin_pw
 EOF
 
-echo "== docker-compose up --build"
+echo "== docker-compose build, up"
 start=$(date +%s)
-dc up -d --build
+# Build first: only the api names the build, and the services that share
+# its image (scheduler, scanner, oob) would otherwise be pulled by
+# docker-compose v1 before the image exists.
+dc build
+dc up -d
 base="http://127.0.0.1:$port"
 for _ in $(seq 1 120); do
   curl -fsS "$base/readyz" >/dev/null 2>&1 && break
