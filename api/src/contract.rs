@@ -29,6 +29,9 @@ pub mod bounds {
     pub const KEY_MAX_EXPIRES_IN_DAYS: i64 = 365;
     /// Most domains one import takes.
     pub const IMPORT_MAX: usize = 500;
+    /// A webhook's URL and description, in characters.
+    pub const WEBHOOK_URL_MAX: usize = 2048;
+    pub const WEBHOOK_DESCRIPTION_MAX: usize = 500;
 }
 
 use std::borrow::Cow;
@@ -589,7 +592,7 @@ contract_string!(
     /// A webhook URL: `https` in production, at most 2,048 characters.
     WebhookUrl,
     || MetaSchema {
-        max_length: Some(crate::routes::webhooks::URL_MAX),
+        max_length: Some(bounds::WEBHOOK_URL_MAX),
         ..MetaSchema::new_with_format("string", "uri")
     }
 );
@@ -598,7 +601,7 @@ contract_string!(
     WebhookDescription,
     || MetaSchema {
         pattern: Some(r"^[^\x00-\x1f\x7f-\x9f]*$".to_string()),
-        max_length: Some(crate::routes::webhooks::DESCRIPTION_MAX),
+        max_length: Some(bounds::WEBHOOK_DESCRIPTION_MAX),
         ..MetaSchema::new("string")
     }
 );

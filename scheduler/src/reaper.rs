@@ -108,7 +108,7 @@ async fn restore_queue(state: &Core) -> Result<usize, Error> {
 async fn fail(state: &Core, scan_id: Uuid, error: &str) -> Result<bool, Error> {
     markers::close(&state.redis, &state.keys, scan_id).await?;
     let mut db = state.db.get().await?;
-    let failed = scans::fail_scan(&mut db, scan_id, error).await?;
+    let failed = scanfleet_core::scans::fail_scan(&mut db, scan_id, error).await?;
     if failed {
         tracing::warn!(%scan_id, %error, "scan reaped");
         events::append_event(

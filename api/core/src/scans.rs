@@ -143,3 +143,19 @@ pub async fn stop_scan(core: &Core, user_id: Uuid, scan_id: Uuid) -> Result<Scan
         },
     }
 }
+
+/// Fails an unfinished scan with `error` and its `scan_failed`
+/// notification, in one transaction; false when it had finished already.
+pub async fn fail_scan(
+    db: &mut deadpool_postgres::Client,
+    scan_id: Uuid,
+    error: &str,
+) -> Result<bool, Error> {
+    let tx = db.transaction().await?;
+    let changed = scans::set_scan_status(&*tx, scan_id, ScanStatus::Failed, Some(error)).await?;
+    if changed {
+        crate::store::notifications::create_scan_failed(&*tx, scan_id, error).await?;
+    }
+    tx.commit().await?;
+    Ok(changed)
+}

@@ -15,6 +15,9 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Caller, CanRead, CanWrite, Identity};
+use crate::contract::bounds::{
+    WEBHOOK_DESCRIPTION_MAX as DESCRIPTION_MAX, WEBHOOK_URL_MAX as URL_MAX,
+};
 use crate::contract::{
     self, PageLimit, PageOffset, SeverityName, WebhookDescription, WebhookEventList,
     WebhookKindName, WebhookUrl,
@@ -29,10 +32,6 @@ use scanfleet_core::scans::upgrade_prompt;
 use scanfleet_core::store::tiers;
 use scanfleet_core::store::webhooks::{self, Attempt, Webhook, WebhookValues};
 
-/// Longest URL accepted.
-pub const URL_MAX: usize = 2048;
-/// Longest description accepted.
-pub const DESCRIPTION_MAX: usize = 500;
 /// How long a rotated secret keeps signing beside the new one.
 const ROTATION_OVERLAP_HOURS: i64 = 24;
 const SEVERITIES: [&str; 5] = ["critical", "high", "medium", "low", "info"];

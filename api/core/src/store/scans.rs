@@ -580,19 +580,3 @@ pub async fn mark_requeued(db: &impl GenericClient, scan_id: Uuid) -> Result<boo
         .await?;
     Ok(n == 1)
 }
-
-/// Fails an unfinished scan with `error` and its `scan_failed`
-/// notification, in one transaction; false when it had finished already.
-pub async fn fail_scan(
-    db: &mut deadpool_postgres::Client,
-    scan_id: Uuid,
-    error: &str,
-) -> Result<bool, Error> {
-    let tx = db.transaction().await?;
-    let changed = set_scan_status(&*tx, scan_id, ScanStatus::Failed, Some(error)).await?;
-    if changed {
-        super::notifications::create_scan_failed(&*tx, scan_id, error).await?;
-    }
-    tx.commit().await?;
-    Ok(changed)
-}
