@@ -372,111 +372,85 @@ pub fn date(field: &str, value: &str) -> Result<chrono::NaiveDate, crate::error:
         .map_err(|_| crate::error::Error::invalid(field, "must be a date, YYYY-MM-DD"))
 }
 
-/// API key permissions: a non-empty list of `read`, `scan` and `write`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermissionList(pub Vec<String>);
+/// A JSON array whose schema says more than its JSON type (its items, size,
+/// uniqueness): a newtype over the `Vec` that parses as the `Vec` and
+/// states the given schema in the contract.
+macro_rules! contract_list {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, || $schema:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name(pub Vec<$elem>);
 
-impl Deref for PermissionList {
-    type Target = Vec<String>;
-    fn deref(&self) -> &Vec<String> {
-        &self.0
-    }
+        impl Deref for $name {
+            type Target = Vec<$elem>;
+            fn deref(&self) -> &Vec<$elem> {
+                &self.0
+            }
+        }
+
+        impl Type for $name {
+            const IS_REQUIRED: bool = true;
+            type RawValueType = Vec<$elem>;
+            type RawElementValueType = $elem;
+
+            fn name() -> Cow<'static, str> {
+                "[string]".into()
+            }
+
+            fn schema_ref() -> MetaSchemaRef {
+                $schema
+            }
+
+            fn as_raw_value(&self) -> Option<&Vec<$elem>> {
+                Some(&self.0)
+            }
+
+            fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a $elem> + 'a> {
+                Box::new(self.0.iter())
+            }
+        }
+
+        impl ParseFromJSON for $name {
+            fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+                Vec::<$elem>::parse_from_json(value)
+                    .map($name)
+                    .map_err(|e| e.propagate())
+            }
+        }
+
+        impl ToJSON for $name {
+            fn to_json(&self) -> Option<Value> {
+                self.0.to_json()
+            }
+        }
+    };
 }
 
-impl Type for PermissionList {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Vec<String>;
-    type RawElementValueType = String;
+contract_list!(
+    /// API key permissions: a non-empty list of `read`, `scan` and `write`.
+    PermissionList,
+    String,
+    || MetaSchemaRef::Inline(Box::new(MetaSchema {
+        items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
+            &bounds::KEY_PERMISSIONS,
+        ))))),
+        min_items: Some(1),
+        ..MetaSchema::new("array")
+    }))
+);
 
-    fn name() -> Cow<'static, str> {
-        "[string]".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema {
-            items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
-                &bounds::KEY_PERMISSIONS,
-            ))))),
-            min_items: Some(1),
-            ..MetaSchema::new("array")
-        }))
-    }
-
-    fn as_raw_value(&self) -> Option<&Vec<String>> {
-        Some(&self.0)
-    }
-
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
-        Box::new(self.0.iter())
-    }
-}
-
-impl ParseFromJSON for PermissionList {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        Vec::<String>::parse_from_json(value)
-            .map(PermissionList)
-            .map_err(|e| e.propagate())
-    }
-}
-
-impl ToJSON for PermissionList {
-    fn to_json(&self) -> Option<Value> {
-        self.0.to_json()
-    }
-}
-
-/// The domains of an import: at most `bounds::IMPORT_MAX` (the
-/// handler refuses more with a 422 naming `domains`). Each is any string:
-/// an invalid one is reported back as `failed`, not refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DomainList(pub Vec<Text>);
-
-impl Deref for DomainList {
-    type Target = Vec<Text>;
-    fn deref(&self) -> &Vec<Text> {
-        &self.0
-    }
-}
-
-impl Type for DomainList {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Vec<Text>;
-    type RawElementValueType = Text;
-
-    fn name() -> Cow<'static, str> {
-        "[string]".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema {
-            items: Some(Box::new(Text::schema_ref())),
-            max_items: Some(bounds::IMPORT_MAX),
-            ..MetaSchema::new("array")
-        }))
-    }
-
-    fn as_raw_value(&self) -> Option<&Vec<Text>> {
-        Some(&self.0)
-    }
-
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Text> + 'a> {
-        Box::new(self.0.iter())
-    }
-}
-
-impl ParseFromJSON for DomainList {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        Vec::<Text>::parse_from_json(value)
-            .map(DomainList)
-            .map_err(|e| e.propagate())
-    }
-}
-
-impl ToJSON for DomainList {
-    fn to_json(&self) -> Option<Value> {
-        self.0.to_json()
-    }
-}
+contract_list!(
+    /// The domains of an import: at most `bounds::IMPORT_MAX` (the
+    /// handler refuses more with a 422 naming `domains`). Each is any string:
+    /// an invalid one is reported back as `failed`, not refused.
+    DomainList,
+    Text,
+    || MetaSchemaRef::Inline(Box::new(MetaSchema {
+        items: Some(Box::new(Text::schema_ref())),
+        max_items: Some(bounds::IMPORT_MAX),
+        ..MetaSchema::new("array")
+    }))
+);
 
 #[cfg(test)]
 mod tests {
@@ -606,58 +580,18 @@ contract_string!(
     }
 );
 
-/// The events a webhook subscribes to: a non-empty list of distinct types
-/// (`ping` is always sent).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WebhookEventList(pub Vec<String>);
-
-impl Deref for WebhookEventList {
-    type Target = Vec<String>;
-    fn deref(&self) -> &Vec<String> {
-        &self.0
-    }
-}
-
-impl Type for WebhookEventList {
-    const IS_REQUIRED: bool = true;
-    type RawValueType = Vec<String>;
-    type RawElementValueType = String;
-
-    fn name() -> Cow<'static, str> {
-        "[string]".into()
-    }
-
-    fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema {
-            items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
-                &scanfleet_core::outbox::SUBSCRIBABLE,
-            ))))),
-            min_items: Some(1),
-            max_items: Some(scanfleet_core::outbox::SUBSCRIBABLE.len()),
-            unique_items: Some(true),
-            ..MetaSchema::new("array")
-        }))
-    }
-
-    fn as_raw_value(&self) -> Option<&Vec<String>> {
-        Some(&self.0)
-    }
-
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
-        Box::new(self.0.iter())
-    }
-}
-
-impl ParseFromJSON for WebhookEventList {
-    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-        Vec::<String>::parse_from_json(value)
-            .map(WebhookEventList)
-            .map_err(|e| e.propagate())
-    }
-}
-
-impl ToJSON for WebhookEventList {
-    fn to_json(&self) -> Option<Value> {
-        self.0.to_json()
-    }
-}
+contract_list!(
+    /// The events a webhook subscribes to: a non-empty list of distinct types
+    /// (`ping` is always sent).
+    WebhookEventList,
+    String,
+    || MetaSchemaRef::Inline(Box::new(MetaSchema {
+        items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
+            &scanfleet_core::outbox::SUBSCRIBABLE,
+        ))))),
+        min_items: Some(1),
+        max_items: Some(scanfleet_core::outbox::SUBSCRIBABLE.len()),
+        unique_items: Some(true),
+        ..MetaSchema::new("array")
+    }))
+);
