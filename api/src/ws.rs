@@ -7,6 +7,13 @@
 //! current_tool, findings_count, at}`; after the terminal status the server
 //! closes with code 1000. Pings keep idle connections open.
 //!
+//! A `finding` message also carries the finding: `{template_id, name,
+//! severity, host, matched_at, fingerprint, first_seen_at, change}`, its
+//! identity on the target read as the ingester records it
+//! ([`fingerprints::identity`]): `change` is `new`, `recurring` or
+//! `regressed`, `first_seen_at` is `null` for a new one. When the database
+//! cannot be read the message still goes out, with those two `null`.
+//!
 //! Listeners follow a scan through the process's [`Hub`] (`hub`).
 
 use std::collections::HashSet;
@@ -19,7 +26,7 @@ use poem::web::websocket::{CloseCode, Message, WebSocket, WebSocketStream};
 use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
 use poem_openapi::auth::Bearer;
-use scanfleet_common::events::{ScanEvent, ScanEventKind, ScanStatus};
+use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
@@ -28,6 +35,7 @@ use crate::auth::scheme::BearerAuth;
 use crate::error::{ApiError, Error};
 use crate::hub::Hub;
 use crate::state::AppState;
+use scanfleet_core::store::fingerprints;
 use scanfleet_core::store::scans::{self, ScanRow};
 
 /// Ping interval of idle connections.
@@ -45,11 +53,66 @@ pub struct ProgressMessage {
     pub current_tool: Option<String>,
     pub findings_count: i64,
     pub at: DateTime<Utc>,
+    /// On `finding` messages only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<LiveFinding>,
+}
+
+/// The finding of a `finding` message with its identity on the target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LiveFinding {
+    pub template_id: String,
+    pub name: String,
+    pub severity: String,
+    pub host: String,
+    pub matched_at: String,
+    pub fingerprint: String,
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub change: Option<String>,
+}
+
+impl LiveFinding {
+    /// The finding with its identity read from the database (see the
+    /// module's doc).
+    async fn read(db: &deadpool_postgres::Pool, live: &LiveScan, f: &FindingEvent) -> LiveFinding {
+        let identity = match db.get().await {
+            Ok(client) => {
+                fingerprints::identity(
+                    &**client,
+                    live.scan_id,
+                    live.target_id,
+                    &f.template_id,
+                    &f.matched_at,
+                )
+                .await
+            }
+            Err(e) => Err(scanfleet_core::Error::from(e)),
+        };
+        let (first_seen_at, change) = match identity {
+            Ok(i) => (i.first_seen_at, Some(i.change.as_str().to_string())),
+            Err(e) => {
+                tracing::warn!(scan_id = %live.scan_id, error = %e,
+                    "websocket: the finding's identity could not be read");
+                (None, None)
+            }
+        };
+        LiveFinding {
+            template_id: f.template_id.clone(),
+            name: f.name.clone(),
+            severity: f.severity.as_str().to_string(),
+            host: f.host.clone(),
+            matched_at: f.matched_at.clone(),
+            fingerprint: scanfleet_core::fingerprint::fingerprint(&f.template_id, &f.matched_at),
+            first_seen_at,
+            change,
+        }
+    }
 }
 
 /// A scan as its listener sees it: the stored row, then its stream folded in.
 struct LiveScan {
     scan_id: Uuid,
+    target_id: Uuid,
     status: ScanStatus,
     stage: Option<String>,
     progress: u8,
@@ -64,6 +127,7 @@ impl LiveScan {
     fn from_row(row: &ScanRow) -> LiveScan {
         LiveScan {
             scan_id: row.id,
+            target_id: row.target_id,
             status: row.status,
             stage: row.stage.clone(),
             progress: row.progress.clamp(0, 100) as u8,
@@ -119,6 +183,7 @@ impl LiveScan {
             current_tool: self.current_tool.clone(),
             findings_count: self.stored_findings.max(self.findings.len() as i64),
             at: self.at,
+            finding: None,
         }
     }
 }
@@ -145,7 +210,8 @@ pub async fn scan_websocket(
             .into_response(),
             Ok(ws) => {
                 let hub = state.hub.clone();
-                ws.on_upgrade(move |socket| follow(socket, hub, row))
+                let db = state.db.clone();
+                ws.on_upgrade(move |socket| follow(socket, hub, db, row))
                     .into_response()
             }
         },
@@ -169,7 +235,7 @@ async fn accept(state: &AppState, scan_id: &str, token: Option<String>) -> Resul
 
 /// Sends the snapshot, then every change, until the scan ends or the client
 /// leaves.
-async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
+async fn follow(socket: WebSocketStream, hub: Arc<Hub>, db: deadpool_postgres::Pool, row: ScanRow) {
     let _open = OpenConnection::new();
     let (mut sink, mut incoming) = socket.split();
     let mut live = LiveScan::from_row(&row);
@@ -196,7 +262,7 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
         }
         None => None,
     };
-    if !deliver(&mut sink, &live, "status").await {
+    if !deliver(&mut sink, live.message("status"), live.status).await {
         return;
     }
     let Some(rx) = rx.as_mut() else { return };
@@ -206,10 +272,13 @@ async fn follow(socket: WebSocketStream, hub: Arc<Hub>, row: ScanRow) {
         tokio::select! {
             event = rx.recv() => match event {
                 Ok(event) => {
-                    if let Some(kind) = live.apply(&event) {
-                        if !deliver(&mut sink, &live, kind).await {
-                            return;
-                        }
+                    let Some(kind) = live.apply(&event) else { continue };
+                    let mut message = live.message(kind);
+                    if let ScanEventKind::Finding(f) = &event.kind {
+                        message.finding = Some(LiveFinding::read(&db, &live, f).await);
+                    }
+                    if !deliver(&mut sink, message, live.status).await {
+                        return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -246,20 +315,20 @@ impl Drop for OpenConnection {
     }
 }
 
-/// Sends the scan's state as a `kind` message; after a terminal status also
-/// the close (1000). False when the connection is over, either way.
+/// Sends a message; after a terminal status also the close (1000). False
+/// when the connection is over, either way.
 async fn deliver(
     sink: &mut futures::stream::SplitSink<WebSocketStream, Message>,
-    live: &LiveScan,
-    kind: &str,
+    message: ProgressMessage,
+    status: ScanStatus,
 ) -> bool {
-    let Ok(text) = serde_json::to_string(&live.message(kind)) else {
+    let Ok(text) = serde_json::to_string(&message) else {
         return false;
     };
     if sink.send(Message::text(text)).await.is_err() {
         return false;
     }
-    if live.status.is_terminal() {
+    if status.is_terminal() {
         let _ = sink
             .send(Message::close_with(CloseCode::Normal, "scan finished"))
             .await;

@@ -248,6 +248,7 @@ async fn main() {
     let db = app.state.db.get().await.expect("db");
     for sql in [
         "SELECT count(*) FROM fingerprints fp WHERE fp.target_id = $1",
+        "SELECT sum(n) FROM fingerprint_counts fp WHERE fp.target_id = $1",
         "SELECT fp.id FROM fingerprints fp WHERE fp.target_id = $1
          ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id LIMIT 50",
     ] {

@@ -5,12 +5,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::StreamExt;
 use reqwest::Method;
 use scanfleet_core::store::{self, migrate};
 use scanfleet_tests::database_url;
 use scanfleet_tests::fleet::{fleet_with_lab, Fleet};
 use scanfleet_tests::lab::{lab_hosts, Lab, API_HOST, DOMAIN};
+use scanfleet_tests::receiver::Receiver;
 use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
 
 const GIT: &str = "git-config-exposure";
 const XPB: &str = "x-powered-by-disclosure";
@@ -83,6 +86,90 @@ async fn patch_status(fleet: &Fleet, token: &str, finding: &Value, body: Value) 
     reply
 }
 
+/// A WebSocket listener of a scan, connected before its node starts so
+/// that it sees every finding message; `finish` gives the messages.
+struct Listener(tokio::task::JoinHandle<Vec<Value>>);
+
+impl Listener {
+    async fn connect(fleet: &Fleet, token: &str, scan: &str) -> Listener {
+        let url = format!(
+            "ws://127.0.0.1:{}/api/v1/ws/scans/{scan}?token={token}",
+            fleet.api_port
+        );
+        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connect");
+        Listener(tokio::spawn(async move {
+            let mut messages = Vec::new();
+            while let Ok(Some(Ok(m))) =
+                tokio::time::timeout(Duration::from_secs(120), ws.next()).await
+            {
+                match m {
+                    Message::Text(t) => messages.push(serde_json::from_str(&t).expect("json")),
+                    Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            messages
+        }))
+    }
+
+    /// The `finding` objects of the finding messages, by `template_id
+    /// matched_at`.
+    async fn findings(self) -> BTreeMap<String, Value> {
+        let messages = self.0.await.expect("listener");
+        assert_eq!(
+            messages.last().map(|m| m["status"].clone()),
+            Some(json!("completed"))
+        );
+        let mut found = BTreeMap::new();
+        for m in messages.iter().filter(|m| m["type"] == "finding") {
+            let f = &m["finding"];
+            let k = format!(
+                "{} {}",
+                f["template_id"].as_str().expect("template_id"),
+                f["matched_at"].as_str().expect("matched_at")
+            );
+            found.insert(k, f.clone());
+        }
+        for m in messages.iter().filter(|m| m["type"] != "finding") {
+            assert!(m.get("finding").is_none(), "{m}");
+        }
+        found
+    }
+}
+
+/// The per-target counts the list's total comes from agree with the
+/// fingerprints themselves.
+async fn assert_counts_agree(db: &tokio_postgres::Client) {
+    let row = db
+        .query_one(
+            "WITH real AS (
+                 SELECT target_id, state, status, severity_rank,
+                        COALESCE(accepted_until, 'infinity') AS accepted_until, count(*) AS n
+                 FROM fingerprints GROUP BY 1, 2, 3, 4, 5),
+             kept AS (SELECT target_id, state, status, severity_rank, accepted_until, n
+                      FROM fingerprint_counts WHERE n <> 0)
+             SELECT (SELECT count(*) FROM real FULL JOIN kept
+                     USING (target_id, state, status, severity_rank, accepted_until)
+                     WHERE real.n IS DISTINCT FROM kept.n) AS differ,
+                    (SELECT COALESCE(sum(n), 0)::bigint FROM kept) AS counted",
+            &[],
+        )
+        .await
+        .expect("counts");
+    let differ: i64 = row.get("differ");
+    let counted: i64 = row.get("counted");
+    assert_eq!(differ, 0, "fingerprint_counts differ from the fingerprints");
+    assert!(counted > 0);
+}
+
+fn time(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    v.as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a time: {v}"))
+}
+
 fn day(offset: i64) -> String {
     (chrono::Utc::now().date_naive() + chrono::Duration::days(offset)).to_string()
 }
@@ -92,7 +179,12 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
 ) {
     let lab = Lab::start(Duration::ZERO).await;
     let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
-    let _api = fleet.api(&[]).await;
+    let _api = fleet
+        .api(&[
+            ("SCANFLEET_WEBHOOKS__ALLOW_PRIVATE", "true"),
+            ("SCANFLEET_WEBHOOKS__POLL_INTERVAL_MS", "50"),
+        ])
+        .await;
     let token = fleet.user().await;
     let target = fleet.target(&token, DOMAIN).await;
 
@@ -106,10 +198,21 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
         );
         assert!(queued[field].is_null(), "{field}: {queued}");
     }
-    let _node = fleet.node("node-a", &[]);
+    let listener = Listener::connect(&fleet, &token, &first).await;
+    let mut node = fleet.node("node-a", &[]);
     let s1 = fleet
         .wait_finished(&token, &first, Duration::from_secs(120))
         .await;
+    // Live, each finding comes with its identity: all new.
+    let live = listener.findings().await;
+    assert_eq!(live.len(), 12, "{live:?}");
+    for (k, f) in &live {
+        let (template, matched) = k.split_once(' ').unwrap();
+        assert_eq!(f["fingerprint"], format!("{template}:{matched}"), "{f}");
+        assert_eq!(f["change"], "new", "{f}");
+        assert!(f["first_seen_at"].is_null(), "{f}");
+        assert!(f["severity"].is_string() && f["name"].is_string(), "{f}");
+    }
     assert_eq!(s1["status"], "completed", "{s1}");
     assert_eq!(s1["changes"], changes(12, 0, 0, 0), "{s1}");
     let v1 = by_key(&s1);
@@ -242,15 +345,71 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     )
     .await;
 
-    // It comes back: regressed.
+    // It comes back: regressed, live on the WebSocket (a listener set
+    // before a node takes the scan), in the detail and as webhooks.
+    let rx = Receiver::start().await;
+    let (status, hook) = fleet
+        .call(
+            Method::POST,
+            "/webhooks",
+            &token,
+            Some(json!({"url": rx.url("/hook"), "events": ["finding.regressed"]})),
+        )
+        .await;
+    assert_eq!(status, 201, "{hook}");
     lab.set_git_exposed(true);
-    let s4 = scan_to_end(&fleet, &token, &target, "full").await;
+    assert!(node.terminate(Duration::from_secs(20)), "node-a stops");
+    let s4_id = fleet.scan(&token, &target, "full").await;
+    let listener = Listener::connect(&fleet, &token, &s4_id).await;
+    let _node = fleet.node("node-b", &[]);
+    let s4 = fleet
+        .wait_finished(&token, &s4_id, Duration::from_secs(120))
+        .await;
+    assert_eq!(s4["status"], "completed", "{s4}");
     assert_eq!(s4["changes"], changes(0, 9, 3, 0), "{s4}");
     let v4 = by_key(&s4);
+    let live = listener.findings().await;
+    assert_eq!(live.len(), 12, "{live:?}");
     for host in lab_hosts() {
         assert_eq!(v4[&key(GIT, host)]["change"], "regressed");
         assert_eq!(v4[&key(XPB, host)]["change"], "recurring");
+        for k in [key(GIT, host), key(XPB, host)] {
+            assert_eq!(live[&k]["change"], v4[&k]["change"], "{k}");
+            assert_eq!(live[&k]["fingerprint"], v4[&k]["fingerprint"], "{k}");
+            assert_eq!(
+                time(&live[&k]["first_seen_at"]),
+                time(&v1[&k]["first_seen_at"]),
+                "{k}"
+            );
+        }
     }
+    rx.wait_for(Duration::from_secs(20), |r| r.len() >= 3).await;
+    // And no more than one each.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.received();
+    let mut regressed: Vec<String> = got
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            assert_eq!(body["type"], "finding.regressed", "{body}");
+            assert_eq!(body["data"]["finding"]["change"], "regressed", "{body}");
+            body["data"]["finding"]["matched_at"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    regressed.sort();
+    let mut expected: Vec<String> = lab_hosts()
+        .iter()
+        .map(|h| format!("http://{h}/.git/config"))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        regressed, expected,
+        "one finding.regressed per regressed fingerprint"
+    );
+    assert_counts_agree(&fleet.db().await).await;
     assert_eq!(v4[&key(GIT, API_HOST)]["status"], "open");
     assert_eq!(v4[&key(GIT, DOMAIN)]["status"], "false_positive");
     let (_, total) = get_list(
@@ -260,7 +419,7 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     )
     .await;
     assert_eq!(total, 0);
-    let s4_id = s4["id"].as_str().unwrap();
+    let s4_id = s4_id.as_str();
     // SARIF carries each result's baseline state (regressed is `updated`),
     // the JSON report each finding's change.
     let sarif = fleet
@@ -599,6 +758,8 @@ async fn the_migration_gives_findings_stored_before_it_their_history_in_scan_ord
             ),
         ]
     );
+    // The list's counts start from the fingerprints the migration built.
+    assert_counts_agree(&db).await;
     let changes: Vec<(String, String, String)> = db
         .query(
             "SELECT id::text AS id, change, status FROM findings ORDER BY id",

@@ -282,6 +282,57 @@ pub async fn set_status(
     Ok(())
 }
 
+/// A finding's identity on its target as a live listener sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub fingerprint: String,
+    /// When the target first had it; `None` when it is new (the ingester
+    /// has not recorded it yet).
+    pub first_seen_at: Option<DateTime<Utc>>,
+    pub change: Change,
+}
+
+/// What a finding of `scan_id` on `target_id` is, by the rule [`record`]
+/// applies, whether or not the ingester has recorded it yet (the live
+/// stream runs ahead of the ingester): the change recorded by this scan;
+/// else `regressed` when the fingerprint is fixed, `recurring` when it is
+/// open, `new` when the target never had it.
+pub async fn identity(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    target_id: Uuid,
+    template_id: &str,
+    matched_at: &str,
+) -> Result<Identity, Error> {
+    let key = fingerprint(template_id, matched_at);
+    let row = db
+        .query_opt(
+            "SELECT first_seen_at,
+                    CASE WHEN last_scan_id = $3 THEN last_change
+                         WHEN state = 'fixed' THEN 'regressed'
+                         ELSE 'recurring' END AS change
+             FROM fingerprints WHERE target_id = $1 AND fingerprint = $2",
+            &[&target_id, &key, &scan_id],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(Identity {
+            fingerprint: key,
+            first_seen_at: None,
+            change: Change::New,
+        });
+    };
+    let raw: &str = row.try_get("change")?;
+    let change = Change::parse(raw).ok_or_else(|| {
+        Error::Unexpected(anyhow::anyhow!("fingerprint with unknown change {raw:?}"))
+    })?;
+    Ok(Identity {
+        fingerprint: key,
+        first_seen_at: Some(row.try_get("first_seen_at")?),
+        change,
+    })
+}
+
 /// One fingerprint of a target as lists show it.
 #[derive(Debug, Clone)]
 pub struct FingerprintRow {
@@ -379,9 +430,15 @@ pub async fn list_for_target(
          AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
          AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
     );
+    // The total from the counts the triggers of `fingerprint_counts` keep
+    // (a few dozen rows a target), not from counting the fingerprints; the
+    // same conditions apply, the lapsed-acceptance date being in the key.
     let total: i64 = db
         .query_one(
-            &format!("SELECT count(*) AS total FROM fingerprints fp WHERE {conditions}"),
+            &format!(
+                "SELECT COALESCE(sum(fp.n), 0)::bigint AS total
+                 FROM fingerprint_counts fp WHERE {conditions}"
+            ),
             &[&target_id, &filter.state, &filter.status, &rank],
         )
         .await?

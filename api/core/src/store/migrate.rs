@@ -50,6 +50,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "webhooks",
         include_str!("../../migrations/0027_webhooks.sql"),
     ),
+    (
+        28,
+        "fingerprint_counts",
+        include_str!("../../migrations/0028_fingerprint_counts.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
