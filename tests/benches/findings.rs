@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 use scanfleet_core::store::findings;
+use scanfleet_core::store::fingerprints::{self, FingerprintFilter};
 use scanfleet_tests::{spawn_app, TestApp};
 use uuid::Uuid;
 
@@ -202,6 +203,64 @@ async fn lay_history(app: &TestApp, user: Uuid, target: Uuid) {
     }
 }
 
+/// `REQUESTS_PER_QUERY` timed GETs of `path`, sorted; the body read as
+/// bytes.
+async fn time_get(app: &TestApp, path: &str, token: &str) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(REQUESTS_PER_QUERY);
+    for _ in 0..REQUESTS_PER_QUERY {
+        let started = Instant::now();
+        let r = app
+            .client
+            .get(app.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status();
+        let body = r.bytes().await.expect("body");
+        times.push(started.elapsed());
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    }
+    times.sort();
+    times
+}
+
+/// The same list through the store alone, `REQUESTS_PER_QUERY` times,
+/// sorted.
+async fn time_store(
+    db: &tokio_postgres::Client,
+    user: Uuid,
+    target: Uuid,
+    query: &str,
+) -> Vec<Duration> {
+    let param = |name: &str| {
+        query
+            .trim_start_matches('?')
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .map(str::to_string)
+    };
+    let filter = FingerprintFilter {
+        state: param("state"),
+        status: param("status"),
+        severity: param("severity")
+            .and_then(|s| Severity::ALL.into_iter().find(|x| x.as_str() == s)),
+    };
+    let limit = param("limit").map_or(50, |l| l.parse().expect("limit"));
+    let offset = param("offset").map_or(0, |o| o.parse().expect("offset"));
+    let mut times = Vec::with_capacity(REQUESTS_PER_QUERY);
+    for _ in 0..REQUESTS_PER_QUERY {
+        let started = Instant::now();
+        fingerprints::list_for_target(db, user, target, &filter, (limit, offset))
+            .await
+            .expect("list")
+            .expect("the user's target");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
@@ -263,23 +322,29 @@ async fn main() {
             sql.split_whitespace().take(4).collect::<Vec<_>>().join(" ")
         );
     }
+    // The reference: a one-row read of the same target through the same
+    // app, auth and connection (what any request costs here), beside the
+    // store's own time for each list (Postgres and row decoding, no HTTP).
+    // Bodies are read as bytes: the client's JSON parsing is not timed.
+    let reference = time_get(&app, &format!("/api/v1/targets/{big}"), &user.access_token).await;
+    println!(
+        "reference GET /targets/{{id}}, {REQUESTS_PER_QUERY} requests: p50 {:>6.1?}  p95 {:>6.1?}",
+        percentile(&reference, 0.5),
+        percentile(&reference, 0.95)
+    );
     let mut all = Vec::new();
-    println!("GET /targets/{{id}}/findings, {REQUESTS_PER_QUERY} requests each:");
+    println!("GET /targets/{{id}}/findings, {REQUESTS_PER_QUERY} requests each (store: the core's list_for_target alone):");
     for q in &queries {
         let path = format!("/api/v1/targets/{big}/findings{q}");
-        let mut times = Vec::with_capacity(REQUESTS_PER_QUERY);
-        for _ in 0..REQUESTS_PER_QUERY {
-            let started = Instant::now();
-            let r = app.get(&path, &user.access_token).await;
-            times.push(started.elapsed());
-            assert_eq!(r.status, 200, "{}", r.text);
-        }
-        times.sort();
+        let times = time_get(&app, &path, &user.access_token).await;
+        let store_times = time_store(&db, user.id, big, q).await;
         println!(
-            "  {:<32} p50 {:>6.1?}  p95 {:>6.1?}",
+            "  {:<32} p50 {:>6.1?}  p95 {:>6.1?}   store p50 {:>6.1?}  p95 {:>6.1?}",
             if q.is_empty() { "(no filter)" } else { q },
             percentile(&times, 0.5),
-            percentile(&times, 0.95)
+            percentile(&times, 0.95),
+            percentile(&store_times, 0.5),
+            percentile(&store_times, 0.95)
         );
         all.extend(times);
     }

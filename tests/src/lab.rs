@@ -62,8 +62,8 @@ pub struct Lab {
     pub port: u16,
     /// Requests answered so far.
     pub requests: Arc<AtomicU64>,
-    /// Whether `/.git/config` is served (on at the start).
-    git_exposed: Arc<AtomicBool>,
+    /// How `/.git/config` answers.
+    git: Arc<GitSwitch>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -71,6 +71,14 @@ impl Drop for Lab {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// How the lab answers `/.git/config`: served (on at the start) or a 404;
+/// and whether it hangs (for a minute) before answering.
+#[derive(Debug)]
+struct GitSwitch {
+    exposed: AtomicBool,
+    hangs: AtomicBool,
 }
 
 const GIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\
@@ -99,32 +107,41 @@ impl Lab {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
         let port = listener.local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
-        let git_exposed = Arc::new(AtomicBool::new(true));
+        let git = Arc::new(GitSwitch {
+            exposed: AtomicBool::new(true),
+            hangs: AtomicBool::new(false),
+        });
         let counter = requests.clone();
-        let exposed = git_exposed.clone();
+        let switch = git.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let counter = counter.clone();
-                let exposed = exposed.clone();
+                let switch = switch.clone();
                 tokio::spawn(async move {
-                    let _ = serve(stream, delay, counter, exposed, oob).await;
+                    let _ = serve(stream, delay, counter, switch, oob).await;
                 });
             }
         });
         Lab {
             port,
             requests,
-            git_exposed,
+            git,
             task,
         }
     }
 
     /// Serves `/.git/config` (the weakness on) or a 404 (fixed).
     pub fn set_git_exposed(&self, exposed: bool) {
-        self.git_exposed.store(exposed, Ordering::SeqCst);
+        self.git.exposed.store(exposed, Ordering::SeqCst);
+    }
+
+    /// Makes `/.git/config` answer only after a minute (a scan whose
+    /// deadline is shorter fails while the templates wait for it).
+    pub fn set_git_hangs(&self, hangs: bool) {
+        self.git.hangs.store(hangs, Ordering::SeqCst);
     }
 
     /// Node settings that send every name in `hosts` to this lab: the hosts
@@ -147,7 +164,7 @@ async fn serve(
     mut stream: TcpStream,
     delay: Duration,
     counter: Arc<AtomicU64>,
-    git_exposed: Arc<AtomicBool>,
+    git: Arc<GitSwitch>,
     oob: Option<OobTarget>,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
@@ -195,9 +212,12 @@ async fn serve(
         let domain = host.split(':').next().unwrap_or("").to_string();
         counter.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
+        if path == "/.git/config" && git.hangs.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
         let (status, content_type, body) = match oob {
             Some(oob) if is_blind_route(&path) => blind_route(&path, oob).await,
-            _ => route(&path, &domain, git_exposed.load(Ordering::SeqCst)),
+            _ => route(&path, &domain, git.exposed.load(Ordering::SeqCst)),
         };
         let body = if method == "HEAD" {
             String::new()

@@ -596,8 +596,13 @@ async fn a_stopped_scan_fixes_nothing() {
         .wait_finished(&token, &scan, Duration::from_secs(30))
         .await;
     assert_eq!(stopped["status"], "stopped");
-    // The ingester has applied the scan's terminal event once its stream
-    // is closed: nothing later is recorded.
+    assert_fixed_nothing(&fleet, &token, &target, &scan).await;
+}
+
+/// The scan ended without completing, and once the ingester has applied
+/// its terminal event (its stream is closed: nothing later is recorded)
+/// it has no changes and the target no fixed finding.
+async fn assert_fixed_nothing(fleet: &Fleet, token: &str, target: &str, scan: &str) -> Value {
     let db = fleet.db().await;
     let scan_id: uuid::Uuid = scan.parse().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -610,15 +615,56 @@ async fn a_stopped_scan_fixes_nothing() {
         assert!(std::time::Instant::now() < deadline, "stream never closed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let stopped = fleet.get(&format!("/scans/{scan}"), &token).await;
-    assert!(stopped["changes"].is_null(), "{stopped}");
+    let ended = fleet.get(&format!("/scans/{scan}"), token).await;
+    assert!(ended["changes"].is_null(), "{ended}");
     let (_, total) = get_list(
-        &fleet,
+        fleet,
         &format!("/targets/{target}/findings?state=fixed"),
-        &token,
+        token,
     )
     .await;
     assert_eq!(total, 0);
+    ended
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_scan_with_findings_fixes_nothing() {
+    let lab = Lab::start(Duration::ZERO).await;
+    let fleet = fleet_with_lab(&lab, &lab_hosts(), &[]).await;
+    let _api = fleet.api(&[]).await;
+    let mut node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let full = scan_to_end(&fleet, &token, &target, "full").await;
+    assert_eq!(full["changes"], changes(12, 0, 0, 0));
+
+    // The Git weakness is mended, but the path hangs, and the next full
+    // scan runs out of time waiting for it, after probing the hosts (their
+    // findings recorded): it fails.
+    lab.set_git_exposed(false);
+    lab.set_git_hangs(true);
+    assert!(node.terminate(Duration::from_secs(20)), "node-a stops");
+    let _short = fleet.node("node-b", &[("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "4")]);
+    let scan = fleet.scan(&token, &target, "full").await;
+    let failed = fleet
+        .wait_finished(&token, &scan, Duration::from_secs(60))
+        .await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let failed = assert_fixed_nothing(&fleet, &token, &target, &scan).await;
+    let probes: Vec<&Value> = failed["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["template_id"] == "http-probe")
+        .collect();
+    assert!(
+        !probes.is_empty(),
+        "the failed scan reached hosts: {failed}"
+    );
+    assert!(
+        probes.iter().all(|v| v["change"] == "recurring"),
+        "{failed}"
+    );
 }
 
 /// Applies the migrations before 0014 by hand (recording them in the
