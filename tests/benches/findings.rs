@@ -228,7 +228,7 @@ async fn time_get(app: &TestApp, path: &str, token: &str) -> Vec<Duration> {
 /// The same list through the store alone, `REQUESTS_PER_QUERY` times,
 /// sorted.
 async fn time_store(
-    db: &tokio_postgres::Client,
+    db: &deadpool_postgres::Object,
     user: Uuid,
     target: Uuid,
     query: &str,

@@ -267,7 +267,7 @@ impl FindingsApi {
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
         let (list, total) = fingerprints::list_for_target(
-            &**db,
+            &db,
             me.user.id,
             target_id.0,
             &filter,

@@ -6,6 +6,7 @@
 //! fixes the fingerprints it would have found but did not ([`complete`]).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use scanfleet_common::events::FindingEvent;
@@ -405,63 +406,73 @@ pub struct FingerprintFilter {
     pub severity: Option<Severity>,
 }
 
+/// The filters of a target's fingerprint list, on `fp` (a fingerprint or
+/// a count row): target `$1`, state `$2`, status as it stands today `$3`,
+/// severity rank `$4`.
+const LIST_CONDITIONS: &str = "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
+     AND ($3::text IS NULL OR (CASE WHEN fp.status = 'accepted_risk'
+                                    AND fp.accepted_until < current_date
+                                    THEN 'open' ELSE fp.status END) = $3)
+     AND ($4::smallint IS NULL OR fp.severity_rank = $4)";
+
+/// Whether the target is the user's (`$5`), and the list's total from the
+/// counts the triggers of `fingerprint_counts` keep (a few dozen rows a
+/// target) rather than from counting up to 100,000 fingerprints; the same
+/// conditions apply, the lapsed-acceptance date being in the count's key.
+static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $5) AS owned,
+                (SELECT COALESCE(sum(fp.n), 0)::bigint FROM fingerprint_counts fp
+                 WHERE {LIST_CONDITIONS}) AS total"
+    )
+});
+
+/// The page first: the last finding is looked up for the page's rows only,
+/// not for every row the offset skips.
+static LIST_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH page AS (
+             SELECT fp.id FROM fingerprints fp WHERE {LIST_CONDITIONS}
+             ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+             LIMIT $5 OFFSET $6)
+         SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
+                fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
+                fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
+                fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
+                (SELECT f.id FROM findings f
+                 WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
+                 LIMIT 1) AS last_finding_id
+         FROM page JOIN fingerprints fp ON fp.id = page.id
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
+    )
+});
+
 /// One page of a target's fingerprints, worst first and most recently
 /// seen first within a severity, with the total; `None` when the target is
-/// not the user's.
+/// not the user's. Two prepared statements, cached on the connection.
 pub async fn list_for_target(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     target_id: Uuid,
     filter: &FingerprintFilter,
     (limit, offset): (i64, i64),
 ) -> Result<Option<(Vec<FingerprintRow>, i64)>, Error> {
-    let owned = db
-        .query_opt(
-            "SELECT 1 AS one FROM targets WHERE id = $1 AND user_id = $2",
-            &[&target_id, &user_id],
+    let rank = filter.severity.map(|s| i16::from(s.rank()));
+    let stmt = db.prepare_cached(&LIST_TOTAL).await?;
+    let head = db
+        .query_one(
+            &stmt,
+            &[&target_id, &filter.state, &filter.status, &rank, &user_id],
         )
         .await?;
-    if owned.is_none() {
+    if !head.try_get::<_, bool>("owned")? {
         return Ok(None);
     }
-    let rank = filter.severity.map(|s| i16::from(s.rank()));
-    let conditions = format!(
-        "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
-         AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
-         AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
-    );
-    // The total from the counts the triggers of `fingerprint_counts` keep
-    // (a few dozen rows a target), not from counting the fingerprints; the
-    // same conditions apply, the lapsed-acceptance date being in the key.
-    let total: i64 = db
-        .query_one(
-            &format!(
-                "SELECT COALESCE(sum(fp.n), 0)::bigint AS total
-                 FROM fingerprint_counts fp WHERE {conditions}"
-            ),
-            &[&target_id, &filter.state, &filter.status, &rank],
-        )
-        .await?
-        .try_get("total")?;
+    let total: i64 = head.try_get("total")?;
+    let stmt = db.prepare_cached(&LIST_PAGE).await?;
     let rows = db
         .query(
-            &format!(
-                // The page first: the last finding is looked up for the
-                // page's rows only, not for every row the offset skips.
-                "WITH page AS (
-                     SELECT fp.id FROM fingerprints fp WHERE {conditions}
-                     ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
-                     LIMIT $5 OFFSET $6)
-                 SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
-                        fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
-                        fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
-                        fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
-                        (SELECT f.id FROM findings f
-                         WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
-                         LIMIT 1) AS last_finding_id
-                 FROM page JOIN fingerprints fp ON fp.id = page.id
-                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
-            ),
+            &stmt,
             &[
                 &target_id,
                 &filter.state,
