@@ -12,7 +12,7 @@ use std::process::Command;
 use chrono::Utc;
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
-use scanfleet_core::store::{findings, scans};
+use scanfleet_core::store::{findings, fingerprints, notifications, scans};
 use scanfleet_tests::{spawn_app, Reply, TestApp, TestUser};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -406,7 +406,8 @@ async fn the_csv_report_parses_back_to_one_row_per_finding_with_formulas_neutral
             "extracted_results",
             "created_at",
             "scan_status",
-            "partial"
+            "partial",
+            "change"
         ]
     );
     let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
@@ -441,6 +442,7 @@ async fn the_csv_report_parses_back_to_one_row_per_finding_with_formulas_neutral
         assert_eq!(row[11], e.extracted_results.join("; "));
         assert_eq!(&row[13], "completed");
         assert_eq!(&row[14], "no");
+        assert_eq!(&row[15], "new", "the target's first scan");
     }
     assert!(rows
         .iter()
@@ -912,4 +914,410 @@ async fn every_format_operation_is_a_paid_feature() {
             "{format}"
         );
     }
+}
+
+/// Completes the scan as the ingester does: the status, the fixed rule and
+/// the counts of its changes, then the notification.
+async fn complete(app: &TestApp, scan_id: Uuid) {
+    set_status(app, scan_id, ScanStatus::Completed).await;
+    let db = app.state.db.get().await.unwrap();
+    fingerprints::complete(&**db, scan_id).await.unwrap();
+    notifications::create_scan_complete(&**db, scan_id)
+        .await
+        .unwrap();
+}
+
+/// The finding of each change in the history of [`scans_with_every_change`].
+struct History {
+    app: TestApp,
+    user: TestUser,
+    first: Uuid,
+    second: Uuid,
+    third: Uuid,
+    recurring: FindingEvent,
+    regressed: FindingEvent,
+    fixed: FindingEvent,
+    new: FindingEvent,
+}
+
+/// Three completed scans of one target, so that the third has one finding
+/// of every change: `recurring` is found by all three; `regressed` by the
+/// first, fixed by the second and found again by the third; `fixed` found
+/// by the first two and fixed by the third; `new` found by the third only.
+/// (A regressed finding needs a fix before it, so two scans cannot show
+/// every change.)
+async fn scans_with_every_change() -> History {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let target = app.new_target(&user, "example.com").await;
+    let recurring = finding("tech-nginx", Severity::Low, "example.com", "/");
+    let mut regressed = finding("git-config", Severity::High, "example.com", "/.git/config");
+    regressed.name = "Exposed `.git/config` file".into();
+    let fixed = finding("exposed-admin", Severity::Medium, "example.com", "/admin");
+    let new = finding("cve-2099-0001", Severity::Critical, "example.com", "/api");
+    let first = new_scan(&app, &user, target).await;
+    let found = [recurring.clone(), regressed.clone(), fixed.clone()];
+    add_findings(&app, first, &user, &found).await;
+    complete(&app, first).await;
+    let second = new_scan(&app, &user, target).await;
+    add_findings(&app, second, &user, &[recurring.clone(), fixed.clone()]).await;
+    complete(&app, second).await;
+    let third = new_scan(&app, &user, target).await;
+    let found = [recurring.clone(), regressed.clone(), new.clone()];
+    add_findings(&app, third, &user, &found).await;
+    complete(&app, third).await;
+    History {
+        app,
+        user,
+        first,
+        second,
+        third,
+        recurring,
+        regressed,
+        fixed,
+        new,
+    }
+}
+
+async fn completed_at(app: &TestApp, scan_id: Uuid) -> String {
+    let db = app.state.db.get().await.unwrap();
+    let at: chrono::DateTime<Utc> = db
+        .query_one("SELECT completed_at FROM scans WHERE id = $1", &[&scan_id])
+        .await
+        .unwrap()
+        .get("completed_at");
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Issue 26, item 7: the HTML report's changes section.
+#[tokio::test]
+async fn the_html_report_shows_the_changes_since_the_previous_scan() {
+    let h = scans_with_every_change().await;
+    let (r, _) = report(&h.app, &h.user, h.third, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    assert_eq!(
+        text_of(&doc, "section.changes h2"),
+        ["Changes since the previous scan"]
+    );
+    let previous = text_of(&doc, "section.changes p.previous");
+    let second_done = completed_at(&h.app, h.second).await;
+    assert_eq!(
+        previous,
+        [format!(
+            "Compared with the target's previous completed scan, completed at {second_done}."
+        )]
+    );
+    assert_eq!(
+        text_of(&doc, ".change-counts .change"),
+        ["1new", "1regressed", "1fixed", "1recurring"]
+    );
+    assert!(text_of(&doc, "p.change-note").is_empty(), "completed");
+    for (class, e) in [
+        ("new", &h.new),
+        ("regressed", &h.regressed),
+        ("fixed", &h.fixed),
+    ] {
+        let items = text_of(&doc, &format!("ul.change-list.{class} li"));
+        assert_eq!(items.len(), 1, "{class}: {items:?}");
+        let shown = e.name.replace('`', "");
+        assert!(items[0].contains(&shown), "{class}: {items:?}");
+        assert!(items[0].contains(&e.matched_at), "{class}: {items:?}");
+        assert!(items[0].contains(&e.host), "{class}: {items:?}");
+    }
+    // The regressed finding's name shows its inline code as code.
+    let code = text_of(&doc, "ul.change-list.regressed li .name code");
+    assert_eq!(code, [".git/config"]);
+    let listed = text_of(&doc, "ul.change-list li");
+    assert!(
+        listed.iter().all(|i| !i.contains(&h.recurring.name)),
+        "a recurring finding is no change: {listed:?}"
+    );
+    let severities = text_of(&doc, "ul.change-list li .badge");
+    assert_eq!(severities, ["Critical", "High", "Medium"]);
+
+    // The first scan compares with nothing and lists nothing.
+    let (r, _) = report(&h.app, &h.user, h.first, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    assert!(
+        text_of(&doc, "section.changes p.previous")[0].starts_with("First scan of this target"),
+        "{:?}",
+        text_of(&doc, "section.changes")
+    );
+    assert_eq!(
+        text_of(&doc, ".change-counts .change"),
+        ["3new", "0regressed", "0fixed", "0recurring"]
+    );
+    assert!(text_of(&doc, "ul.change-list").is_empty());
+}
+
+/// Issue 26, item 7: the PDF report's changes, counts on the cover and
+/// lists before the findings.
+#[tokio::test]
+async fn the_pdf_report_shows_the_changes_since_the_previous_scan() {
+    let h = scans_with_every_change().await;
+    let (r, bytes) = report(&h.app, &h.user, h.third, "?format=pdf").await;
+    assert_eq!(r.status, 200);
+    let pages = pdf_page_texts(&bytes);
+    let cover = squash(&pages[0]);
+    let second_done = completed_at(&h.app, h.second).await;
+    for needle in [
+        "Changes since the previous scan".to_string(),
+        format!("Compared with the target's previous completed scan, completed at {second_done}."),
+        "1 new".into(),
+        "1 regressed".into(),
+        "1 fixed".into(),
+        "1 recurring".into(),
+    ] {
+        assert!(
+            cover.contains(&needle),
+            "{needle:?} not on the cover: {cover}"
+        );
+    }
+    let body = squash(&pages[1..].join(" "));
+    let at = |s: &str| {
+        body.find(s)
+            .unwrap_or_else(|| panic!("{s:?} missing: {body}"))
+    };
+    let lists = at("Changes since the previous scan");
+    let new = at("New (1)");
+    let regressed = at("Regressed (1)");
+    let fixed = at("Fixed (1)");
+    assert!(lists < new && new < regressed && regressed < fixed);
+    assert!(at("cve-2099-0001 name") > new && at("cve-2099-0001 name") < regressed);
+    assert!(at("Exposed .git/config file") > regressed);
+    assert!(at("exposed-admin name") > fixed);
+    assert!(at("example.com · https://example.com/admin") > fixed);
+    // The findings follow the lists; the fixed one is not among them.
+    assert!(at("Template cve-2099-0001") > fixed);
+    assert!(!body.contains("Template exposed-admin"));
+    assert!(!body.contains('`'), "inline code without its backticks");
+}
+
+/// Issue 26, item 7: the CSV's `change` column and SARIF's `absent`.
+#[tokio::test]
+async fn the_csv_carries_each_findings_change_and_the_sarif_the_fixed_ones_as_absent() {
+    let h = scans_with_every_change().await;
+    let (r, _) = report(&h.app, &h.user, h.third, "?format=csv").await;
+    let mut reader = csv::Reader::from_reader(r.text.as_bytes());
+    assert_eq!(&reader.headers().unwrap()[15], "change");
+    let changes: BTreeSet<(String, String)> = reader
+        .records()
+        .map(|r| r.unwrap())
+        .map(|r| (r[3].to_string(), r[15].to_string()))
+        .collect();
+    let expected: BTreeSet<(String, String)> = [
+        (&h.recurring, "recurring"),
+        (&h.regressed, "regressed"),
+        (&h.new, "new"),
+    ]
+    .into_iter()
+    .map(|(e, c)| (e.template_id.clone(), c.to_string()))
+    .collect();
+    assert_eq!(changes, expected);
+
+    let (r, _) = report_of_format(
+        &Fixture {
+            app: h.app,
+            user: h.user,
+            scan_id: h.third,
+            findings: vec![],
+        },
+        "sarif",
+        None,
+    )
+    .await;
+    let doc = &r.body;
+    assert_valid_sarif(doc);
+    let run = &doc["runs"][0];
+    let results = run["results"].as_array().unwrap();
+    let states: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap(),
+                r["baselineState"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("cve-2099-0001", "new"),
+            ("git-config", "updated"),
+            ("tech-nginx", "unchanged"),
+            ("exposed-admin", "absent"),
+        ]
+    );
+    let absent = &results[3];
+    assert_eq!(absent["level"], "warning", "medium");
+    assert_eq!(
+        absent["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        h.fixed.matched_at
+    );
+    assert_eq!(
+        absent["locations"][0]["logicalLocations"][0]["name"],
+        "example.com"
+    );
+    assert_eq!(absent["properties"]["severity"], "medium");
+    assert!(absent["properties"]["fixedAt"].is_string());
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    let rule = &rules[absent["ruleIndex"].as_u64().unwrap() as usize];
+    assert_eq!(rule["id"], "exposed-admin");
+    assert_eq!(rule["fullDescription"]["text"], h.fixed.description);
+    assert_eq!(rule["help"]["text"], h.fixed.remediation);
+    assert_eq!(rule["defaultConfiguration"]["level"], "warning");
+}
+
+#[tokio::test]
+async fn the_absent_results_fit_the_contracts_sarif_log() {
+    let h = scans_with_every_change().await;
+    let f = Fixture {
+        app: h.app,
+        user: h.user,
+        scan_id: h.third,
+        findings: vec![],
+    };
+    let (r, _) = report_of_format(&f, "sarif", None).await;
+    assert_eq!(r.body["runs"][0]["results"][3]["baselineState"], "absent");
+    assert_fits_contract(&f.app, "SarifLog", &r.body).await;
+}
+
+/// Issue 26, item 7: the `scan_complete` notification counts what is new
+/// and what was fixed.
+#[tokio::test]
+async fn the_scan_complete_notification_says_how_many_are_new_and_fixed() {
+    let h = scans_with_every_change().await;
+    let db = h.app.state.db.get().await.unwrap();
+    let row = db
+        .query_one(
+            "SELECT message, data FROM notifications
+             WHERE scan_id = $1 AND type = 'scan_complete'",
+            &[&h.third],
+        )
+        .await
+        .unwrap();
+    let message: String = row.get("message");
+    let data: Value = row.get("data");
+    assert!(message.contains("1 new, 1 fixed"), "{message}");
+    assert_eq!((&data["new"], &data["fixed"]), (&json!(1), &json!(1)));
+}
+
+/// While a scan runs, its new findings are known but not what it fixes:
+/// the changes section says so instead of counting 0 fixed.
+#[tokio::test]
+async fn a_running_scans_changes_count_what_is_known_and_say_fixed_comes_at_completion() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let target = app.new_target(&user, "example.com").await;
+    let old = finding("tech-nginx", Severity::Info, "example.com", "/");
+    let first = new_scan(&app, &user, target).await;
+    add_findings(&app, first, &user, std::slice::from_ref(&old)).await;
+    complete(&app, first).await;
+    let running = new_scan(&app, &user, target).await;
+    set_status(&app, running, ScanStatus::Running).await;
+    let new = finding("git-config", Severity::High, "example.com", "/.git/config");
+    add_findings(&app, running, &user, std::slice::from_ref(&new)).await;
+
+    let (r, _) = report(&app, &user, running, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    assert_eq!(
+        text_of(&doc, ".change-counts .change"),
+        ["1new", "0regressed", "–fixed", "0recurring"]
+    );
+    assert_eq!(
+        text_of(&doc, "p.change-note"),
+        ["Fixed findings are counted when the scan completes; new and regressed ones are those found so far."]
+    );
+    let listed = text_of(&doc, "ul.change-list.new li");
+    assert!(
+        listed.len() == 1 && listed[0].contains(&new.name),
+        "{listed:?}"
+    );
+    assert!(text_of(&doc, "ul.change-list.fixed").is_empty());
+
+    let (_, bytes) = report(&app, &user, running, "?format=pdf").await;
+    let cover = squash(&pdf_page_texts(&bytes)[0]);
+    assert!(cover.contains("– fixed"), "{cover}");
+    assert!(
+        cover.contains("Fixed findings are counted when the scan completes"),
+        "{cover}"
+    );
+}
+
+const CODE_NAME: &str = "Missing `X-Frame-Options` header";
+const CODE_DESCRIPTION: &str =
+    "Send `X-Frame-Options: DENY`; hostile `</code><script>alert(1)</script>` stays text, a lone ` stays.";
+const CODE_REMEDIATION: &str = "Set `Content-Security-Policy: frame-ancestors 'none'`.";
+
+async fn scan_with_inline_code() -> (TestApp, TestUser, Uuid) {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let target = app.new_target(&user, "example.com").await;
+    let scan = new_scan(&app, &user, target).await;
+    let mut f = finding("missing-xfo", Severity::Low, "example.com", "/");
+    f.name = CODE_NAME.into();
+    f.description = CODE_DESCRIPTION.into();
+    f.remediation = CODE_REMEDIATION.into();
+    add_findings(&app, scan, &user, &[f]).await;
+    complete(&app, scan).await;
+    (app, user, scan)
+}
+
+#[tokio::test]
+async fn inline_code_in_template_texts_is_a_code_element_in_html_and_hostile_text_stays_text() {
+    let (app, user, scan) = scan_with_inline_code().await;
+    let (r, _) = report(&app, &user, scan, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    assert_eq!(
+        text_of(&doc, "article.finding h3 code"),
+        ["X-Frame-Options"]
+    );
+    assert_eq!(
+        text_of(&doc, "article.finding dd code"),
+        [
+            "missing-xfo",
+            "https://example.com/",
+            "X-Frame-Options: DENY",
+            "</code><script>alert(1)</script>",
+            "Content-Security-Policy: frame-ancestors 'none'",
+        ]
+    );
+    let sel = scraper::Selector::parse("script").unwrap();
+    assert_eq!(doc.select(&sel).count(), 0);
+    assert!(r
+        .text
+        .contains("<code>&lt;/code&gt;&lt;script&gt;alert(1)&lt;/script&gt;</code>"));
+    let fields = text_of(&doc, "dl.fields dd");
+    assert!(
+        fields.contains(
+            &"Send X-Frame-Options: DENY; hostile </code><script>alert(1)</script> stays text, a lone ` stays."
+                .to_string()
+        ),
+        "{fields:?}"
+    );
+    assert!(!r.text.contains("`X-Frame-Options`"));
+}
+
+#[tokio::test]
+async fn inline_code_in_the_pdf_is_set_in_the_monospace_font_without_backticks() {
+    let (app, user, scan) = scan_with_inline_code().await;
+    let (_, bytes) = report(&app, &user, scan, "?format=pdf").await;
+    let text = squash(&pdf_page_texts(&bytes).join(" "));
+    for needle in [
+        "Missing X-Frame-Options header",
+        "Send X-Frame-Options: DENY; hostile </code><script>alert(1)</script> stays text",
+        "Set Content-Security-Policy: frame-ancestors 'none'.",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    assert_eq!(text.matches('`').count(), 1, "only the lone one: {text}");
+    let fonts = poppler("pdffonts", &[], &bytes);
+    assert!(fonts.contains("DejaVuSansMono"), "{fonts}");
+    // A report without inline code does not embed the monospace font.
+    let h = finished_scan().await;
+    let (_, bytes) = report(&h.app, &h.user, h.scan_id, "?format=pdf").await;
+    assert!(!poppler("pdffonts", &[], &bytes).contains("DejaVuSansMono"));
 }

@@ -6,7 +6,11 @@
 use super::{timestamp, Header, Renderer, ReportError};
 use scanfleet_core::store::findings::FindingRow;
 
-pub const CSV_HEADER: [&str; 15] = [
+/// The columns, in order. `change` came last, after the columns of the
+/// first version, so that sheets reading columns by position keep working:
+/// `new`, `recurring` or `regressed` against the target's earlier scans
+/// (empty for a finding without a fingerprint).
+pub const CSV_HEADER: [&str; 16] = [
     "id",
     "scan_id",
     "domain",
@@ -22,6 +26,7 @@ pub const CSV_HEADER: [&str; 15] = [
     "created_at",
     "scan_status",
     "partial",
+    "change",
 ];
 
 /// One field. Finding text comes from scanned sites, so a value that a
@@ -72,7 +77,7 @@ impl CsvRenderer {
 impl Renderer for CsvRenderer {
     fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
         let extracted = f.extracted_results.join("; ");
-        let fields: [&str; 15] = [
+        let fields: [&str; 16] = [
             &f.id.to_string(),
             &f.scan_id.to_string(),
             &self.domain,
@@ -88,6 +93,7 @@ impl Renderer for CsvRenderer {
             &timestamp(Some(f.created_at)),
             self.scan_status,
             self.partial,
+            f.change.map_or("", |c| c.as_str()),
         ];
         for (i, value) in fields.iter().enumerate() {
             if i > 0 {

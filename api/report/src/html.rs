@@ -1,13 +1,17 @@
 //! The HTML report: one self-contained document (inline CSS, an inline SVG
 //! chart, no script, nothing fetched) that reads on screen and prints on
 //! A4. Every value from the scan or a finding goes through [`escape`]:
-//! finding text comes from scanned sites and may be hostile.
+//! finding text comes from scanned sites and may be hostile. Template texts
+//! (name, description, remediation) show their inline code (`` `x` ``) in
+//! `<code>` ([`escape_code_into`]); no other Markdown is read.
 
 use std::fmt::Write as _;
 
 use scanfleet_common::Severity;
 
-use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
+use super::{
+    display_host, inline, timestamp, Changes, Header, Renderer, ReportError, SEVERITY_LABELS,
+};
 use scanfleet_core::store::findings::FindingRow;
 
 /// Escapes text for element content and quoted attribute values.
@@ -26,6 +30,20 @@ fn escape_into(out: &mut String, s: &str) {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
+        }
+    }
+}
+
+/// Escapes `text` as [`escape`] does, with its inline code spans
+/// (`` `x` ``, see [`crate::inline`]) in `<code>`.
+pub fn escape_code_into(out: &mut String, text: &str) {
+    for span in inline::spans(text) {
+        if span.code {
+            out.push_str("<code>");
+            escape_into(out, span.text);
+            out.push_str("</code>");
+        } else {
+            escape_into(out, span.text);
         }
     }
 }
@@ -68,8 +86,20 @@ dl.fields dd{margin:0;overflow-wrap:anywhere;white-space:pre-wrap}
 code{font:13px ui-monospace,"DejaVu Sans Mono",monospace;background:var(--bg);padding:.05rem .3rem;border-radius:3px}
 ul.extracted{margin:0;padding-left:1.1rem}
 p.none{color:var(--muted)}
+.change-counts{display:grid;grid-template-columns:repeat(4,1fr);gap:.75rem;margin-bottom:.75rem}
+.change{border:1px solid var(--line);border-radius:6px;padding:.6rem .8rem}
+.change b{display:block;font-size:1.4rem;line-height:1.2}
+.change span{font-size:.8rem;color:var(--muted);text-transform:uppercase;letter-spacing:.06em}
+.change.new{border-top:4px solid #dc2626}.change.regressed{border-top:4px solid #ea8a0c}
+.change.fixed{border-top:4px solid #16a34a}.change.recurring{border-top:4px solid #6b7280}
+p.previous,p.change-note,p.more{color:var(--muted);margin:.4rem 0}
+section.changes h3{font-size:1rem;margin:1rem 0 .4rem}
+ul.change-list{list-style:none;margin:0;padding:0}
+ul.change-list li{padding:.3rem 0;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
+ul.change-list .name{font-weight:600}
+ul.change-list .host{color:var(--muted)}
 footer{margin-top:3rem;color:var(--muted);font-size:.8rem}
-@media (max-width:720px){.summary{grid-template-columns:1fr}dl.fields{grid-template-columns:1fr}}
+@media (max-width:720px){.summary{grid-template-columns:1fr}dl.fields{grid-template-columns:1fr}.change-counts{grid-template-columns:repeat(2,1fr)}}
 @page{size:A4;margin:14mm 12mm}
 @media print{
  body{background:#fff;font-size:10.5pt}
@@ -155,8 +185,63 @@ fn write_head(out: &mut String, h: &Header) {
     }
     out.push_str("</div>\n");
     write_chart(out, &counts);
-    out.push_str("</div>\n</section>\n<section aria-labelledby=\"findings\">\n");
+    out.push_str("</div>\n</section>\n");
+    if let Some(changes) = &h.changes {
+        write_changes(out, h, changes);
+    }
+    out.push_str("<section aria-labelledby=\"findings\">\n");
     out.push_str("<h2 id=\"findings\" style=\"margin-top:2rem\">Findings by host</h2>\n");
+}
+
+/// "Changes since the previous scan": the scan compared with, the counts,
+/// what is not known yet, and the lists (when there is a previous scan).
+fn write_changes(out: &mut String, h: &Header, changes: &Changes) {
+    out.push_str(
+        "<section class=\"card changes\" aria-labelledby=\"changes\">\n\
+         <h2 id=\"changes\">Changes since the previous scan</h2>\n<p class=\"previous\">",
+    );
+    escape_into(out, &changes.previous_text());
+    out.push_str("</p>\n<div class=\"change-counts\">\n");
+    for (label, count) in changes.figures(h.scan.status) {
+        let count = count.map_or_else(|| "–".to_string(), |c| c.to_string());
+        let _ = writeln!(
+            out,
+            "<div class=\"change {label}\"><b>{count}</b><span>{label}</span></div>"
+        );
+    }
+    out.push_str("</div>\n");
+    if let Some(note) = Changes::pending_note(h.scan.status) {
+        let _ = writeln!(out, "<p class=\"change-note\">{}</p>", escape(note));
+    }
+    if changes.previous.is_some() {
+        for (title, list, total) in changes.lists() {
+            if list.is_empty() {
+                continue;
+            }
+            let class = title.to_ascii_lowercase();
+            let _ = writeln!(out, "<h3>{title}</h3>\n<ul class=\"change-list {class}\">");
+            for f in list {
+                let i = severity_index(f.severity);
+                let _ = write!(
+                    out,
+                    "<li style=\"--sev:{}\"><span class=\"badge\">{}</span> <span class=\"name\">",
+                    SEVERITY_COLOURS[i], SEVERITY_LABELS[i]
+                );
+                escape_code_into(out, &f.name);
+                out.push_str("</span> <span class=\"host\">");
+                escape_into(out, &display_host(&f.host));
+                out.push_str("</span> <code class=\"at\">");
+                escape_into(out, &f.matched_at);
+                out.push_str("</code></li>\n");
+            }
+            out.push_str("</ul>\n");
+            let more = i64::from(total) - list.len() as i64;
+            if more > 0 {
+                let _ = writeln!(out, "<p class=\"more\">and {more} more</p>");
+            }
+        }
+    }
+    out.push_str("</section>\n");
 }
 
 /// A horizontal bar per severity, scaled to the largest count.
@@ -223,7 +308,7 @@ impl Renderer for HtmlRenderer {
             "<article class=\"finding\" style=\"--sev:{}\">\n<h3><span class=\"badge\">{}</span> ",
             SEVERITY_COLOURS[i], SEVERITY_LABELS[i]
         );
-        escape_into(out, &f.name);
+        escape_code_into(out, &f.name);
         out.push_str("</h3>\n<dl class=\"fields\">\n<dt>Template</dt><dd><code>");
         escape_into(out, &f.template_id);
         out.push_str("</code></dd>\n<dt>Matched at</dt><dd><code>");
@@ -237,7 +322,7 @@ impl Renderer for HtmlRenderer {
         ] {
             if !value.trim().is_empty() {
                 let _ = write!(out, "<dt>{label}</dt><dd>");
-                escape_into(out, value);
+                escape_code_into(out, value);
                 out.push_str("</dd>\n");
             }
         }
@@ -279,5 +364,24 @@ mod tests {
             escape("\"><img src=x onerror='alert(1)'>&"),
             "&quot;&gt;&lt;img src=x onerror=&#39;alert(1)&#39;&gt;&amp;"
         );
+    }
+
+    fn with_code(text: &str) -> String {
+        let mut out = String::new();
+        escape_code_into(&mut out, text);
+        out
+    }
+
+    #[test]
+    fn inline_code_becomes_a_code_element_and_stays_escaped() {
+        assert_eq!(
+            with_code("Set `X-Frame-Options` & <b>"),
+            "Set <code>X-Frame-Options</code> &amp; &lt;b&gt;"
+        );
+        assert_eq!(
+            with_code("`</code><script>alert(1)</script>`"),
+            "<code>&lt;/code&gt;&lt;script&gt;alert(1)&lt;/script&gt;</code>"
+        );
+        assert_eq!(with_code("a ` b"), "a ` b");
     }
 }

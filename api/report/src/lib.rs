@@ -14,14 +14,19 @@
 //! ([`build`]), already in the order the format shows them, so a report of
 //! 10,000 findings never holds them twice (rows, then a sorted copy, then
 //! the document). The summary comes from the scan's own counters, which the
-//! ingester keeps with every inserted finding; both are read in one
-//! repeatable-read transaction so they agree even while a scan is running.
+//! ingester keeps with every inserted finding, and the changes since the
+//! target's previous scan ([`Changes`]) from its findings' fingerprints;
+//! all are read in one repeatable-read transaction so they agree even
+//! while a scan is running. The HTML and PDF reports list the first few
+//! new, regressed and fixed findings in their header; the SARIF report
+//! streams every fixed one after the findings ([`Renderer::push_fixed`]).
 //!
 //! A scan that has not completed still gets its report, of what is known so
 //! far, and every format says so ([`Header::partial_note`]).
 //!
 //! # Layout
 //! - [`html`]: one self-contained page, inline CSS and SVG chart, print CSS.
+//! - [`inline`]: inline code (`` `x` ``) in template texts, for HTML and PDF.
 //! - [`pdf`]: A4 through krilla with the DejaVu fonts shipped in
 //!   `api/report/fonts`.
 //! - [`json`]: the `JsonReport` object of the OpenAPI contract.
@@ -31,6 +36,7 @@
 
 pub mod csv;
 pub mod html;
+pub mod inline;
 pub mod json;
 pub mod pdf;
 pub mod sarif;
@@ -39,9 +45,12 @@ pub mod sarif_schema;
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::TryStreamExt;
 use scanfleet_common::events::ScanStatus;
+use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
-use scanfleet_core::store::findings::{self, FindingOrder, FindingRow};
+use scanfleet_core::fingerprint::Change;
+use scanfleet_core::store::findings::{self, DiffScan, FindingOrder, FindingRow};
+use scanfleet_core::store::fingerprints::{self, ChangeCounts, ChangedFinding, FixedFingerprint};
 use scanfleet_core::store::scans::{self, ScanRow};
 use scanfleet_core::Error;
 
@@ -121,6 +130,13 @@ impl Format {
         }
     }
 
+    /// Whether the report has a result per fixed fingerprint after the
+    /// findings (SARIF's `absent`; the HTML and PDF reports list the first
+    /// few in their header, see [`Changes`]).
+    pub fn lists_fixed(self) -> bool {
+        self == Format::Sarif
+    }
+
     /// People read findings host by host; machines want the worst first.
     pub fn order(self) -> FindingOrder {
         match self {
@@ -130,17 +146,31 @@ impl Format {
     }
 }
 
-/// What a report says before its first finding: the scan and when the
-/// report was made.
+/// What a report says before its first finding: the scan, when the report
+/// was made and what changed since the target's previous scan.
 #[derive(Debug, Clone)]
 pub struct Header {
     pub scan: ScanRow,
     pub generated_at: DateTime<Utc>,
+    /// `None` when not read (findings rendered from memory): the HTML and
+    /// PDF reports then have no changes section.
+    pub changes: Option<Changes>,
 }
 
 impl Header {
     pub fn new(scan: ScanRow, generated_at: DateTime<Utc>) -> Header {
-        Header { scan, generated_at }
+        Header {
+            scan,
+            generated_at,
+            changes: None,
+        }
+    }
+
+    pub fn with_changes(self, changes: Changes) -> Header {
+        Header {
+            changes: Some(changes),
+            ..self
+        }
     }
 
     /// Critical, high, medium, low, info.
@@ -221,6 +251,113 @@ impl Header {
     }
 }
 
+/// How many entries each list of the changes section shows; the counts
+/// above them are complete, and the SARIF report has every fixed one.
+pub const CHANGE_LIST_LIMIT: i64 = 50;
+
+/// What changed since the target's previous completed scan, as the HTML and
+/// PDF reports show it: the counts, and the first [`CHANGE_LIST_LIMIT`] new,
+/// regressed and fixed findings, worst first.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    /// The latest completed scan of the target created before this one;
+    /// `None` for its first.
+    pub previous: Option<DiffScan>,
+    /// New, recurring and regressed findings so far; fixed ones are
+    /// counted when the scan completes (0 before).
+    pub counts: ChangeCounts,
+    /// The lists are read only when there is a previous scan: without one
+    /// there is nothing to compare with, and the findings section has them.
+    pub new: Vec<ChangedFinding>,
+    pub regressed: Vec<ChangedFinding>,
+    pub fixed: Vec<ChangedFinding>,
+}
+
+impl Changes {
+    /// Reads the changes of `scan` (call it in the report's transaction).
+    pub async fn read(db: &impl GenericClient, scan: &ScanRow) -> Result<Changes, Error> {
+        let this = DiffScan {
+            id: scan.id,
+            target_id: scan.target_id,
+            created_at: scan.created_at,
+            completed_at: scan.completed_at,
+        };
+        let previous = findings::previous_completed(db, &this).await?;
+        let counts = fingerprints::changes_so_far(db, scan.id).await?;
+        let mut changes = Changes {
+            previous,
+            counts,
+            ..Changes::default()
+        };
+        if changes.previous.is_none() {
+            return Ok(changes);
+        }
+        changes.new =
+            fingerprints::changed_findings(db, scan.id, Change::New, CHANGE_LIST_LIMIT).await?;
+        changes.regressed =
+            fingerprints::changed_findings(db, scan.id, Change::Regressed, CHANGE_LIST_LIMIT)
+                .await?;
+        let fixed =
+            fingerprints::stream_fixed_by_scan(db, scan.id, Some(CHANGE_LIST_LIMIT)).await?;
+        changes.fixed = fixed
+            .map_ok(|f| ChangedFinding::from(&f))
+            .try_collect()
+            .await?;
+        Ok(changes)
+    }
+
+    /// The sentence naming the scan compared with.
+    pub fn previous_text(&self) -> String {
+        match &self.previous {
+            Some(p) => format!(
+                "Compared with the target's previous completed scan, completed at {}.",
+                timestamp(p.completed_at.or(Some(p.created_at)))
+            ),
+            None => {
+                "First scan of this target: there is no earlier completed scan to compare with."
+                    .to_string()
+            }
+        }
+    }
+
+    /// The sentence on what is not known yet; `None` for a completed scan.
+    pub fn pending_note(status: ScanStatus) -> Option<&'static str> {
+        match status {
+            ScanStatus::Completed => None,
+            ScanStatus::Queued | ScanStatus::Pending | ScanStatus::Running => Some(
+                "Fixed findings are counted when the scan completes; new and regressed \
+                 ones are those found so far.",
+            ),
+            ScanStatus::Failed | ScanStatus::Stopped => Some(
+                "The scan did not complete, so it marks no finding fixed; new and \
+                 regressed ones are those it found.",
+            ),
+        }
+    }
+
+    /// `(label, count)` of the changes section, fixed `None` until the
+    /// scan completes.
+    pub fn figures(&self, status: ScanStatus) -> [(&'static str, Option<i32>); 4] {
+        let c = &self.counts;
+        let fixed = (status == ScanStatus::Completed).then_some(c.fixed);
+        [
+            ("new", Some(c.new)),
+            ("regressed", Some(c.regressed)),
+            ("fixed", fixed),
+            ("recurring", Some(c.recurring)),
+        ]
+    }
+
+    /// The lists with their headings and full counts, in the order shown.
+    pub fn lists(&self) -> [(&'static str, &[ChangedFinding], i32); 3] {
+        [
+            ("New", &self.new, self.counts.new),
+            ("Regressed", &self.regressed, self.counts.regressed),
+            ("Fixed", &self.fixed, self.counts.fixed),
+        ]
+    }
+}
+
 /// A host as people read it: an IDN (stored in its ASCII form,
 /// `xn--e1afmkfd.xn--p1ai`) in Unicode with the ASCII form after it,
 /// anything else as it is.
@@ -250,6 +387,11 @@ pub const SEVERITY_LABELS: [&str; 5] = ["Critical", "High", "Medium", "Low", "In
 /// one thread ([`build`] makes it on the blocking thread that renders).
 pub trait Renderer {
     fn push(&mut self, finding: &FindingRow) -> Result<(), ReportError>;
+    /// A fingerprint the scan fixed, after the last finding; only the
+    /// formats of [`Format::lists_fixed`] get them.
+    fn push_fixed(&mut self, _fixed: &FixedFingerprint) -> Result<(), ReportError> {
+        Ok(())
+    }
     fn finish(self: Box<Self>) -> Result<Vec<u8>, ReportError>;
 }
 
@@ -284,9 +426,20 @@ pub struct Rendered {
     pub body: Vec<u8>,
 }
 
+/// Rows on their way from Postgres to the renderer, in batches.
+enum Batch {
+    Findings(Vec<FindingRow>),
+    Fixed(Vec<FixedFingerprint>),
+}
+
+/// Rows per hand-over: a hand-over per row cost more thread wake-ups than
+/// rendering some rows.
+const BATCH: usize = 128;
+
 /// Reads the user's scan and streams its findings into the renderer of
 /// `format`, in one read-only repeatable-read transaction (the counters on
-/// the cover and the rows below agree even while the ingester writes).
+/// the cover, the changes since the previous scan and the rows below agree
+/// even while the ingester writes).
 ///
 /// Rendering is CPU work (shaping and subsetting for the PDF above all), so
 /// it runs on a blocking thread; rows reach it through a bounded channel as
@@ -308,40 +461,30 @@ pub async fn build(
     let scan = scans::find(&tx, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
-    let header = Header::new(scan, generated_at);
+    let changes = Changes::read(&*tx, &scan).await?;
+    let header = Header::new(scan, generated_at).with_changes(changes);
     // Who sends: this task, rows in batches of `BATCH` as Postgres streams
-    // them (a hand-over per row cost more thread wake-ups than rendering
-    // some rows). Who drops: this task after the last batch (closing tells
-    // the renderer the findings are complete), or the renderer when it
-    // fails (the send then errs and the stream stops early; the error
-    // comes from `join`).
-    const BATCH: usize = 128;
-    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Vec<FindingRow>>(4);
+    // them. Who drops: this task after the last batch (closing tells the
+    // renderer the rows are complete), or the renderer when it fails (the
+    // send then errs and the streams stop early; the error comes from
+    // `join`).
+    let (rows_tx, mut rows_rx) = tokio::sync::mpsc::channel::<Batch>(4);
     let for_renderer = header.clone();
     let render = tokio::task::spawn_blocking(move || {
         let mut renderer = renderer(format, for_renderer)?;
         while let Some(batch) = rows_rx.blocking_recv() {
-            for f in &batch {
-                renderer.push(f)?;
+            match batch {
+                Batch::Findings(rows) => rows.iter().try_for_each(|f| renderer.push(f))?,
+                Batch::Fixed(rows) => rows.iter().try_for_each(|f| renderer.push_fixed(f))?,
             }
         }
         renderer.finish()
     });
-    let stream = findings::stream_for_scan(&*tx, scan_id, format.order()).await?;
-    let mut stream = std::pin::pin!(stream);
-    let mut batch = Vec::with_capacity(BATCH);
-    while let Some(row) = stream.try_next().await? {
-        batch.push(row);
-        if batch.len() == BATCH {
-            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
-            if rows_tx.send(full).await.is_err() {
-                break;
-            }
-        }
-    }
-    if !batch.is_empty() {
-        // An error here means the renderer failed; `join` reports it.
-        let _ = rows_tx.send(batch).await;
+    let findings = findings::stream_for_scan(&*tx, scan_id, format.order()).await?;
+    let open = send_batches(findings, &rows_tx, Batch::Findings).await?;
+    if open && format.lists_fixed() {
+        let fixed = fingerprints::stream_fixed_by_scan(&*tx, scan_id, None).await?;
+        send_batches(fixed, &rows_tx, Batch::Fixed).await?;
     }
     drop(rows_tx);
     let body = render
@@ -349,6 +492,30 @@ pub async fn build(
         .map_err(|e| Error::Unexpected(anyhow::Error::new(e).context("report renderer")))??;
     tx.commit().await?;
     Ok(Rendered { header, body })
+}
+
+/// Sends `rows` to the renderer in batches; answers whether the renderer
+/// still listens (when it failed, `join` reports why).
+async fn send_batches<T>(
+    rows: impl futures::Stream<Item = Result<T, Error>>,
+    to: &tokio::sync::mpsc::Sender<Batch>,
+    wrap: fn(Vec<T>) -> Batch,
+) -> Result<bool, Error> {
+    let mut rows = std::pin::pin!(rows);
+    let mut batch = Vec::with_capacity(BATCH);
+    while let Some(row) = rows.try_next().await? {
+        batch.push(row);
+        if batch.len() == BATCH {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            if to.send(wrap(full)).await.is_err() {
+                return Ok(false);
+            }
+        }
+    }
+    if batch.is_empty() {
+        return Ok(true);
+    }
+    Ok(to.send(wrap(batch)).await.is_ok())
 }
 
 #[cfg(test)]

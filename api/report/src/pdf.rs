@@ -2,8 +2,9 @@
 //! executive summary and a severity bar chart, then the findings grouped by
 //! host, a page number on every page.
 //!
-//! Text is set in DejaVu Sans (regular and bold), shipped in `api/fonts`
-//! and compiled into the binary: no system font is looked up and nothing is
+//! Text is set in DejaVu Sans (regular and bold), inline code of template
+//! texts (`` `x` ``, see [`crate::inline`]) in DejaVu Sans Mono on a light
+//! band, all shipped in `api/report/fonts` and compiled into the binary: no system font is looked up and nothing is
 //! fetched. DejaVu covers Latin, Greek and Cyrillic (IDN hosts such as
 //! `пример.рф`, descriptions in those scripts); krilla subsets it and
 //! writes ToUnicode maps, so the text can be selected and searched. CJK is
@@ -28,11 +29,15 @@ use krilla::text::{Font, GlyphId, KrillaGlyph};
 use krilla::Document;
 use ttf_parser::Face;
 
-use super::{display_host, timestamp, Header, Renderer, ReportError, SEVERITY_LABELS};
+use super::{
+    display_host, inline, timestamp, Changes, Header, Renderer, ReportError, SEVERITY_LABELS,
+};
 use scanfleet_core::store::findings::FindingRow;
+use scanfleet_core::store::fingerprints::ChangedFinding;
 
 const REGULAR_TTF: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
 const BOLD_TTF: &[u8] = include_bytes!("../fonts/DejaVuSans-Bold.ttf");
+const MONO_TTF: &[u8] = include_bytes!("../fonts/DejaVuSansMono.ttf");
 
 /// A4 in points.
 const PAGE_W: f32 = 595.28;
@@ -192,12 +197,37 @@ impl Typeface {
 struct Fonts {
     regular: Typeface,
     bold: Typeface,
+    mono: Typeface,
+}
+
+/// The face a stretch of text is set in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    Regular,
+    Bold,
+    /// Inline code.
+    Mono,
+}
+
+impl Fonts {
+    fn face(&self, style: Style) -> &Typeface {
+        match style {
+            Style::Regular => &self.regular,
+            Style::Bold => &self.bold,
+            Style::Mono => &self.mono,
+        }
+    }
+
+    fn width(&self, style: Style, text: &str, size: f32) -> f32 {
+        self.face(style).width(text, size)
+    }
 }
 
 static FONTS: LazyLock<Result<Fonts, ReportError>> = LazyLock::new(|| {
     Ok(Fonts {
         regular: Typeface::load(REGULAR_TTF, "DejaVuSans.ttf")?,
         bold: Typeface::load(BOLD_TTF, "DejaVuSans-Bold.ttf")?,
+        mono: Typeface::load(MONO_TTF, "DejaVuSansMono.ttf")?,
     })
 });
 
@@ -209,21 +239,93 @@ fn fonts() -> Result<&'static Fonts, ReportError> {
     }
 }
 
-/// Breaks `text` into lines no wider than `width`: at spaces when it can,
-/// inside a word when the word alone is too wide (URLs), and at every line
-/// break of the text.
-fn wrap(face: &Typeface, text: &str, size: f32, width: f32) -> Vec<String> {
+/// A line of text as runs of one style each.
+type Line = Vec<(Style, String)>;
+
+/// Appends `text` in `style` to `line`, to its last run when that has the
+/// same style.
+fn push_run(line: &mut Line, style: Style, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    match line.last_mut() {
+        Some((last, run)) if *last == style => run.push_str(text),
+        _ => line.push((style, text.to_string())),
+    }
+}
+
+/// Template text in runs: its inline code in [`Style::Mono`], the rest in
+/// `base`.
+fn runs(text: &str, base: Style) -> Vec<(Style, &str)> {
+    inline::spans(text)
+        .into_iter()
+        .map(|s| (if s.code { Style::Mono } else { base }, s.text))
+        .collect()
+}
+
+/// Breaks `text` into lines no wider than `width` (see [`wrap_runs`]).
+fn wrap(fonts: &Fonts, style: Style, text: &str, size: f32, width: f32) -> Vec<String> {
+    wrap_runs(fonts, &[(style, text)], style, size, width)
+        .into_iter()
+        .map(|line| line.into_iter().map(|(_, run)| run).collect())
+        .collect()
+}
+
+/// The paragraphs of `runs` (split at their line breaks), each a list of
+/// words (split at spaces), each word a list of runs.
+fn words<'a>(runs: &[(Style, &'a str)]) -> Vec<Vec<Vec<(Style, &'a str)>>> {
+    let mut paragraphs = vec![vec![Vec::new()]];
+    for &(style, text) in runs {
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                paragraphs.push(vec![Vec::new()]);
+            }
+            for (j, word) in line.split(' ').enumerate() {
+                let paragraph = paragraphs.last_mut().expect("one paragraph at least");
+                if j > 0 {
+                    paragraph.push(Vec::new());
+                }
+                let current = paragraph.last_mut().expect("one word at least");
+                if !word.is_empty() {
+                    current.push((style, word));
+                }
+            }
+        }
+    }
+    for paragraph in &mut paragraphs {
+        if let Some((_, text)) = paragraph.last_mut().and_then(|w| w.last_mut()) {
+            *text = text.trim_end_matches('\r');
+        }
+    }
+    paragraphs
+}
+
+/// Breaks text in runs of styles into lines no wider than `width`: at
+/// spaces when it can, inside a word when the word alone is too wide
+/// (URLs), and at every line break of the text. A space between words
+/// takes the style of the words around it when they share one, `base`
+/// otherwise.
+fn wrap_runs(
+    fonts: &Fonts,
+    runs: &[(Style, &str)],
+    base: Style,
+    size: f32,
+    width: f32,
+) -> Vec<Line> {
     let mut lines = Vec::new();
-    for paragraph in text.split('\n') {
-        let paragraph = paragraph.trim_end_matches('\r');
-        let mut line = String::new();
+    for paragraph in words(runs) {
+        let mut line: Line = Vec::new();
         let mut line_w = 0.0;
-        let space = face.width(" ", size);
-        for word in paragraph.split(' ') {
-            let word_w = face.width(word, size);
+        for word in paragraph {
+            let word_w: f32 = word.iter().map(|(s, t)| fonts.width(*s, t, size)).sum();
+            let space_style = match (line.last(), word.first()) {
+                (Some((a, _)), Some((b, _))) if a == b => *a,
+                _ => base,
+            };
+            let space = fonts.width(space_style, " ", size);
             if !line.is_empty() && line_w + space + word_w <= width {
-                line.push(' ');
-                line.push_str(word);
+                push_run(&mut line, space_style, " ");
+                word.iter().for_each(|(s, t)| push_run(&mut line, *s, t));
                 line_w += space + word_w;
                 continue;
             }
@@ -231,20 +333,23 @@ fn wrap(face: &Typeface, text: &str, size: f32, width: f32) -> Vec<String> {
                 lines.push(std::mem::take(&mut line));
             }
             if word_w <= width {
-                line.push_str(word);
+                word.iter().for_each(|(s, t)| push_run(&mut line, *s, t));
                 line_w = word_w;
                 continue;
             }
             // A word wider than the line: break it where it fills the line.
             line_w = 0.0;
-            for c in word.chars() {
-                let w = face.width(c.encode_utf8(&mut [0; 4]), size);
-                if line_w + w > width && !line.is_empty() {
-                    lines.push(std::mem::take(&mut line));
-                    line_w = 0.0;
+            for (style, text) in word {
+                for c in text.chars() {
+                    let c = c.encode_utf8(&mut [0; 4]).to_string();
+                    let w = fonts.width(style, &c, size);
+                    if line_w + w > width && !line.is_empty() {
+                        lines.push(std::mem::take(&mut line));
+                        line_w = 0.0;
+                    }
+                    push_run(&mut line, style, &c);
+                    line_w += w;
                 }
-                line.push(c);
-                line_w += w;
             }
         }
         lines.push(line);
@@ -258,7 +363,7 @@ enum Op {
         x: f32,
         y: f32,
         size: f32,
-        bold: bool,
+        style: Style,
         colour: Colour,
         text: String,
     },
@@ -285,7 +390,7 @@ fn draw(surface: &mut Surface<'_>, fonts: &Fonts, op: &Op) {
             x,
             y,
             size,
-            bold,
+            style,
             colour,
             text,
         } => {
@@ -293,7 +398,7 @@ fn draw(surface: &mut Surface<'_>, fonts: &Fonts, op: &Op) {
                 return;
             }
             surface.set_fill(Some(fill(*colour)));
-            let face = if *bold { &fonts.bold } else { &fonts.regular };
+            let face = fonts.face(*style);
             let glyphs = face.shape(text);
             surface.draw_glyphs(
                 Point::from_xy(*x, *y),
@@ -363,6 +468,7 @@ impl PdfRenderer {
         r.cover();
         r.end_page();
         r.start_findings_page();
+        r.change_lists();
         Ok(r)
     }
 
@@ -371,22 +477,34 @@ impl PdfRenderer {
             x,
             y,
             size,
-            bold,
+            style: if bold { Style::Bold } else { Style::Regular },
             colour,
             text: text.to_string(),
         });
     }
 
-    fn rect(&mut self, x: f32, y: f32, w: f32, h: f32, colour: Colour) {
-        self.ops.push(Op::Rect { x, y, w, h, colour });
+    /// A line of runs from `x`; inline code on a light band.
+    fn line(&mut self, x: f32, y: f32, size: f32, colour: Colour, line: Line) {
+        let mut x = x;
+        for (style, text) in line {
+            let w = self.fonts.width(style, &text, size);
+            if style == Style::Mono {
+                self.rect(x - 1.0, y - size * 0.82, w + 2.0, size * 1.1, TRACK);
+            }
+            self.ops.push(Op::Text {
+                x,
+                y,
+                size,
+                style,
+                colour,
+                text,
+            });
+            x += w;
+        }
     }
 
-    fn face(&self, bold: bool) -> &'static Typeface {
-        if bold {
-            &self.fonts.bold
-        } else {
-            &self.fonts.regular
-        }
+    fn rect(&mut self, x: f32, y: f32, w: f32, h: f32, colour: Colour) {
+        self.ops.push(Op::Rect { x, y, w, h, colour });
     }
 
     /// Writes the page being filled, with its footer, to the document.
@@ -443,7 +561,10 @@ impl PdfRenderer {
         let h = self.header.clone();
         self.cover_band(&h);
         let y = self.cover_scan(&h);
-        self.cover_summary(&h, y);
+        let y = self.cover_summary(&h, y);
+        if let Some(changes) = &h.changes {
+            self.cover_changes(&h, changes, y);
+        }
     }
 
     /// The band with the title.
@@ -452,9 +573,15 @@ impl PdfRenderer {
         self.rect(0.0, 0.0, PAGE_W, 170.0, ACCENT);
         self.text(LEFT, 62.0, 10.0, true, WHITE, "SECURITY SCAN REPORT");
         let mut y = 100.0;
-        for line in wrap(&self.fonts.bold, &display_host(&s.domain), 26.0, WIDTH)
-            .into_iter()
-            .take(2)
+        for line in wrap(
+            self.fonts,
+            Style::Bold,
+            &display_host(&s.domain),
+            26.0,
+            WIDTH,
+        )
+        .into_iter()
+        .take(2)
         {
             self.text(LEFT, y, 26.0, true, WHITE, &line);
             y += 30.0;
@@ -481,7 +608,7 @@ impl PdfRenderer {
         ];
         for (k, v) in meta {
             self.text(LEFT, y, 9.0, false, MUTED, k);
-            let v = wrap(&self.fonts.regular, &v, 10.5, WIDTH - 90.0)
+            let v = wrap(self.fonts, Style::Regular, &v, 10.5, WIDTH - 90.0)
                 .into_iter()
                 .next()
                 .unwrap_or_default();
@@ -490,7 +617,7 @@ impl PdfRenderer {
         }
         if let Some(note) = h.partial_note() {
             y += 6.0;
-            let lines = wrap(&self.fonts.bold, &note, 10.0, WIDTH - 24.0);
+            let lines = wrap(self.fonts, Style::Bold, &note, 10.0, WIDTH - 24.0);
             let box_h = 14.0 * lines.len() as f32 + 14.0;
             self.rect(LEFT, y - 4.0, WIDTH, box_h, (0xff, 0xfb, 0xeb));
             self.rect(LEFT, y - 4.0, 5.0, box_h, (0xd9, 0x77, 0x06));
@@ -504,8 +631,9 @@ impl PdfRenderer {
         y
     }
 
-    /// The executive summary and its chart, from `y` down.
-    fn cover_summary(&mut self, h: &Header, mut y: f32) {
+    /// The executive summary and its chart, from `y` down; answers where
+    /// the page goes on.
+    fn cover_summary(&mut self, h: &Header, mut y: f32) -> f32 {
         y += 30.0;
         self.text(LEFT, y, 16.0, true, INK, "Executive summary");
         self.rect(LEFT, y + 8.0, WIDTH, 1.2, ACCENT);
@@ -556,12 +684,122 @@ impl PdfRenderer {
             "The findings follow, grouped by host, most severe first."
         };
         self.text(LEFT, y, 10.0, false, MUTED, hint);
+        y
+    }
+
+    /// The counts of the changes since the previous scan, below the
+    /// summary (the lists open the findings pages, [`Self::change_lists`]).
+    fn cover_changes(&mut self, h: &Header, changes: &Changes, mut y: f32) {
+        y += 34.0;
+        self.text(LEFT, y, 13.0, true, INK, "Changes since the previous scan");
+        self.rect(LEFT, y + 7.0, WIDTH, 1.0, ACCENT);
+        y += 24.0;
+        for line in wrap(
+            self.fonts,
+            Style::Regular,
+            &changes.previous_text(),
+            9.5,
+            WIDTH,
+        ) {
+            self.text(LEFT, y, 9.5, false, MUTED, &line);
+            y += 13.0;
+        }
+        y += 10.0;
+        let column = WIDTH / 4.0;
+        for (i, (label, count)) in changes.figures(h.scan.status).into_iter().enumerate() {
+            let x = LEFT + column * i as f32;
+            let count = count.map_or_else(|| "–".to_string(), |c| c.to_string());
+            self.text(x, y, 15.0, true, INK, &count);
+            let w = self.fonts.bold.width(&count, 15.0);
+            self.text(x + w + 6.0, y, 9.5, false, MUTED, label);
+        }
+        y += 18.0;
+        if let Some(note) = Changes::pending_note(h.scan.status) {
+            for line in wrap(self.fonts, Style::Regular, note, 9.0, WIDTH) {
+                self.text(LEFT, y, 9.0, false, MUTED, &line);
+                y += 12.0;
+            }
+        }
+    }
+
+    /// The new, regressed and fixed findings, before the findings by host;
+    /// nothing on a target's first scan (every finding is new).
+    fn change_lists(&mut self) {
+        let Some(changes) = self.header.changes.clone() else {
+            return;
+        };
+        let lists = changes.lists();
+        if changes.previous.is_none() || lists.iter().all(|(_, list, _)| list.is_empty()) {
+            return;
+        }
+        self.text(
+            LEFT,
+            self.y,
+            14.0,
+            true,
+            ACCENT,
+            "Changes since the previous scan",
+        );
+        self.rect(LEFT, self.y + 6.0, WIDTH, 1.5, ACCENT);
+        self.y += 26.0;
+        for (title, list, total) in lists {
+            if list.is_empty() {
+                continue;
+            }
+            self.ensure(40.0);
+            self.text(LEFT, self.y, 11.0, true, INK, &format!("{title} ({total})"));
+            self.y += 16.0;
+            for f in list {
+                self.change_entry(f);
+            }
+            let more = i64::from(total) - list.len() as i64;
+            if more > 0 {
+                self.ensure(12.0);
+                self.text(LEFT, self.y, 9.0, false, MUTED, &format!("and {more} more"));
+                self.y += 12.0;
+            }
+            self.y += 8.0;
+        }
+        self.rect(LEFT, self.y - 4.0, WIDTH, 0.6, RULE);
+        self.y += 14.0;
+    }
+
+    /// One entry of a change list: severity, name, then host and URL.
+    fn change_entry(&mut self, f: &ChangedFinding) {
+        const BADGE_W: f32 = 50.0;
+        const TEXT_X: f32 = LEFT + BADGE_W + 8.0;
+        let name = runs(&f.name, Style::Regular);
+        let name_lines = wrap_runs(self.fonts, &name, Style::Regular, 9.5, RIGHT - TEXT_X);
+        let place = format!("{} · {}", display_host(&f.host), f.matched_at);
+        let place_lines = wrap(self.fonts, Style::Regular, &place, 8.0, RIGHT - TEXT_X);
+        self.ensure(12.0 * name_lines.len() as f32 + 11.0 * place_lines.len() as f32);
+        let rank = f.severity.rank() as usize;
+        self.rect(LEFT, self.y - 8.5, BADGE_W, 11.0, SEVERITY_COLOURS[rank]);
+        let label = SEVERITY_LABELS[rank].to_uppercase();
+        let lw = self.fonts.bold.width(&label, 6.5);
+        self.text(
+            LEFT + (BADGE_W - lw) / 2.0,
+            self.y,
+            6.5,
+            true,
+            WHITE,
+            &label,
+        );
+        for line in name_lines {
+            self.line(TEXT_X, self.y, 9.5, INK, line);
+            self.y += 12.0;
+        }
+        for line in place_lines {
+            self.text(TEXT_X, self.y, 8.0, false, MUTED, &line);
+            self.y += 11.0;
+        }
+        self.y += 3.0;
     }
 
     fn host_heading(&mut self, host: &str) {
         self.ensure(70.0);
         self.y += 6.0;
-        let lines = wrap(&self.fonts.bold, &display_host(host), 14.0, WIDTH);
+        let lines = wrap(self.fonts, Style::Bold, &display_host(host), 14.0, WIDTH);
         for line in lines {
             self.text(LEFT, self.y, 14.0, true, ACCENT, &line);
             self.y += 18.0;
@@ -571,17 +809,22 @@ impl PdfRenderer {
     }
 
     /// A label and its wrapped value; continues on the next page when the
-    /// page is full.
-    fn field(&mut self, label: &str, value: &str) {
+    /// page is full. `template_text` shows the value's inline code.
+    fn field(&mut self, label: &str, value: &str, template_text: bool) {
         const LABEL_W: f32 = 82.0;
         const SIZE: f32 = 9.0;
         const LINE: f32 = 12.0;
-        let lines = wrap(&self.fonts.regular, value, SIZE, WIDTH - LABEL_W);
+        let runs = if template_text {
+            runs(value, Style::Regular)
+        } else {
+            vec![(Style::Regular, value)]
+        };
+        let lines = wrap_runs(self.fonts, &runs, Style::Regular, SIZE, WIDTH - LABEL_W);
         self.ensure(LINE);
         self.text(LEFT, self.y, 8.5, false, MUTED, label);
         for line in lines {
             self.ensure(LINE);
-            self.text(LEFT + LABEL_W, self.y, SIZE, false, INK, &line);
+            self.line(LEFT + LABEL_W, self.y, SIZE, INK, line);
             self.y += LINE;
         }
         self.y += 2.0;
@@ -597,7 +840,8 @@ impl Renderer for PdfRenderer {
         self.findings += 1;
         let rank = f.severity.rank() as usize;
         const BADGE_W: f32 = 62.0;
-        let name_lines = wrap(self.face(true), &f.name, 11.0, WIDTH - BADGE_W - 10.0);
+        let name = runs(&f.name, Style::Bold);
+        let name_lines = wrap_runs(self.fonts, &name, Style::Bold, 11.0, WIDTH - BADGE_W - 10.0);
         // The badge, the name and the first fields stay together.
         self.ensure(14.0 * name_lines.len() as f32 + 40.0);
         self.y += 4.0;
@@ -613,21 +857,21 @@ impl Renderer for PdfRenderer {
             &label,
         );
         for line in name_lines {
-            self.text(LEFT + BADGE_W + 10.0, self.y, 11.0, true, INK, &line);
+            self.line(LEFT + BADGE_W + 10.0, self.y, 11.0, INK, line);
             self.y += 14.0;
         }
         self.y += 3.0;
-        self.field("Template", &f.template_id);
-        self.field("Matched at", &f.matched_at);
-        self.field("Status", &f.status.replace('_', " "));
+        self.field("Template", &f.template_id, false);
+        self.field("Matched at", &f.matched_at, false);
+        self.field("Status", &f.status.replace('_', " "), false);
         if !f.description.trim().is_empty() {
-            self.field("Description", &f.description);
+            self.field("Description", &f.description, true);
         }
         if !f.remediation.trim().is_empty() {
-            self.field("Remediation", &f.remediation);
+            self.field("Remediation", &f.remediation, true);
         }
         if !f.extracted_results.is_empty() {
-            self.field("Extracted", &f.extracted_results.join("\n"));
+            self.field("Extracted", &f.extracted_results.join("\n"), false);
         }
         self.y += 4.0;
         if self.y + 10.0 < BOTTOM {
@@ -654,7 +898,7 @@ mod tests {
     fn long_text_wraps_within_the_width_and_long_words_break() {
         let fonts = fonts().unwrap();
         let text = format!("{} {}", "word ".repeat(60), "x".repeat(300));
-        let lines = wrap(&fonts.regular, &text, 9.0, 200.0);
+        let lines = wrap(fonts, Style::Regular, &text, 9.0, 200.0);
         assert!(lines.len() > 5);
         for l in &lines {
             assert!(fonts.regular.width(l, 9.0) <= 200.0, "{l:?}");
@@ -663,10 +907,56 @@ mod tests {
     }
 
     #[test]
+    fn inline_code_is_a_monospace_run_without_its_backticks() {
+        let fonts = fonts().unwrap();
+        let text = "Set `X-Frame-Options: DENY` on every response, a lone ` stays";
+        let lines = wrap_runs(
+            fonts,
+            &runs(text, Style::Regular),
+            Style::Regular,
+            9.0,
+            400.0,
+        );
+        let expected: Vec<Line> = vec![vec![
+            (Style::Regular, "Set ".to_string()),
+            (Style::Mono, "X-Frame-Options: DENY".to_string()),
+            (
+                Style::Regular,
+                " on every response, a lone ` stays".to_string(),
+            ),
+        ]];
+        assert_eq!(lines, expected);
+        // Narrow: broken at spaces, code spaces included, each line within
+        // the width, the text unchanged.
+        let lines = wrap_runs(
+            fonts,
+            &runs(text, Style::Regular),
+            Style::Regular,
+            9.0,
+            80.0,
+        );
+        assert!(lines.len() > 3);
+        for line in &lines {
+            let w: f32 = line.iter().map(|(s, t)| fonts.width(*s, t, 9.0)).sum();
+            assert!(w <= 80.0, "{line:?}");
+        }
+        let back: String = lines
+            .iter()
+            .flatten()
+            .map(|(_, t)| t.as_str())
+            .collect::<Vec<_>>()
+            .join("");
+        assert_eq!(
+            back.replace(' ', ""),
+            text.replacen('`', "", 2).replace(' ', "")
+        );
+    }
+
+    #[test]
     fn line_breaks_in_the_text_start_new_lines() {
         let fonts = fonts().unwrap();
         assert_eq!(
-            wrap(&fonts.regular, "one\r\ntwo", 9.0, 400.0),
+            wrap(fonts, Style::Regular, "one\r\ntwo", 9.0, 400.0),
             ["one", "two"]
         );
     }

@@ -1,7 +1,10 @@
 //! The SARIF 2.1.0 report: one run, one rule per template (its severity,
 //! description and remediation), one result per finding with its location,
 //! levels mapped from severity, and GitHub code scanning's
-//! `security-severity` on each rule.
+//! `security-severity` on each rule. Each finding's `baselineState` says
+//! how it relates to the target's earlier scans (`new`, `unchanged`,
+//! `updated` for a regressed one), and the fingerprints the scan fixed
+//! follow the findings as results of `baselineState: absent`.
 //!
 //! Results are serialised as they arrive; the rules, a handful per scan,
 //! are collected on the way and written after them (JSON objects have no
@@ -15,6 +18,7 @@ use serde_json::{json, Value};
 use super::{Header, Renderer, ReportError, TOOL_NAME};
 use scanfleet_core::fingerprint::Change;
 use scanfleet_core::store::findings::FindingRow;
+use scanfleet_core::store::fingerprints::FixedFingerprint;
 
 /// The OASIS schema the document follows (errata 01, the current text).
 pub const SCHEMA_URI: &str =
@@ -56,42 +60,68 @@ impl SarifRenderer {
         }
     }
 
-    fn rule_for(&mut self, f: &FindingRow) -> usize {
-        if let Some(i) = self.rule_index.get(&f.template_id) {
+    /// The index of the rule of `template_id`, made from the first finding
+    /// (or fixed fingerprint) of the template.
+    fn rule_for(&mut self, template_id: &str, text: RuleText<'_>) -> usize {
+        if let Some(i) = self.rule_index.get(template_id) {
             return *i;
         }
         let i = self.rules.len();
-        let description = if f.description.trim().is_empty() {
-            &f.name
+        let description = if text.description.trim().is_empty() {
+            text.name
         } else {
-            &f.description
+            text.description
         };
-        let help = if f.remediation.trim().is_empty() {
+        let help = if text.remediation.trim().is_empty() {
             "No remediation provided."
         } else {
-            &f.remediation
+            text.remediation
         };
         self.rules.push(json!({
-            "id": f.template_id,
-            "name": f.name,
-            "shortDescription": {"text": f.name},
+            "id": template_id,
+            "name": text.name,
+            "shortDescription": {"text": text.name},
             "fullDescription": {"text": description},
             "help": {"text": help},
-            "defaultConfiguration": {"level": level(f.severity)},
+            "defaultConfiguration": {"level": level(text.severity)},
             "properties": {
-                "security-severity": security_severity(f.severity),
-                "severity": f.severity.as_str(),
+                "security-severity": security_severity(text.severity),
+                "severity": text.severity.as_str(),
                 "tags": ["security"],
             },
         }));
-        self.rule_index.insert(f.template_id.clone(), i);
+        self.rule_index.insert(template_id.to_string(), i);
         i
     }
+
+    fn write_result(&mut self, result: &Value) -> Result<(), ReportError> {
+        if !self.results.is_empty() {
+            self.results.push(b',');
+        }
+        serde_json::to_writer(&mut self.results, result)?;
+        Ok(())
+    }
+}
+
+/// What a rule says about its template.
+struct RuleText<'a> {
+    name: &'a str,
+    description: &'a str,
+    remediation: &'a str,
+    severity: Severity,
 }
 
 impl Renderer for SarifRenderer {
     fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
-        let index = self.rule_for(f);
+        let index = self.rule_for(
+            &f.template_id,
+            RuleText {
+                name: &f.name,
+                description: &f.description,
+                remediation: &f.remediation,
+                severity: f.severity,
+            },
+        );
         let result = json!({
             "ruleId": f.template_id,
             "ruleIndex": index,
@@ -113,8 +143,8 @@ impl Renderer for SarifRenderer {
         });
         let mut result = result;
         // SARIF 2.1.0, 3.27.24: the finding against the target's earlier
-        // scans (a regressed one is `updated`). Fixed findings are not in a
-        // scan's results, so `absent` is not written here.
+        // scans (a regressed one is `updated`); the ones this scan fixed
+        // follow as `absent` (`push_fixed`).
         if let Some(change) = f.change {
             result["baselineState"] = json!(match change {
                 Change::New => "new",
@@ -125,11 +155,50 @@ impl Renderer for SarifRenderer {
         if let Some(fingerprint) = &f.fingerprint {
             result["partialFingerprints"]["fingerprint/v1"] = json!(fingerprint);
         }
-        if !self.results.is_empty() {
-            self.results.push(b',');
-        }
-        serde_json::to_writer(&mut self.results, &result)?;
-        Ok(())
+        self.write_result(&result)
+    }
+
+    /// A fingerprint this scan fixed: a result of `baselineState: absent`
+    /// (SARIF 2.1.0, 3.27.24), with its rule, level and location as when
+    /// it was last found; `findingId` is the finding that found it last.
+    fn push_fixed(&mut self, f: &FixedFingerprint) -> Result<(), ReportError> {
+        let index = self.rule_for(
+            &f.template_id,
+            RuleText {
+                name: &f.name,
+                description: &f.description,
+                remediation: &f.remediation,
+                severity: f.severity,
+            },
+        );
+        let result = json!({
+            "ruleId": f.template_id,
+            "ruleIndex": index,
+            "level": level(f.severity),
+            "kind": "fail",
+            "baselineState": "absent",
+            "message": {"text": format!(
+                "{} at {}: fixed, not found by this scan",
+                f.name, f.matched_at
+            )},
+            "locations": [{
+                "physicalLocation": {"artifactLocation": {"uri": f.matched_at}},
+                "logicalLocations": [{"name": f.host, "kind": "host"}],
+            }],
+            "partialFingerprints": {
+                "dedupKey/v1": format!("{}:{}", f.template_id, f.matched_at),
+                "fingerprint/v1": f.fingerprint,
+            },
+            "properties": {
+                "findingId": f.last_finding_id,
+                "severity": f.severity.as_str(),
+                "status": f.status,
+                "host": f.host,
+                "extractedResults": f.extracted_results,
+                "fixedAt": f.fixed_at,
+            },
+        });
+        self.write_result(&result)
     }
 
     fn finish(self: Box<Self>) -> Result<Vec<u8>, ReportError> {

@@ -28,7 +28,9 @@ pub struct SarifRun {
     pub tool: SarifTool,
     pub invocations: Vec<SarifInvocation>,
     pub properties: SarifRunProperties,
-    /// One result per finding, the most severe first.
+    /// One result per finding, the most severe first; then one per
+    /// fingerprint the scan fixed (`baselineState: absent`), the most
+    /// severe first.
     pub results: Vec<SarifResult>,
 }
 
@@ -118,7 +120,7 @@ pub struct SarifRunProperties {
     pub generated_at: DateTime<Utc>,
 }
 
-/// One finding.
+/// One finding, or one the scan fixed.
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct SarifResult {
@@ -129,9 +131,15 @@ pub struct SarifResult {
     pub level: String,
     /// `fail`.
     pub kind: String,
+    /// Against the target's earlier scans: `new`, `unchanged` (recurring),
+    /// `updated` (regressed: found again after a fix), or `absent` (fixed
+    /// by this scan). Missing for a finding without a fingerprint.
+    #[oai(skip_serializing_if_is_none)]
+    pub baseline_state: Option<String>,
     pub message: SarifMessage,
     pub locations: Vec<SarifLocation>,
-    /// `dedupKey/v1`: the template id and the matched URL.
+    /// `dedupKey/v1`: the template id and the matched URL;
+    /// `fingerprint/v1`: the finding's identity on its target.
     pub partial_fingerprints: HashMap<String, String>,
     pub properties: SarifResultProperties,
 }
@@ -168,6 +176,7 @@ pub struct SarifLogicalLocation {
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct SarifResultProperties {
+    /// The finding; for an `absent` result, the finding that found it last.
     pub finding_id: Uuid,
     pub severity: String,
     /// The triage status: `open`, `confirmed`, `false_positive`,
@@ -175,4 +184,7 @@ pub struct SarifResultProperties {
     pub status: String,
     pub host: String,
     pub extracted_results: Vec<String>,
+    /// When this scan fixed it (`absent` results only).
+    #[oai(skip_serializing_if_is_none)]
+    pub fixed_at: Option<DateTime<Utc>>,
 }

@@ -347,8 +347,9 @@ impl ReportsApi {
     /// The SARIF report of a scan
     ///
     /// SARIF 2.1.0 (`application/sarif+json`), one rule per template, one
-    /// result per finding, for code-scanning viewers. Monthly and yearly
-    /// tiers.
+    /// result per finding with its `baselineState`, then one result of
+    /// `baselineState: absent` per finding the scan fixed, for
+    /// code-scanning viewers. Monthly and yearly tiers.
     #[oai(
         path = "/scans/:scan_id/report/sarif",
         method = "get",
@@ -366,7 +367,11 @@ impl ReportsApi {
     /// The CSV report of a scan
     ///
     /// RFC 4180, one row per finding, cells neutralised against spreadsheet
-    /// formulas. Monthly and yearly tiers.
+    /// formulas. Columns: `id`, `scan_id`, `domain`, `template_id`, `name`,
+    /// `severity`, `status`, `host`, `matched_at`, `description`,
+    /// `remediation`, `extracted_results`, `created_at`, `scan_status`,
+    /// `partial`, `change` (`new`, `recurring` or `regressed`). Monthly and
+    /// yearly tiers.
     #[oai(
         path = "/scans/:scan_id/report/csv",
         method = "get",

@@ -386,6 +386,8 @@ pub struct DiffScan {
     pub id: Uuid,
     pub target_id: Uuid,
     pub created_at: DateTime<Utc>,
+    /// `None` until the scan completes.
+    pub completed_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<&Row> for DiffScan {
@@ -396,6 +398,7 @@ impl TryFrom<&Row> for DiffScan {
             id: row.try_get("id")?,
             target_id: row.try_get("target_id")?,
             created_at: row.try_get("created_at")?,
+            completed_at: row.try_get("completed_at")?,
         })
     }
 }
@@ -408,7 +411,8 @@ pub async fn diff_scan(
 ) -> Result<Option<DiffScan>, Error> {
     let row = db
         .query_opt(
-            "SELECT id, target_id, created_at FROM scans WHERE id = $1 AND user_id = $2",
+            "SELECT id, target_id, created_at, completed_at FROM scans
+             WHERE id = $1 AND user_id = $2",
             &[&scan_id, &user_id],
         )
         .await?;
@@ -422,7 +426,7 @@ pub async fn previous_completed(
 ) -> Result<Option<DiffScan>, Error> {
     let row = db
         .query_opt(
-            "SELECT id, target_id, created_at FROM scans
+            "SELECT id, target_id, created_at, completed_at FROM scans
              WHERE target_id = $1 AND status = 'completed' AND id <> $2
                AND (created_at, id) < ($3, $2)
              ORDER BY created_at DESC, id DESC LIMIT 1",

@@ -4,11 +4,15 @@
 //! occurrences. The ingester records every finding's fingerprint in the
 //! transaction that records the finding ([`record`]), and a completed scan
 //! fixes the fingerprints it would have found but did not ([`complete`]).
+//! Reports read a scan's changes: the counts ([`changes_so_far`]), its new
+//! and regressed findings ([`changed_findings`]) and the fingerprints it
+//! fixed ([`stream_fixed_by_scan`]).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
+use futures::TryStreamExt as _;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
@@ -178,6 +182,16 @@ pub struct ChangeCounts {
     pub fixed: i32,
 }
 
+/// A scan's changes counted from its findings (distinct fingerprints by
+/// change) and the fingerprints it fixed; `$1` is the scan.
+const COUNT_CHANGES: &str = "(SELECT count(DISTINCT fingerprint_id)::int FROM findings
+         WHERE scan_id = $1 AND change = 'new') AS new,
+     (SELECT count(DISTINCT fingerprint_id)::int FROM findings
+         WHERE scan_id = $1 AND change = 'recurring') AS recurring,
+     (SELECT count(DISTINCT fingerprint_id)::int FROM findings
+         WHERE scan_id = $1 AND change = 'regressed') AS regressed,
+     (SELECT count(*)::int FROM fingerprint_fixes WHERE scan_id = $1) AS fixed";
+
 /// The fixed rule, applied when `scan_id` completes: an open fingerprint of
 /// the scan's target that the scan did not find becomes `fixed` only when
 /// the scan would have run its template on its host:
@@ -217,17 +231,12 @@ pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCo
     .await?;
     let row = db
         .query_one(
-            "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
-             SELECT $1,
-                    (SELECT count(DISTINCT fingerprint_id) FROM findings
-                     WHERE scan_id = $1 AND change = 'new'),
-                    (SELECT count(DISTINCT fingerprint_id) FROM findings
-                     WHERE scan_id = $1 AND change = 'recurring'),
-                    (SELECT count(DISTINCT fingerprint_id) FROM findings
-                     WHERE scan_id = $1 AND change = 'regressed'),
-                    (SELECT count(*) FROM fingerprint_fixes WHERE scan_id = $1)
-             ON CONFLICT (scan_id) DO UPDATE SET fixed = EXCLUDED.fixed
-             RETURNING new, recurring, regressed, fixed",
+            &format!(
+                "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
+                 SELECT $1, {COUNT_CHANGES}
+                 ON CONFLICT (scan_id) DO UPDATE SET fixed = EXCLUDED.fixed
+                 RETURNING new, recurring, regressed, fixed"
+            ),
             &[&scan_id],
         )
         .await?;
@@ -259,6 +268,160 @@ pub async fn changes_of(
         )
         .await?;
     row.as_ref().map(ChangeCounts::try_from).transpose()
+}
+
+/// The changes of `scan_id` as its findings stand now: while it runs, its
+/// new, recurring and regressed findings so far (fixed stays 0 until it
+/// completes); once completed, what [`complete`] counted.
+pub async fn changes_so_far(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
+    let row = db
+        .query_one(&format!("SELECT {COUNT_CHANGES}"), &[&scan_id])
+        .await?;
+    ChangeCounts::try_from(&row)
+}
+
+/// A finding of a scan's change lists, as a reader recognises it.
+#[derive(Debug, Clone)]
+pub struct ChangedFinding {
+    pub severity: Severity,
+    pub name: String,
+    pub template_id: String,
+    pub host: String,
+    pub matched_at: String,
+}
+
+impl TryFrom<&Row> for ChangedFinding {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        Ok(ChangedFinding {
+            severity: severity_named(row.try_get("severity")?)?,
+            name: row.try_get("name")?,
+            template_id: row.try_get("template_id")?,
+            host: row.try_get("host")?,
+            matched_at: row.try_get("matched_at")?,
+        })
+    }
+}
+
+/// The first `limit` of `scan_id`'s findings with `change`, one per
+/// fingerprint (its first occurrence in the scan), worst first, then by
+/// host and URL.
+pub async fn changed_findings(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    change: Change,
+    limit: i64,
+) -> Result<Vec<ChangedFinding>, Error> {
+    let rows = db
+        .query(
+            "SELECT severity, name, template_id, host, matched_at FROM (
+                 SELECT DISTINCT ON (f.fingerprint_id) f.severity, f.name, f.template_id,
+                        f.host, f.matched_at
+                 FROM findings f
+                 WHERE f.scan_id = $1 AND f.change = $2 AND f.fingerprint_id IS NOT NULL
+                 ORDER BY f.fingerprint_id, f.created_at, f.id) c
+             ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1
+                      WHEN 'medium' THEN 2 WHEN 'low' THEN 3 ELSE 4 END, host, matched_at
+             LIMIT $3",
+            &[&scan_id, &change.as_str(), &limit],
+        )
+        .await?;
+    rows.iter().map(ChangedFinding::try_from).collect()
+}
+
+/// A fingerprint a completed scan fixed, with the finding that found it
+/// last (its text for reports that describe the rule).
+#[derive(Debug, Clone)]
+pub struct FixedFingerprint {
+    pub fingerprint_id: Uuid,
+    pub fingerprint: String,
+    pub template_id: String,
+    pub name: String,
+    pub severity: Severity,
+    pub host: String,
+    /// In its normal form (see [`crate::fingerprint`]).
+    pub matched_at: String,
+    /// The triage status as it stands today.
+    pub status: String,
+    pub fixed_at: DateTime<Utc>,
+    pub last_finding_id: Uuid,
+    pub description: String,
+    pub remediation: String,
+    pub extracted_results: Vec<String>,
+}
+
+impl TryFrom<&Row> for FixedFingerprint {
+    type Error = Error;
+
+    fn try_from(row: &Row) -> Result<Self, Error> {
+        let extracted: serde_json::Value = row.try_get("extracted_results")?;
+        Ok(FixedFingerprint {
+            fingerprint_id: row.try_get("id")?,
+            fingerprint: row.try_get("fingerprint")?,
+            template_id: row.try_get("template_id")?,
+            name: row.try_get("name")?,
+            severity: severity_named(row.try_get("severity")?)?,
+            host: row.try_get("host")?,
+            matched_at: row.try_get("matched_at")?,
+            status: row.try_get("status")?,
+            fixed_at: row.try_get("fixed_at")?,
+            last_finding_id: row.try_get("last_finding_id")?,
+            description: row.try_get("description")?,
+            remediation: row.try_get("remediation")?,
+            extracted_results: serde_json::from_value(extracted).map_err(|e| {
+                Error::Unexpected(anyhow::Error::new(e).context("extracted_results of a finding"))
+            })?,
+        })
+    }
+}
+
+impl From<&FixedFingerprint> for ChangedFinding {
+    fn from(f: &FixedFingerprint) -> Self {
+        ChangedFinding {
+            severity: f.severity,
+            name: f.name.clone(),
+            template_id: f.template_id.clone(),
+            host: f.host.clone(),
+            matched_at: f.matched_at.clone(),
+        }
+    }
+}
+
+/// The fingerprints `scan_id` fixed as Postgres sends them, worst first,
+/// then by host and URL; the first `limit` when given. A fixed fingerprint
+/// always has a finding: scans go only with their target, and its
+/// fingerprints with it.
+pub async fn stream_fixed_by_scan(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    limit: Option<i64>,
+) -> Result<impl futures::Stream<Item = Result<FixedFingerprint, Error>>, Error> {
+    let sql = format!(
+        "SELECT fp.id, fp.fingerprint, fp.template_id, fp.name, fp.severity, fp.host,
+                fp.matched_at, {EFFECTIVE_STATUS} AS status, x.fixed_at,
+                lf.id AS last_finding_id, lf.description, lf.remediation, lf.extracted_results
+         FROM fingerprint_fixes x
+         JOIN fingerprints fp ON fp.id = x.fingerprint_id
+         JOIN LATERAL (SELECT f.id, f.description, f.remediation, f.extracted_results
+                       FROM findings f WHERE f.fingerprint_id = fp.id
+                       ORDER BY f.created_at DESC, f.id DESC LIMIT 1) lf ON true
+         WHERE x.scan_id = $1
+         ORDER BY fp.severity_rank, fp.host, fp.matched_at, fp.id
+         LIMIT $2"
+    );
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&scan_id, &limit];
+    let rows = db.query_raw(&sql, params).await?;
+    Ok(futures::TryStreamExt::map_err(rows, Error::from)
+        .and_then(|row| std::future::ready(FixedFingerprint::try_from(&row))))
+}
+
+/// A severity column's value; an unknown one is an error, never `info`.
+fn severity_named(raw: &str) -> Result<Severity, Error> {
+    Severity::ALL
+        .into_iter()
+        .find(|s| s.as_str() == raw)
+        .ok_or_else(|| Error::Unexpected(anyhow::anyhow!("unknown severity {raw:?}")))
 }
 
 /// Sets a fingerprint's triage status, and the status of every finding
@@ -366,15 +529,7 @@ impl TryFrom<&Row> for FingerprintRow {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
-        let severity: &str = row.try_get("severity")?;
-        let severity = Severity::ALL
-            .into_iter()
-            .find(|s| s.as_str() == severity)
-            .ok_or_else(|| {
-                Error::Unexpected(anyhow::anyhow!(
-                    "fingerprint with unknown severity {severity:?}"
-                ))
-            })?;
+        let severity = severity_named(row.try_get("severity")?)?;
         Ok(FingerprintRow {
             id: row.try_get("id")?,
             target_id: row.try_get("target_id")?,
