@@ -457,6 +457,24 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
         .filter(|f| f["change"] == "regressed")
         .count();
     assert_eq!(regressed, 3, "{report}");
+    // Intel's vulnerabilities carry them too.
+    let intel = fleet.get(&format!("/scans/{s4_id}/intel"), &token).await;
+    let intel_regressed: Vec<&Value> = intel["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["change"] == "regressed")
+        .collect();
+    assert_eq!(intel_regressed.len(), 3, "{intel}");
+    for v in intel_regressed {
+        let k = format!(
+            "{} {}",
+            v["template_id"].as_str().unwrap(),
+            v["matched_at"].as_str().unwrap()
+        );
+        assert_eq!(v["fingerprint"], v4[&k]["fingerprint"], "{intel}");
+        assert_eq!(v["first_seen_at"], v1[&k]["first_seen_at"], "{intel}");
+    }
     // Against a chosen scan: the one that fixed them, and the first.
     let diff = fleet
         .get(&format!("/scans/{s4_id}/diff?against={s3_id}"), &token)
