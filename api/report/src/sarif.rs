@@ -111,37 +111,63 @@ struct RuleText<'a> {
     severity: Severity,
 }
 
+/// What a result says, for a finding and for a fingerprint fixed alike.
+struct ResultOf<'a> {
+    template_id: &'a str,
+    rule: RuleText<'a>,
+    message: String,
+    matched_at: &'a str,
+    host: &'a str,
+    finding_id: uuid::Uuid,
+    status: &'a str,
+    extracted_results: &'a [String],
+}
+
+impl SarifRenderer {
+    /// A result with its rule (added on first use), level, location and
+    /// properties.
+    fn result(&mut self, r: ResultOf) -> Value {
+        let severity = r.rule.severity;
+        let index = self.rule_for(r.template_id, r.rule);
+        json!({
+            "ruleId": r.template_id,
+            "ruleIndex": index,
+            "level": level(severity),
+            "kind": "fail",
+            "message": {"text": r.message},
+            "locations": [{
+                "physicalLocation": {"artifactLocation": {"uri": r.matched_at}},
+                "logicalLocations": [{"name": r.host, "kind": "host"}],
+            }],
+            "partialFingerprints": {"dedupKey/v1": format!("{}:{}", r.template_id, r.matched_at)},
+            "properties": {
+                "findingId": r.finding_id,
+                "severity": severity.as_str(),
+                "status": r.status,
+                "host": r.host,
+                "extractedResults": r.extracted_results,
+            },
+        })
+    }
+}
+
 impl Renderer for SarifRenderer {
     fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
-        let index = self.rule_for(
-            &f.template_id,
-            RuleText {
+        let mut result = self.result(ResultOf {
+            template_id: &f.template_id,
+            rule: RuleText {
                 name: &f.name,
                 description: &f.description,
                 remediation: &f.remediation,
                 severity: f.severity,
             },
-        );
-        let result = json!({
-            "ruleId": f.template_id,
-            "ruleIndex": index,
-            "level": level(f.severity),
-            "kind": "fail",
-            "message": {"text": format!("{} at {}", f.name, f.matched_at)},
-            "locations": [{
-                "physicalLocation": {"artifactLocation": {"uri": f.matched_at}},
-                "logicalLocations": [{"name": f.host, "kind": "host"}],
-            }],
-            "partialFingerprints": {"dedupKey/v1": format!("{}:{}", f.template_id, f.matched_at)},
-            "properties": {
-                "findingId": f.id,
-                "severity": f.severity.as_str(),
-                "status": f.status,
-                "host": f.host,
-                "extractedResults": f.extracted_results,
-            },
+            message: format!("{} at {}", f.name, f.matched_at),
+            matched_at: &f.matched_at,
+            host: &f.host,
+            finding_id: f.id,
+            status: &f.status,
+            extracted_results: &f.extracted_results,
         });
-        let mut result = result;
         // SARIF 2.1.0, 3.27.24: the finding against the target's earlier
         // scans (a regressed one is `updated`); the ones this scan fixed
         // follow as `absent` (`push_fixed`).
@@ -162,42 +188,27 @@ impl Renderer for SarifRenderer {
     /// (SARIF 2.1.0, 3.27.24), with its rule, level and location as when
     /// it was last found; `findingId` is the finding that found it last.
     fn push_fixed(&mut self, f: &FixedFingerprint) -> Result<(), ReportError> {
-        let index = self.rule_for(
-            &f.template_id,
-            RuleText {
+        let mut result = self.result(ResultOf {
+            template_id: &f.template_id,
+            rule: RuleText {
                 name: &f.name,
                 description: &f.description,
                 remediation: &f.remediation,
                 severity: f.severity,
             },
-        );
-        let result = json!({
-            "ruleId": f.template_id,
-            "ruleIndex": index,
-            "level": level(f.severity),
-            "kind": "fail",
-            "baselineState": "absent",
-            "message": {"text": format!(
+            message: format!(
                 "{} at {}: fixed, not found by this scan",
                 f.name, f.matched_at
-            )},
-            "locations": [{
-                "physicalLocation": {"artifactLocation": {"uri": f.matched_at}},
-                "logicalLocations": [{"name": f.host, "kind": "host"}],
-            }],
-            "partialFingerprints": {
-                "dedupKey/v1": format!("{}:{}", f.template_id, f.matched_at),
-                "fingerprint/v1": f.fingerprint,
-            },
-            "properties": {
-                "findingId": f.last_finding_id,
-                "severity": f.severity.as_str(),
-                "status": f.status,
-                "host": f.host,
-                "extractedResults": f.extracted_results,
-                "fixedAt": f.fixed_at,
-            },
+            ),
+            matched_at: &f.matched_at,
+            host: &f.host,
+            finding_id: f.last_finding_id,
+            status: &f.status,
+            extracted_results: &f.extracted_results,
         });
+        result["baselineState"] = json!("absent");
+        result["partialFingerprints"]["fingerprint/v1"] = json!(f.fingerprint);
+        result["properties"]["fixedAt"] = json!(f.fixed_at);
         self.write_result(&result)
     }
 
