@@ -348,6 +348,23 @@ impl Fleet {
         keys
     }
 
+    /// A WebSocket following `scan` on the api, connected.
+    pub async fn websocket(
+        &self,
+        token: &str,
+        scan: &str,
+    ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>
+    {
+        let url = format!(
+            "ws://127.0.0.1:{}/api/v1/ws/scans/{scan}?token={token}",
+            self.api_port
+        );
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connect");
+        ws
+    }
+
     pub async fn db(&self) -> tokio_postgres::Client {
         let (client, conn) =
             tokio_postgres::connect(&database_url(&self.db_name), tokio_postgres::NoTls)

@@ -92,13 +92,7 @@ struct Listener(tokio::task::JoinHandle<Vec<Value>>);
 
 impl Listener {
     async fn connect(fleet: &Fleet, token: &str, scan: &str) -> Listener {
-        let url = format!(
-            "ws://127.0.0.1:{}/api/v1/ws/scans/{scan}?token={token}",
-            fleet.api_port
-        );
-        let (mut ws, _) = tokio_tungstenite::connect_async(url)
-            .await
-            .expect("ws connect");
+        let mut ws = fleet.websocket(token, scan).await;
         Listener(tokio::spawn(async move {
             let mut messages = Vec::new();
             while let Ok(Some(Ok(m))) =

@@ -13,13 +13,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// Follows a scan's WebSocket to its close: the messages and the close code.
 async fn follow(fleet: &Fleet, token: &str, scan: &str) -> (Vec<Value>, Option<u16>) {
-    let url = format!(
-        "ws://127.0.0.1:{}/api/v1/ws/scans/{scan}?token={token}",
-        fleet.api_port
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(url)
-        .await
-        .expect("ws connect");
+    let mut ws = fleet.websocket(token, scan).await;
     let mut messages = Vec::new();
     let mut code = None;
     while let Some(m) = tokio::time::timeout(Duration::from_secs(90), ws.next())
