@@ -11,7 +11,7 @@ use std::time::Duration;
 use scanfleet_tests::fleet::{binary, fleet_with_lab, Fleet};
 use scanfleet_tests::lab::{Lab, DOMAIN};
 use scanfleet_tests::oob::{oob_templates_dir, OobServer, OOB_DOMAIN};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const SSRF: &str = "blind-ssrf-url-parameter";
 const LOOKUP: &str = "blind-dns-host-parameter";
@@ -121,4 +121,29 @@ async fn a_scan_through_the_service_records_the_labs_out_of_band_findings() {
     assert!(keys[0].ends_with(".oob.lab.test"), "{keys:?}");
     assert!(keys[1].starts_with(&ssrf), "{keys:?}");
     assert_eq!(keys[2], format!("http-probe http://{DOMAIN}/"));
+
+    // Scanned again, the same weaknesses are called back on fresh payload
+    // hosts, and they are the same findings: recurring, nothing fixed.
+    let again = fleet.scan(&token, &target, "quick").await;
+    let again = fleet
+        .wait_finished(&token, &again, Duration::from_secs(90))
+        .await;
+    assert_eq!(again["status"], "completed", "{again}");
+    let keys_again = Fleet::finding_keys(&again);
+    assert_eq!(keys_again.len(), 3, "{keys_again:?}");
+    assert_ne!(keys_again[0], keys[0], "fresh payload hosts each scan");
+    assert_eq!(
+        again["changes"],
+        json!({"new": 0, "recurring": 3, "regressed": 0, "fixed": 0}),
+        "{again}"
+    );
+    for v in again["vulnerabilities"].as_array().unwrap() {
+        let fingerprint = v["fingerprint"].as_str().unwrap();
+        if v["template_id"] != "http-probe" {
+            assert!(
+                fingerprint.contains("{{interactsh-id}}.oob.lab.test"),
+                "{fingerprint}"
+            );
+        }
+    }
 }

@@ -6,7 +6,14 @@
 //!   (user information, path, query and fragment are kept as they are) and
 //!   the scheme's default port dropped (`:80` for http/ws, `:443` for
 //!   https/wss);
-//! - any other value (`host:port` of a network service) is kept as it is.
+//! - any other value (`host:port` of a network service) is kept as it is;
+//! - then, anywhere in the value, the unique id of an out-of-band payload
+//!   host (a 33-character DNS label: a 20-character correlation id in
+//!   base32hex, `0-9a-v`, then a 13-character nonce, followed by a dot, as
+//!   interactsh servers and our `scanfleet-interactsh` make them) becomes
+//!   `{{interactsh-id}}`: every scan sends fresh payload hosts, and the
+//!   finding is the same. Migration 0014's backfill predates out-of-band
+//!   findings and does not apply this step.
 
 /// How a finding of a scan relates to the target's earlier scans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,7 +75,44 @@ pub fn normalise_matched_at(raw: &str) -> String {
             host = bare.to_string();
         }
     }
-    format!("{scheme}://{userinfo}{host}{tail}")
+    mask_oob_ids(&format!("{scheme}://{userinfo}{host}{tail}"))
+}
+
+/// Characters of an out-of-band payload host's unique id.
+const OOB_ID_LEN: usize = 33;
+/// Of which the correlation id (base32hex).
+const OOB_CORRELATION_LEN: usize = 20;
+/// What an out-of-band payload host's unique id becomes.
+const OOB_ID_MASK: &str = "{{interactsh-id}}";
+
+/// Replaces the unique ids of out-of-band payload hosts (see the module's
+/// rule) with [`OOB_ID_MASK`].
+fn mask_oob_ids(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let label = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let mut out = String::with_capacity(value.len());
+    let mut copied = 0;
+    let mut i = 0;
+    while i + OOB_ID_LEN < bytes.len() {
+        let starts_label = i == 0 || !(label(bytes[i - 1]) || bytes[i - 1] == b'-');
+        let id = &bytes[i..i + OOB_ID_LEN];
+        let is_id = starts_label
+            && bytes[i + OOB_ID_LEN] == b'.'
+            && id.iter().all(|&b| label(b))
+            && id[..OOB_CORRELATION_LEN]
+                .iter()
+                .all(|&b| b.is_ascii_digit() || (b'a'..=b'v').contains(&b));
+        if is_id {
+            out.push_str(&value[copied..i]);
+            out.push_str(OOB_ID_MASK);
+            i += OOB_ID_LEN;
+            copied = i;
+        } else {
+            i += 1;
+        }
+    }
+    out.push_str(&value[copied..]);
+    out
 }
 
 /// The fingerprint of a finding on its target: `template_id:` and the
@@ -80,6 +124,36 @@ pub fn fingerprint(template_id: &str, matched_at: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_band_payload_ids_are_masked_so_each_scans_fresh_hosts_meet() {
+        let a = "http://lab.example.test/fetch?url=http://dc3miigjhrnt1e6tgo403kt3k3m9t9tst.oob.example.test/";
+        let b = "http://lab.example.test/fetch?url=http://dc3miem0tlb2rskkrog0ymzgsafrmz9yf.oob.example.test/";
+        assert_eq!(
+            normalise_matched_at(a),
+            "http://lab.example.test/fetch?url=http://{{interactsh-id}}.oob.example.test/"
+        );
+        assert_eq!(fingerprint("t", a), fingerprint("t", b));
+        // A payload host as the host itself, and URL-encoded in a query.
+        assert_eq!(
+            normalise_matched_at("HTTP://DC3MIIGJHRNT1E6TGO403KT3K3M9T9TST.oob.example.test/x"),
+            "http://{{interactsh-id}}.oob.example.test/x"
+        );
+        assert_eq!(
+            normalise_matched_at("http://h/l?host=dc3miigjhrnt1e6tgo40d77za56bh6y1d.oob.test&x=1"),
+            "http://h/l?host={{interactsh-id}}.oob.test&x=1"
+        );
+        // Not ids: 33 characters inside a longer label, a correlation part
+        // outside base32hex, a label with no dot after it, 32 characters.
+        for kept in [
+            "http://h/?u=xdc3miigjhrnt1e6tgo403kt3k3m9t9tst.oob.test/",
+            "http://h/?u=zz3miigjhrnt1e6tgo403kt3k3m9t9tst.oob.test/",
+            "http://h/dc3miigjhrnt1e6tgo403kt3k3m9t9tst",
+            "http://h/?u=dc3miigjhrnt1e6tgo403kt3k3m9t9ts.oob.test/",
+        ] {
+            assert_eq!(normalise_matched_at(kept), kept);
+        }
+    }
 
     #[test]
     fn scheme_and_host_are_lower_cased_and_the_default_port_dropped() {
