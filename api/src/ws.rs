@@ -11,8 +11,10 @@
 //! severity, host, matched_at, fingerprint, first_seen_at, change}`, its
 //! identity on the target read as the ingester records it
 //! ([`fingerprints::identity`]): `change` is `new`, `recurring` or
-//! `regressed`, `first_seen_at` is `null` for a new one. When the database
-//! cannot be read the message still goes out, with those two `null`.
+//! `regressed`; `first_seen_at` is when the target first had it, for a new
+//! one the ingester has not recorded yet the event's time. When the
+//! database cannot be read the message still goes out, with those two
+//! `null`.
 //!
 //! Listeners follow a scan through the process's [`Hub`] (`hub`).
 
@@ -89,7 +91,10 @@ impl LiveFinding {
             Err(e) => Err(scanfleet_core::Error::from(e)),
         };
         let (first_seen_at, change) = match identity {
-            Ok(i) => (i.first_seen_at, Some(i.change.as_str().to_string())),
+            Ok(i) => (
+                Some(i.first_seen_at.unwrap_or(live.at)),
+                Some(i.change.as_str().to_string()),
+            ),
             Err(e) => {
                 tracing::warn!(scan_id = %live.scan_id, error = %e,
                     "websocket: the finding's identity could not be read");
