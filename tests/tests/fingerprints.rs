@@ -659,7 +659,7 @@ async fn a_failed_scan_with_findings_fixes_nothing() {
     lab.set_git_exposed(false);
     lab.set_git_hangs(true);
     assert!(node.terminate(Duration::from_secs(20)), "node-a stops");
-    let _short = fleet.node("node-b", &[("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "4")]);
+    let _short = fleet.node("node-b", &[("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "8")]);
     let scan = fleet.scan(&token, &target, "full").await;
     let failed = fleet
         .wait_finished(&token, &scan, Duration::from_secs(60))
