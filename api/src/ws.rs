@@ -77,16 +77,10 @@ impl LiveFinding {
     /// The finding with its identity read from the database (see the
     /// module's doc).
     async fn read(db: &deadpool_postgres::Pool, live: &LiveScan, f: &FindingEvent) -> LiveFinding {
+        let fingerprint = scanfleet_core::fingerprint::fingerprint(&f.template_id, &f.matched_at);
         let identity = match db.get().await {
             Ok(client) => {
-                fingerprints::identity(
-                    &**client,
-                    live.scan_id,
-                    live.target_id,
-                    &f.template_id,
-                    &f.matched_at,
-                )
-                .await
+                fingerprints::identity(&**client, live.scan_id, live.target_id, &fingerprint).await
             }
             Err(e) => Err(scanfleet_core::Error::from(e)),
         };
@@ -107,7 +101,7 @@ impl LiveFinding {
             severity: f.severity.as_str().to_string(),
             host: f.host.clone(),
             matched_at: f.matched_at.clone(),
-            fingerprint: scanfleet_core::fingerprint::fingerprint(&f.template_id, &f.matched_at),
+            fingerprint,
             first_seen_at,
             change,
         }

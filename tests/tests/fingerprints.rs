@@ -77,6 +77,16 @@ async fn get_list(fleet: &Fleet, path: &str, token: &str) -> (Vec<Value>, i64) {
     (body, total)
 }
 
+/// The target's fixed findings, with their total.
+async fn fixed_of(fleet: &Fleet, token: &str, target: &str) -> (Vec<Value>, i64) {
+    get_list(
+        fleet,
+        &format!("/targets/{target}/findings?state=fixed"),
+        token,
+    )
+    .await
+}
+
 async fn patch_status(fleet: &Fleet, token: &str, finding: &Value, body: Value) -> Value {
     let id = finding["id"].as_str().unwrap();
     let (status, reply) = fleet
@@ -317,12 +327,7 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     lab.set_git_exposed(false);
     let s3 = scan_to_end(&fleet, &token, &target, "full").await;
     assert_eq!(s3["changes"], changes(0, 9, 0, 3), "{s3}");
-    let (fixed, total) = get_list(
-        &fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        &token,
-    )
-    .await;
+    let (fixed, total) = fixed_of(&fleet, &token, &target).await;
     assert_eq!(total, 3);
     assert!(fixed
         .iter()
@@ -409,12 +414,7 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     assert_counts_agree(&fleet.db().await).await;
     assert_eq!(v4[&key(GIT, API_HOST)]["status"], "open");
     assert_eq!(v4[&key(GIT, DOMAIN)]["status"], "false_positive");
-    let (_, total) = get_list(
-        &fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        &token,
-    )
-    .await;
+    let (_, total) = fixed_of(&fleet, &token, &target).await;
     assert_eq!(total, 0);
     let s4_id = s4_id.as_str();
     // SARIF carries each result's baseline state (regressed is `updated`),
@@ -556,23 +556,13 @@ async fn quick_and_recon_scans_fix_only_what_they_would_have_found() {
     lab.set_git_exposed(false);
     let recon = scan_to_end(&fleet, &token, &target, "recon").await;
     assert_eq!(recon["changes"], changes(0, 6, 0, 0), "{recon}");
-    let (_, total) = get_list(
-        &fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        &token,
-    )
-    .await;
+    let (_, total) = fixed_of(&fleet, &token, &target).await;
     assert_eq!(total, 0);
 
     // A quick scan without the Git configuration fixes it on the domain only.
     let quick = scan_to_end(&fleet, &token, &target, "quick").await;
     assert_eq!(quick["changes"], changes(0, 1, 0, 1), "{quick}");
-    let (fixed, _) = get_list(
-        &fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        &token,
-    )
-    .await;
+    let (fixed, _) = fixed_of(&fleet, &token, &target).await;
     let fixed: Vec<&str> = fixed
         .iter()
         .map(|f| f["fingerprint"].as_str().unwrap())
@@ -632,12 +622,7 @@ async fn assert_fixed_nothing(fleet: &Fleet, token: &str, target: &str, scan: &s
     }
     let ended = fleet.get(&format!("/scans/{scan}"), token).await;
     assert!(ended["changes"].is_null(), "{ended}");
-    let (_, total) = get_list(
-        fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        token,
-    )
-    .await;
+    let (_, total) = fixed_of(fleet, token, target).await;
     assert_eq!(total, 0);
     ended
 }
@@ -937,12 +922,7 @@ async fn a_retest_keeps_a_finding_still_there_open_and_fixes_one_that_is_gone() 
         )
         .await;
     assert_eq!(retest["changes"]["fixed"], 1, "{retest}");
-    let (fixed, total) = get_list(
-        &fleet,
-        &format!("/targets/{target}/findings?state=fixed"),
-        &token,
-    )
-    .await;
+    let (fixed, total) = fixed_of(&fleet, &token, &target).await;
     assert_eq!(total, 1);
     assert_eq!(fixed[0]["fingerprint"], fingerprint);
 }

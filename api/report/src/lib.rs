@@ -137,6 +137,12 @@ impl Format {
         self == Format::Sarif
     }
 
+    /// Whether the format has the "Changes since the previous scan"
+    /// section (for people: HTML and PDF).
+    pub fn shows_changes(self) -> bool {
+        matches!(self, Format::Html | Format::Pdf)
+    }
+
     /// People read findings host by host; machines want the worst first.
     pub fn order(self) -> FindingOrder {
         match self {
@@ -461,8 +467,11 @@ pub async fn build(
     let scan = scans::find(&tx, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
-    let changes = Changes::read(&*tx, &scan).await?;
-    let header = Header::new(scan, generated_at).with_changes(changes);
+    let mut header = Header::new(scan, generated_at);
+    if format.shows_changes() {
+        let changes = Changes::read(&*tx, &header.scan).await?;
+        header = header.with_changes(changes);
+    }
     // Who sends: this task, rows in batches of `BATCH` as Postgres streams
     // them. Who drops: this task after the last batch (closing tells the
     // renderer the rows are complete), or the renderer when it fails (the

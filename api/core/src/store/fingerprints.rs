@@ -449,14 +449,14 @@ pub async fn set_status(
 /// A finding's identity on its target as a live listener sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
-    pub fingerprint: String,
     /// When the target first had it; `None` when it is new (the ingester
     /// has not recorded it yet).
     pub first_seen_at: Option<DateTime<Utc>>,
     pub change: Change,
 }
 
-/// What a finding of `scan_id` on `target_id` is, by the rule [`record`]
+/// What the finding of `scan_id` with `fingerprint` (see
+/// [`crate::fingerprint::fingerprint`]) on `target_id` is, by the rule [`record`]
 /// applies, whether or not the ingester has recorded it yet (the live
 /// stream runs ahead of the ingester): the change recorded by this scan;
 /// else `regressed` when the fingerprint is fixed, `recurring` when it is
@@ -465,10 +465,8 @@ pub async fn identity(
     db: &impl GenericClient,
     scan_id: Uuid,
     target_id: Uuid,
-    template_id: &str,
-    matched_at: &str,
+    fingerprint: &str,
 ) -> Result<Identity, Error> {
-    let key = fingerprint(template_id, matched_at);
     let row = db
         .query_opt(
             "SELECT first_seen_at,
@@ -476,12 +474,11 @@ pub async fn identity(
                          WHEN state = 'fixed' THEN 'regressed'
                          ELSE 'recurring' END AS change
              FROM fingerprints WHERE target_id = $1 AND fingerprint = $2",
-            &[&target_id, &key, &scan_id],
+            &[&target_id, &fingerprint, &scan_id],
         )
         .await?;
     let Some(row) = row else {
         return Ok(Identity {
-            fingerprint: key,
             first_seen_at: None,
             change: Change::New,
         });
@@ -491,7 +488,6 @@ pub async fn identity(
         Error::Unexpected(anyhow::anyhow!("fingerprint with unknown change {raw:?}"))
     })?;
     Ok(Identity {
-        fingerprint: key,
         first_seen_at: Some(row.try_get("first_seen_at")?),
         change,
     })
@@ -564,11 +560,13 @@ pub struct FingerprintFilter {
 /// The filters of a target's fingerprint list, on `fp` (a fingerprint or
 /// a count row): target `$1`, state `$2`, status as it stands today `$3`,
 /// severity rank `$4`.
-const LIST_CONDITIONS: &str = "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
-     AND ($3::text IS NULL OR (CASE WHEN fp.status = 'accepted_risk'
-                                    AND fp.accepted_until < current_date
-                                    THEN 'open' ELSE fp.status END) = $3)
-     AND ($4::smallint IS NULL OR fp.severity_rank = $4)";
+static LIST_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
+         AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
+         AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
+    )
+});
 
 /// Whether the target is the user's (`$5`), and the list's total from the
 /// counts the triggers of `fingerprint_counts` keep (a few dozen rows a
@@ -578,7 +576,8 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $5) AS owned,
                 (SELECT COALESCE(sum(fp.n), 0)::bigint FROM fingerprint_counts fp
-                 WHERE {LIST_CONDITIONS}) AS total"
+                 WHERE {conditions}) AS total",
+        conditions = *LIST_CONDITIONS
     )
 });
 
@@ -587,7 +586,7 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
 static LIST_PAGE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH page AS (
-             SELECT fp.id FROM fingerprints fp WHERE {LIST_CONDITIONS}
+             SELECT fp.id FROM fingerprints fp WHERE {conditions}
              ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
              LIMIT $5 OFFSET $6)
          SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
@@ -598,7 +597,8 @@ static LIST_PAGE: LazyLock<String> = LazyLock::new(|| {
                  WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
                  LIMIT 1) AS last_finding_id
          FROM page JOIN fingerprints fp ON fp.id = page.id
-         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
+        conditions = *LIST_CONDITIONS
     )
 });
 
