@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use poem::endpoint::make_sync;
 use poem::listener::{Acceptor, TcpAcceptor};
-use poem::middleware::Tracing;
 use poem::{get, Endpoint, EndpointExt, Response, Route, Server};
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
@@ -193,7 +192,7 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req))
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)
-        .with(Tracing)
+        .with(crate::access_log::AccessLog)
 }
 
 /// Creates the first admin from `SCANFLEET_ADMIN_EMAIL`/`_PASSWORD` once; an

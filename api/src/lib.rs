@@ -19,6 +19,8 @@
 //! scheduler. Only the tests import it.
 //!
 //! # Layout
+//! - [`access_log`]: the request span and access log, credentials
+//!   redacted from URIs and headers.
 //! - [`app`]: builds and runs one api process ([`app::Application`]).
 //! - [`routes`]: one module per endpoint group, plus the OpenAPI service.
 //! - [`auth`]: passwords, tokens, security schemes, identities.
@@ -45,6 +47,7 @@
 //! - [`webhooks`]: outbound webhooks: signing, the SSRF guard, bodies and
 //!   the dispatcher.
 
+pub mod access_log;
 pub mod allow;
 pub mod app;
 pub mod auth;

@@ -79,14 +79,27 @@ pub async fn run(pool: &Pool) -> Result<(), Error> {
 }
 
 async fn create_ledger_and_apply(client: &mut deadpool_postgres::Client) -> Result<(), Error> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version integer PRIMARY KEY,
-                 name text NOT NULL,
-                 applied_at timestamptz NOT NULL DEFAULT now())",
+    // Created only when missing: `CREATE TABLE IF NOT EXISTS` on every
+    // start makes Postgres send a notice ("relation already exists,
+    // skipping") that the driver logs at info (issue 37, item 10). Under
+    // the lock, nobody creates it between the look and the create.
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('schema_migrations') IS NOT NULL AS exists",
+            &[],
         )
-        .await?;
+        .await?
+        .try_get("exists")?;
+    if !exists {
+        client
+            .batch_execute(
+                "CREATE TABLE schema_migrations (
+                     version integer PRIMARY KEY,
+                     name text NOT NULL,
+                     applied_at timestamptz NOT NULL DEFAULT now())",
+            )
+            .await?;
+    }
     apply_pending(client).await
 }
 
