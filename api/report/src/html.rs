@@ -265,19 +265,27 @@ fn write_chart(out: &mut String, counts: &[i64; 5]) {
     );
     for (i, label) in SEVERITY_LABELS.iter().enumerate() {
         let y = 4.0 + ROW_H * i as f64;
-        let width = if counts[i] == 0 {
-            2.0
-        } else {
-            (counts[i] as f64 / max * BAR_W).max(4.0)
-        };
-        let _ = writeln!(
+        let _ = write!(
             out,
             "<text x=\"0\" y=\"{ty}\">{label}</text>\
-             <rect x=\"{LABEL_W}\" y=\"{y}\" width=\"{BAR_W}\" height=\"22\" rx=\"4\" fill=\"#eef2f7\"/>\
-             <rect x=\"{LABEL_W}\" y=\"{y}\" width=\"{width:.1}\" height=\"22\" rx=\"4\" fill=\"{colour}\"/>\
-             <text x=\"{tx}\" y=\"{ty}\" font-weight=\"700\">{count}</text>",
+             <rect x=\"{LABEL_W}\" y=\"{y}\" width=\"{BAR_W}\" height=\"22\" rx=\"4\" fill=\"#eef2f7\"/>",
             ty = y + 16.0,
-            colour = SEVERITY_COLOURS[i],
+        );
+        // A zero draws no bar at all (issue 37, item 10: a sliver read as
+        // "a few"); the smallest count still shows.
+        if counts[i] > 0 {
+            let width = (counts[i] as f64 / max * BAR_W).max(4.0);
+            let _ = write!(
+                out,
+                "<rect class=\"bar\" x=\"{LABEL_W}\" y=\"{y}\" width=\"{width:.1}\" height=\"22\" \
+                 rx=\"4\" fill=\"{colour}\"/>",
+                colour = SEVERITY_COLOURS[i],
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<text x=\"{tx}\" y=\"{ty}\" font-weight=\"700\">{count}</text>",
+            ty = y + 16.0,
             tx = LABEL_W + BAR_W + 10.0,
             count = counts[i],
         );

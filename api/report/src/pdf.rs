@@ -661,12 +661,12 @@ impl PdfRenderer {
         for (i, label) in SEVERITY_LABELS.iter().enumerate() {
             self.text(LEFT, y + 13.0, 11.0, false, INK, label);
             self.rect(bar_x, y, bar_w, 18.0, TRACK);
-            let w = if counts[i] == 0 {
-                1.5
-            } else {
-                (counts[i] as f32 / max * bar_w).max(3.0)
-            };
-            self.rect(bar_x, y, w, 18.0, SEVERITY_COLOURS[i]);
+            // A zero draws no bar at all (issue 37, item 10), the smallest
+            // count still shows.
+            if counts[i] > 0 {
+                let w = (counts[i] as f32 / max * bar_w).max(3.0);
+                self.rect(bar_x, y, w, 18.0, SEVERITY_COLOURS[i]);
+            }
             self.text(
                 bar_x + bar_w + 10.0,
                 y + 13.0,
