@@ -109,10 +109,7 @@ impl AppState {
     /// and builds the api's own state on it.
     pub async fn connect(settings: Settings) -> anyhow::Result<AppState> {
         let api_url = format!("{}/api/v1", settings.api.public_url);
-        let links = Links {
-            tiers_url: format!("{api_url}/subscriptions/tiers"),
-            api_url,
-        };
+        let links = Links { api_url };
         let core = Core::connect(&settings, links, "api").await?;
         let hub = Arc::new(Hub::new(
             core.redis_client(&settings, "hub").await?,

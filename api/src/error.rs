@@ -10,7 +10,7 @@ use poem_openapi::registry::{MetaResponses, Registry};
 use poem_openapi::ApiResponse;
 pub use scanfleet_core::Error;
 
-use crate::problem::{Problem, ProblemResponse};
+use crate::problem::{Problem, ProblemResponse, WWW_AUTHENTICATE_INVALID_TOKEN};
 
 /// An error as an operation returns it: a core error kind, answered as
 /// problem details.
@@ -50,7 +50,9 @@ impl From<Error> for ApiError {
 pub fn status_and_code(e: &Error) -> (StatusCode, &'static str) {
     match e {
         Error::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-        Error::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, "unauthenticated"),
+        Error::Unauthenticated(_) | Error::InvalidToken(_) => {
+            (StatusCode::UNAUTHORIZED, "unauthenticated")
+        }
         Error::Forbidden { code, .. } => (StatusCode::FORBIDDEN, code),
         Error::UpgradeRequired { code, .. } => (StatusCode::FORBIDDEN, code),
         Error::TargetUnverified { .. } => (StatusCode::FORBIDDEN, "target_unverified"),
@@ -80,7 +82,9 @@ fn to_problem(e: &Error) -> Problem {
         Error::Validation(errors) => {
             problem.errors = Some(errors.iter().cloned().map(Into::into).collect())
         }
-        Error::UpgradeRequired { upgrade, .. } => problem.upgrade = Some(upgrade.clone().into()),
+        Error::UpgradeRequired { upgrade, .. } => {
+            problem.upgrade = Some((**upgrade).clone().into())
+        }
         Error::TargetUnverified { help, .. } => {
             problem.verification = Some((**help).clone().into())
         }
@@ -102,6 +106,10 @@ impl ApiError {
         let problem = to_problem(&self.0);
         match &self.0 {
             Error::Unauthenticated(_) => ProblemResponse::unauthorized(problem),
+            Error::InvalidToken(_) => ProblemResponse::Unauthorized(
+                problem.into(),
+                WWW_AUTHENTICATE_INVALID_TOKEN.to_string(),
+            ),
             Error::RateLimited { retry_after_secs }
             | Error::AccountThrottled { retry_after_secs } => {
                 ProblemResponse::TooManyRequests(problem.into(), *retry_after_secs)

@@ -39,12 +39,113 @@ fn unparseable(detail: String, field: Option<FieldError>) -> Problem {
     p
 }
 
+/// The credential headers a request carried, read before it runs so that a
+/// refusal of its credentials names what was sent (issue 37, item 4).
+#[derive(Debug, Clone, Default)]
+struct SentCredentials {
+    /// The `Authorization` scheme when it is not `Bearer`: `Some("")` for
+    /// a header with a value and no scheme, `Some("Basic")` and so on.
+    /// Only the scheme is kept, never the credential after it.
+    wrong_scheme: Option<String>,
+    /// The `Authorization` value looks like one of our API keys.
+    key_in_authorization: bool,
+    /// An `X-API-Key` header was sent.
+    api_key: bool,
+}
+
+impl SentCredentials {
+    fn of(req: &Request) -> SentCredentials {
+        let api_key = req.headers().contains_key("x-api-key");
+        let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+            return SentCredentials {
+                api_key,
+                ..SentCredentials::default()
+            };
+        };
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let value = value.trim();
+        let scheme = match value.split_once(' ') {
+            Some((scheme, _)) => scheme,
+            // One word: a credential with no scheme, unless it is a bare
+            // scheme name.
+            None if value.eq_ignore_ascii_case("bearer") => value,
+            None => "",
+        };
+        let wrong_scheme = (!scheme.eq_ignore_ascii_case("bearer")).then(|| {
+            // Echo a plausible scheme name only, never a credential.
+            if scheme.len() <= 20
+                && scheme
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                scheme.to_string()
+            } else {
+                String::new()
+            }
+        });
+        SentCredentials {
+            wrong_scheme,
+            key_in_authorization: value.split(' ').any(|w| w.starts_with("sfk_")),
+            api_key,
+        }
+    }
+
+    /// The problem for credentials the operation's security schemes could
+    /// not read.
+    fn problem(&self) -> Problem {
+        let unauthenticated =
+            |detail: String| Problem::new(StatusCode::UNAUTHORIZED, "unauthenticated", detail);
+        if self.key_in_authorization && self.wrong_scheme.is_some() {
+            return unauthenticated(
+                "an API key goes in the `X-API-Key` header, not in `Authorization`".into(),
+            );
+        }
+        match self.wrong_scheme.as_deref() {
+            Some("") => {
+                return unauthenticated(
+                    "the `Authorization` header has no `Bearer` scheme: send \
+                     `Authorization: Bearer <token>`"
+                        .into(),
+                )
+            }
+            Some(scheme) => {
+                return unauthenticated(format!(
+                    "the `Authorization` scheme `{scheme}` is not accepted: send \
+                     `Authorization: Bearer <token>`"
+                ))
+            }
+            None => {}
+        }
+        if self.api_key {
+            // An operation that takes keys would have read it (and refused
+            // a bad one with its own 401): this one takes Bearer tokens only.
+            return Problem::new(
+                StatusCode::FORBIDDEN,
+                "api_key_not_accepted",
+                "API keys are not accepted here; use a Bearer token",
+            );
+        }
+        unauthenticated(
+            "credentials are missing: send `Authorization: Bearer <token>` (or `X-API-Key` \
+             where API keys are accepted)"
+                .into(),
+        )
+    }
+}
+
 /// Problems for the errors poem-openapi raises before our handlers run,
 /// naming the parameter or body property at fault in the contract's terms
-/// (see `parse_errors`): `method` and `path` are the request's.
-fn known_problem(err: &poem::Error, method: &Method, path: &str) -> Option<Problem> {
+/// (see `parse_errors`): `method` and `path` are the request's, `sent` its
+/// credential headers.
+fn known_problem(
+    err: &poem::Error,
+    method: &Method,
+    path: &str,
+    sent: &SentCredentials,
+) -> Option<Problem> {
     use poem_openapi::error::{
-        AuthorizationError, ParseParamError, ParsePathError, ParseRequestPayloadError,
+        AuthorizationError, ContentTypeError, ParseParamError, ParsePathError,
+        ParseRequestPayloadError,
     };
     let param = if let Some(e) = err.downcast_ref::<ParseParamError>() {
         Some(ParamName::Named(e.name))
@@ -72,10 +173,24 @@ fn known_problem(err: &poem::Error, method: &Method, path: &str) -> Option<Probl
         ));
     }
     if err.is::<AuthorizationError>() {
+        return Some(sent.problem());
+    }
+    if let Some(e) = err.downcast_ref::<ContentTypeError>() {
+        // Every request body of the contract is JSON.
+        let detail = match e {
+            ContentTypeError::NotSupported { content_type } => format!(
+                "the request body must be JSON: send `Content-Type: application/json` \
+                 (not `{}`)",
+                content_type.split(';').next().unwrap_or_default().trim()
+            ),
+            ContentTypeError::ExpectContentType => {
+                "the request body must be JSON: send `Content-Type: application/json`".to_string()
+            }
+        };
         return Some(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
-            "credentials are missing: send `Authorization: Bearer <token>` or `X-API-Key`",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            detail,
         ));
     }
     None
@@ -97,10 +212,11 @@ pub async fn problem_guard<E: Endpoint>(
     // and the URI (shared bytes) costs no copy of the path.
     let method = req.method().clone();
     let uri = req.uri().clone();
+    let sent = SentCredentials::of(&req);
     let resp = match ep.call(req).await {
         Ok(r) => r.into_response(),
         Err(err) => {
-            if let Some(problem) = known_problem(&err, &method, uri.path()) {
+            if let Some(problem) = known_problem(&err, &method, uri.path(), &sent) {
                 return Ok(with_auth_header(ProblemJson(problem).into_response()));
             }
             let detail = err.to_string();

@@ -98,3 +98,59 @@ impl<T: ParseFromJSON + Type> ParsePayload for JsonBody<T> {
 }
 
 impl_apirequest_for_payload!(JsonBody<T>, T: ParseFromJSON + Type);
+
+/// An optional JSON body of type `T` (the contract says `required:
+/// false`): a request with no body and no `Content-Type` has none; one
+/// with a body is read as [`JsonBody`] reads it. For operations that take
+/// the same values as query parameters too (`PUT /auth/me`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<'a, T: ParseFromJSON + Type> poem_openapi::ApiExtractor<'a> for OptionalJsonBody<T> {
+    const TYPES: &'static [poem_openapi::ApiExtractorType] =
+        &[poem_openapi::ApiExtractorType::RequestObject];
+
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn request_meta() -> Option<poem_openapi::registry::MetaRequest> {
+        Some(poem_openapi::registry::MetaRequest {
+            description: None,
+            content: vec![poem_openapi::registry::MetaMediaType {
+                content_type: Json::<T>::CONTENT_TYPE,
+                schema: T::schema_ref(),
+            }],
+            required: false,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: poem_openapi::ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        match request.content_type() {
+            Some(content_type) if Json::<T>::check_content_type(content_type) => {
+                let JsonBody(value) =
+                    <JsonBody<T> as ParsePayload>::from_request(request, body).await?;
+                Ok(OptionalJsonBody(Some(value)))
+            }
+            Some(content_type) => Err(poem_openapi::error::ContentTypeError::NotSupported {
+                content_type: content_type.to_string(),
+            }
+            .into()),
+            None => {
+                let data = <Vec<u8> as FromRequest>::from_request(request, body).await?;
+                if data.iter().all(u8::is_ascii_whitespace) {
+                    Ok(OptionalJsonBody(None))
+                } else {
+                    Err(poem_openapi::error::ContentTypeError::ExpectContentType.into())
+                }
+            }
+        }
+    }
+}

@@ -15,6 +15,11 @@ pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
 /// Sent with every 401, as RFC 9110 asks.
 pub const WWW_AUTHENTICATE: &str = r#"Bearer realm="scanfleet""#;
 
+/// Sent with a 401 for a Bearer token that was sent and is no good
+/// (RFC 6750, 3.1): the client should get a new token, not retry.
+pub const WWW_AUTHENTICATE_INVALID_TOKEN: &str =
+    r#"Bearer realm="scanfleet", error="invalid_token""#;
+
 /// One invalid field of a request.
 #[derive(Debug, Clone, Object, PartialEq)]
 pub struct FieldError {
@@ -28,8 +33,11 @@ pub struct FieldError {
 pub struct Upgrade {
     /// The tier that lifts the limit.
     pub tier_slug: String,
-    /// Where the client can upgrade.
+    /// Where the client upgrades: `POST` the checkout here with
+    /// `{"tier_slug"}` (`POST /subscriptions/checkout`).
     pub url: String,
+    /// The tiers and what they allow (`GET /subscriptions/tiers`).
+    pub tiers_url: String,
     pub message: String,
 }
 
@@ -64,6 +72,7 @@ impl From<scanfleet_core::error::Upgrade> for Upgrade {
         Upgrade {
             tier_slug: u.tier_slug,
             url: u.url,
+            tiers_url: u.tiers_url,
             message: u.message,
         }
     }

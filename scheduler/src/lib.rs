@@ -73,10 +73,7 @@ impl Scheduler {
     /// advisory lock, so start order does not matter).
     pub async fn build(settings: Settings) -> anyhow::Result<Scheduler> {
         let api_url = format!("{}/api/v1", settings.api.public_url);
-        let links = Links {
-            tiers_url: format!("{api_url}/subscriptions/tiers"),
-            api_url,
-        };
+        let links = Links { api_url };
         let core = Core::connect(&settings, links, "scheduler").await?;
         Ok(Scheduler::new(
             core,

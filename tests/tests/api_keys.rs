@@ -381,6 +381,8 @@ async fn a_disabled_owners_key_is_401() {
         .assert_problem(401);
 }
 
+/// Issue 37, item 4: a key that was sent and refused is a 403 saying
+/// keys are not accepted here, not a 401 asking for credentials.
 #[tokio::test]
 async fn keys_are_refused_on_auth_api_key_and_subscription_changing_endpoints() {
     let app = spawn_app().await;
@@ -417,7 +419,12 @@ async fn keys_are_refused_on_auth_api_key_and_subscription_changing_endpoints() 
         ),
     ] {
         let r = with_key(&app, method, &path, &raw, body).await;
-        assert_eq!(r.status, 401, "{path}: {}", r.text);
+        let problem = r.assert_problem(403);
+        assert_eq!(problem["code"], "api_key_not_accepted", "{path}");
+        assert_eq!(
+            problem["detail"], "API keys are not accepted here; use a Bearer token",
+            "{path}"
+        );
     }
     // The key was not deleted through itself.
     let listed = app.get("/api/v1/api-keys", &user.access_token).await;

@@ -559,3 +559,137 @@ async fn a_change_made_in_the_database_by_someone_else_reaches_the_cache_at_once
         "the disabled account was still served after 2 s"
     );
 }
+
+/// `Authorization` with the given value only.
+async fn with_authorization(
+    app: &scanfleet_tests::TestApp,
+    path: &str,
+    value: &str,
+) -> scanfleet_tests::Reply {
+    let resp = app
+        .client
+        .get(app.url(path))
+        .header("authorization", value)
+        .send()
+        .await
+        .unwrap();
+    scanfleet_tests::TestApp::read(resp).await
+}
+
+/// Issue 37, item 4: an `Authorization` header without the `Bearer`
+/// scheme is told so (a key put there is pointed at `X-API-Key`), without
+/// echoing the credential; a bad or expired token's 401 says
+/// `invalid_token` in `WWW-Authenticate`, missing credentials do not.
+#[tokio::test]
+async fn authorization_without_bearer_says_so_and_a_bad_token_is_invalid_token() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    for path in ["/api/v1/auth/me", "/api/v1/targets"] {
+        let r = with_authorization(&app, path, &u.access_token).await;
+        let problem = r.assert_problem(401);
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("no `Bearer` scheme"), "{path}: {detail}");
+        assert!(!r.text.contains(&u.access_token), "{}", r.text);
+        let r = with_authorization(&app, path, &format!("Token {}", u.access_token)).await;
+        let detail = r.assert_problem(401)["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            detail.contains("scheme `Token` is not accepted"),
+            "{detail}"
+        );
+        let r = with_authorization(&app, path, "sfk_0123456789abcdef").await;
+        let detail = r.assert_problem(401)["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(detail.contains("`X-API-Key`"), "{detail}");
+        assert!(!r.text.contains("sfk_0123456789abcdef"), "{}", r.text);
+    }
+    let r = with_authorization(&app, "/api/v1/auth/me", "Bearer not-a-token").await;
+    r.assert_problem(401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="scanfleet", error="invalid_token""#)
+    );
+    let keys = JwtKeys::new(JWT_SECRET.as_bytes(), 900);
+    let real = keys.verify(&u.access_token).unwrap();
+    let now = Utc::now().timestamp();
+    let expired = keys.sign(&Claims {
+        iat: now - 1000,
+        exp: now - 1,
+        ..real
+    });
+    let r = with_authorization(&app, "/api/v1/targets", &format!("Bearer {expired}")).await;
+    assert_eq!(
+        r.assert_problem(401)["detail"],
+        "the access token has expired"
+    );
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="scanfleet", error="invalid_token""#)
+    );
+    let r = app.call(Method::GET, "/api/v1/targets", None, None).await;
+    r.assert_problem(401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="scanfleet""#)
+    );
+}
+
+/// Issue 37, item 5: `PUT /auth/me` takes the JSON body clients try
+/// first; with no name anywhere the 400 says it is missing.
+#[tokio::test]
+async fn put_me_takes_a_json_body_and_says_when_the_name_is_missing() {
+    let app = spawn_app().await;
+    let u = app.new_user().await;
+    let r = app
+        .call(
+            Method::PUT,
+            "/api/v1/auth/me",
+            Some(&u.access_token),
+            Some(json!({"full_name": "Ada Lovelace"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["full_name"], "Ada Lovelace");
+    let me = app.get("/api/v1/auth/me", &u.access_token).await;
+    assert_eq!(me.body["full_name"], "Ada Lovelace");
+    // The body wins over the query parameter.
+    let r = app
+        .call(
+            Method::PUT,
+            "/api/v1/auth/me?full_name=Query",
+            Some(&u.access_token),
+            Some(json!({"full_name": "Body"})),
+        )
+        .await;
+    assert_eq!(r.body["full_name"], "Body", "{}", r.text);
+    let r = app
+        .call(Method::PUT, "/api/v1/auth/me", Some(&u.access_token), None)
+        .await;
+    let problem = r.assert_problem(400);
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.starts_with("`full_name` is missing"), "{detail}");
+    let r = app
+        .call(
+            Method::PUT,
+            "/api/v1/auth/me",
+            Some(&u.access_token),
+            Some(json!({"name": "Ada"})),
+        )
+        .await;
+    r.assert_problem(400);
+    assert_eq!(r.error_fields(), vec!["full_name"], "{}", r.text);
+    let r = app
+        .call(
+            Method::PUT,
+            "/api/v1/auth/me",
+            Some(&u.access_token),
+            Some(json!({"full_name": "x".repeat(201)})),
+        )
+        .await;
+    r.assert_problem(422);
+    assert_eq!(r.error_fields(), vec!["full_name"]);
+}

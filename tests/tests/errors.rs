@@ -41,6 +41,19 @@ async fn a_wrong_content_type_is_a_415_problem() {
     let app = spawn_app().await;
     let r = TestAppExt::raw(&app, "/api/v1/auth/login", "text/plain", "hello").await;
     assert_eq!(r.assert_problem(415)["code"], "unsupported_media_type");
+    // Issue 37, item 6: a form body is told what to send instead.
+    let r = TestAppExt::raw(
+        &app,
+        "/api/v1/auth/login",
+        "application/x-www-form-urlencoded",
+        "email=a%40example.com&password=x",
+    )
+    .await;
+    assert_eq!(
+        r.assert_problem(415)["detail"],
+        "the request body must be JSON: send `Content-Type: application/json` \
+         (not `application/x-www-form-urlencoded`)"
+    );
 }
 
 #[tokio::test]

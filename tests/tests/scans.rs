@@ -161,8 +161,17 @@ async fn the_demo_scan_limit_is_ten_then_403_with_an_upgrade_prompt() {
     let body = r.assert_problem(403);
     assert_eq!(body["code"], "scan_limit_reached");
     assert_eq!(body["upgrade"]["tier_slug"], "monthly");
+    // Issue 37, item 6: the checkout, the action that lifts the limit;
+    // the tier list beside it.
     assert_eq!(
         body["upgrade"]["url"],
+        format!(
+            "{}/api/v1/subscriptions/checkout",
+            app.state.settings.api.public_url
+        )
+    );
+    assert_eq!(
+        body["upgrade"]["tiers_url"],
         format!(
             "{}/api/v1/subscriptions/tiers",
             app.state.settings.api.public_url

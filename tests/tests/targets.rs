@@ -175,6 +175,10 @@ async fn the_demo_tier_holds_five_targets_then_answers_403_with_an_upgrade_promp
     assert!(body["upgrade"]["url"]
         .as_str()
         .unwrap()
+        .ends_with("/api/v1/subscriptions/checkout"));
+    assert!(body["upgrade"]["tiers_url"]
+        .as_str()
+        .unwrap()
         .ends_with("/api/v1/subscriptions/tiers"));
     assert!(!body["upgrade"]["message"].as_str().unwrap().is_empty());
 }

@@ -14,6 +14,12 @@ pub enum Error {
     /// Missing, invalid or expired credentials.
     #[error("{0}")]
     Unauthenticated(String),
+    /// A Bearer access token that was sent and is no good (malformed,
+    /// tampered, expired, or its session ended): the caller needs a new
+    /// one, which the api says in `WWW-Authenticate` (RFC 6750,
+    /// `invalid_token`).
+    #[error("{0}")]
+    InvalidToken(String),
     /// Authenticated, but not allowed (key permission, role, tier feature).
     #[error("{detail}")]
     Forbidden { code: &'static str, detail: String },
@@ -22,7 +28,9 @@ pub enum Error {
     UpgradeRequired {
         code: &'static str,
         detail: String,
-        upgrade: Upgrade,
+        /// Boxed: the prompt is the largest payload of any kind, and every
+        /// `Result` of the core carries the size of its largest error.
+        upgrade: Box<Upgrade>,
     },
     /// A scan of a target whose ownership is not proven (when proof is
     /// required); carries how to prove it.
@@ -87,8 +95,10 @@ pub struct FieldError {
 pub struct Upgrade {
     /// The tier that lifts the limit.
     pub tier_slug: String,
-    /// Where the client can upgrade.
+    /// Where the client upgrades: the checkout (`POST` with the tier).
     pub url: String,
+    /// The tiers and what they allow.
+    pub tiers_url: String,
     pub message: String,
 }
 

@@ -71,16 +71,14 @@ pub struct Core {
     /// Ownership checks with the fleet's network settings, and whether
     /// scans require a proof.
     pub ownership: Ownership,
-    /// Where a client changes tiers; upgrade prompts point here.
-    pub tiers_url: String,
+    /// Where upgrade prompts point.
+    pub upgrade_links: scans::UpgradeLinks,
 }
 
 /// URLs the core hands out, which only the edge knows how to spell.
 pub struct Links {
     /// The versioned API's base URL as clients reach it (`.../api/v1`).
     pub api_url: String,
-    /// Where a client changes tiers.
-    pub tiers_url: String,
 }
 
 impl Core {
@@ -102,6 +100,7 @@ impl Core {
             .await
             .context("applying database migrations")?;
         let keys = Keys::new(settings.redis.prefix.clone());
+        let upgrade_links = scans::UpgradeLinks::under(&links.api_url);
         let ownership = Ownership::from_settings(settings, links.api_url)
             .context("the scanner network settings (used by ownership checks)")?;
         Ok(Core {
@@ -111,7 +110,7 @@ impl Core {
             redis_target,
             keys,
             ownership,
-            tiers_url: links.tiers_url,
+            upgrade_links,
         })
     }
 

@@ -28,18 +28,43 @@ use crate::Core;
 /// hung Redis fails the request instead of holding it open.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where upgrade prompts point, under the versioned API's base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeLinks {
+    /// `POST` here with the tier to buy (`/subscriptions/checkout`).
+    pub checkout_url: String,
+    /// The tiers and what they allow (`/subscriptions/tiers`).
+    pub tiers_url: String,
+}
+
+impl UpgradeLinks {
+    /// The links under `api_url` (`.../api/v1`).
+    pub fn under(api_url: &str) -> UpgradeLinks {
+        UpgradeLinks {
+            checkout_url: format!("{api_url}/subscriptions/checkout"),
+            tiers_url: format!("{api_url}/subscriptions/tiers"),
+        }
+    }
+}
+
 /// The tier above `current` and the upgrade prompt for a limit or feature
-/// of `current`, pointing at `tiers_url`.
-pub fn upgrade_prompt(tiers_url: &str, current: &str, message: impl Into<String>) -> Upgrade {
+/// of `current`: its `url` is the checkout (issue 37, item 6: the action
+/// that lifts the limit, not a list to read), `tiers_url` the tier list.
+pub fn upgrade_prompt(
+    links: &UpgradeLinks,
+    current: &str,
+    message: impl Into<String>,
+) -> Box<Upgrade> {
     let tier_slug = match current {
         "demo" => "monthly",
         _ => "yearly",
     };
-    Upgrade {
+    Box::new(Upgrade {
         tier_slug: tier_slug.to_string(),
-        url: tiers_url.to_string(),
+        url: links.checkout_url.clone(),
+        tiers_url: links.tiers_url.clone(),
         message: message.into(),
-    }
+    })
 }
 
 /// Starts a scan of `target_id` for `user` (see the module's doc).
@@ -69,7 +94,7 @@ pub async fn start_scan(
                     "the {tier_slug} tier allows {limit} scans per period and they are used up"
                 ),
                 upgrade: upgrade_prompt(
-                    &core.tiers_url,
+                    &core.upgrade_links,
                     &tier_slug,
                     "Upgrade your plan to run more scans this period.",
                 ),

@@ -85,8 +85,8 @@ impl AppState {
     /// Bearer-only endpoints (auth, API keys, subscription changes).
     pub async fn authenticate_bearer(&self, auth: &BearerAuth) -> Result<Identity, Error> {
         let claims = self.jwt.verify(&auth.0.token).map_err(|e| match e {
-            TokenError::Expired => Error::Unauthenticated("the access token has expired".into()),
-            TokenError::Invalid => Error::Unauthenticated("the access token is invalid".into()),
+            TokenError::Expired => Error::InvalidToken("the access token has expired".into()),
+            TokenError::Invalid => Error::InvalidToken("the access token is invalid".into()),
         })?;
         let key = CacheKey::Session(claims.sid);
         let found = match self.auth_cache.get(&key) {
@@ -96,7 +96,7 @@ impl AppState {
                 let db = self.db.get().await?;
                 let mut found = sessions::find_with_user(&**db, claims.sid)
                     .await?
-                    .ok_or_else(|| Error::Unauthenticated("the access token is invalid".into()))?;
+                    .ok_or_else(|| Error::InvalidToken("the access token is invalid".into()))?;
                 if settle_lapsed_subscription(&**db, &mut found.user, found.lapses_at).await? {
                     found.lapses_at = None;
                 }
@@ -106,10 +106,10 @@ impl AppState {
             }
         };
         if found.user.id != claims.sub {
-            return Err(Error::Unauthenticated("the access token is invalid".into()));
+            return Err(Error::InvalidToken("the access token is invalid".into()));
         }
         if !found.active || found.expires_at <= Utc::now() {
-            return Err(Error::Unauthenticated(
+            return Err(Error::InvalidToken(
                 "the session has ended: log in again".into(),
             ));
         }
@@ -168,7 +168,7 @@ impl AppState {
                 code: "api_keys_require_paid_tier",
                 detail: "API keys work on the monthly and yearly tiers".into(),
                 upgrade: scanfleet_core::scans::upgrade_prompt(
-                    &self.tiers_url,
+                    &self.upgrade_links,
                     &found.user.tier_slug,
                     "Upgrade to Monthly Pro to use API keys.",
                 ),

@@ -189,7 +189,7 @@ impl ApiKeysApi {
                 code: "api_keys_require_paid_tier",
                 detail: "API keys are available on the monthly and yearly tiers".into(),
                 upgrade: scanfleet_core::scans::upgrade_prompt(
-                    &state.tiers_url,
+                    &state.upgrade_links,
                     &me.user.tier_slug,
                     "Upgrade to Monthly Pro to create API keys.",
                 ),

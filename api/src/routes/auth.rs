@@ -13,7 +13,7 @@ use crate::auth::tokens::{random_token, sha256};
 use crate::auth::{password, BearerAuth, BearerCaller};
 use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
-use crate::json_body::JsonBody;
+use crate::json_body::{JsonBody, OptionalJsonBody};
 use crate::state::AppState;
 use crate::throttle;
 use crate::validate::{normalize_email, validate_full_name};
@@ -52,6 +52,12 @@ pub struct RegisterRequest {
     /// 8 to 128 characters.
     pub password: NewPassword,
     #[oai(default)]
+    pub full_name: FullName,
+}
+
+/// The caller's new profile (`PUT /auth/me`).
+#[derive(Debug, Object)]
+pub struct ProfileUpdate {
     pub full_name: FullName,
 }
 
@@ -212,7 +218,7 @@ impl AuthApi {
         let claims = state
             .jwt
             .verify_ignoring_expiry(&auth.0.token)
-            .map_err(|_| Error::Unauthenticated("the access token is invalid".into()))?;
+            .map_err(|_| Error::InvalidToken("the access token is invalid".into()))?;
         let next = random_token("sfr_");
         let mut db = state.db.get().await?;
         match sessions::rotate(
@@ -283,13 +289,29 @@ impl AuthApi {
     }
 
     /// Change the caller's full name
+    ///
+    /// The name comes in the JSON body `{"full_name": "..."}`, or (as
+    /// before) as the `full_name` query parameter; the body wins when both
+    /// are sent, and a request with neither is a 400 saying it is missing.
     #[oai(path = "/auth/me", method = "put", operation_id = "update_me")]
     async fn update_me(
         &self,
         state: Data<&AppState>,
         me: BearerCaller,
-        full_name: Query<FullName>,
+        /// The new name, when the body does not carry it.
+        full_name: Query<Option<FullName>>,
+        body: OptionalJsonBody<ProfileUpdate>,
     ) -> Result<Json<UserOut>> {
+        let full_name =
+            body.0
+                .map(|b| b.full_name)
+                .or(full_name.0)
+                .ok_or_else(|| Error::BadRequest {
+                    code: "bad_request",
+                    detail: "`full_name` is missing: send the JSON body {\"full_name\": \"...\"} \
+                         (or the `full_name` query parameter)"
+                        .into(),
+                })?;
         let full_name = validate_full_name(&full_name)?;
         let db = state.db.get().await?;
         Ok(Json(

@@ -205,7 +205,7 @@ async fn render(
             code: "feature_not_in_tier",
             detail: format!("reports are not part of the {} tier", me.user.tier_slug),
             upgrade: upgrade_prompt(
-                &state.tiers_url,
+                &state.upgrade_links,
                 &me.user.tier_slug,
                 "Upgrade to Monthly Pro or Yearly Pro to download scan reports.",
             ),

@@ -147,7 +147,7 @@ fn target_limit_error(state: &AppState, tier_slug: &str, limit: i32) -> Error {
         code: "target_limit_reached",
         detail: format!("the {tier_slug} tier allows {limit} targets"),
         upgrade: upgrade_prompt(
-            &state.tiers_url,
+            &state.upgrade_links,
             tier_slug,
             "Upgrade your plan to add more targets.",
         ),

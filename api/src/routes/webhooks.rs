@@ -211,7 +211,7 @@ async fn ensure_paid(state: &AppState, me: &Identity) -> Result<(), Error> {
         code: "feature_not_in_tier",
         detail: format!("webhooks are not part of the {} tier", me.user.tier_slug),
         upgrade: upgrade_prompt(
-            &state.tiers_url,
+            &state.upgrade_links,
             &me.user.tier_slug,
             "Upgrade to Monthly Pro or Yearly Pro to send events to webhooks and Slack.",
         ),
