@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Contract checks against a running instance: a client generated from
-# openapi/openapi.json with openapi-python-client walks register -> target ->
+# openapi/openapi.json with openapi-python-client has one class per shape
+# (.ci/duplicate_classes.py) and walks register -> target ->
 # scan -> detail -> dashboard -> checkout (through the dev payment stand-in)
 # -> monthly, then schemathesis fuzzes every operation, the payment ones
 # included, authenticated as the admin, with every check (`--checks all`:
@@ -47,6 +48,8 @@ curl -sf "$base/readyz" >/dev/null || { cat "$work/api.log"; exit 1; }
 echo "== generated client walk"
 openapi-python-client generate --path openapi/openapi.json --meta none \
   --output-path "$work/scanfleet_client" >/dev/null
+echo "== one generated class per shape"
+python3 .ci/duplicate_classes.py "$work/scanfleet_client" openapi/openapi.json
 PYTHONPATH="$work" python3 .ci/contract_walk.py "$base"
 
 echo "== schemathesis"

@@ -165,12 +165,14 @@ contract_string!(
 contract_string!(
     /// A scan status.
     ScanStatusName,
-    || one_of(&["queued", "pending", "running", "completed", "failed", "stopped"])
+    component || one_of(&["queued", "pending", "running", "completed", "failed", "stopped"])
 );
 contract_string!(
-    /// A finding status.
+    /// A finding status: one component, so that the body of `PATCH
+    /// /findings/{finding_id}` and the filter of the target findings list
+    /// generate one enum class (issue 37, item 9).
     FindingStatusName,
-    || one_of(&["open", "confirmed", "false_positive", "accepted_risk", "fixed"])
+    component || one_of(&["open", "confirmed", "false_positive", "accepted_risk", "fixed"])
 );
 contract_string!(
     /// A fingerprint's state across scans: `open` or `fixed`.
@@ -374,9 +376,10 @@ pub fn date(field: &str, value: &str) -> Result<chrono::NaiveDate, crate::error:
 
 /// A JSON array whose schema says more than its JSON type (its items, size,
 /// uniqueness): a newtype over the `Vec` that parses as the `Vec` and
-/// states the given schema in the contract.
+/// states the given schema in the contract; `registers` names a component
+/// type the schema refers to (its items).
 macro_rules! contract_list {
-    ($(#[$doc:meta])* $name:ident, $elem:ty, || $schema:expr) => {
+    ($(#[$doc:meta])* $name:ident, $elem:ty, $(registers $component:ty,)? || $schema:expr) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub struct $name(pub Vec<$elem>);
@@ -399,6 +402,11 @@ macro_rules! contract_list {
 
             fn schema_ref() -> MetaSchemaRef {
                 $schema
+            }
+
+            #[allow(unused_variables)]
+            fn register(registry: &mut Registry) {
+                $(<$component as Type>::register(registry);)?
             }
 
             fn as_raw_value(&self) -> Option<&Vec<$elem>> {
@@ -558,6 +566,12 @@ contract_string!(
     component || one_of(&["generic", "slack"])
 );
 contract_string!(
+    /// An event a webhook can subscribe to: one component, so that the
+    /// lists of creating and of changing a webhook generate one enum class.
+    WebhookEventName,
+    component || one_of(&scanfleet_core::outbox::SUBSCRIBABLE)
+);
+contract_string!(
     /// A finding severity.
     SeverityName,
     component || one_of(&["critical", "high", "medium", "low", "info"])
@@ -585,10 +599,9 @@ contract_list!(
     /// (`ping` is always sent).
     WebhookEventList,
     String,
+    registers WebhookEventName,
     || MetaSchemaRef::Inline(Box::new(MetaSchema {
-        items: Some(Box::new(MetaSchemaRef::Inline(Box::new(one_of(
-            &scanfleet_core::outbox::SUBSCRIBABLE,
-        ))))),
+        items: Some(Box::new(WebhookEventName::schema_ref())),
         min_items: Some(1),
         max_items: Some(scanfleet_core::outbox::SUBSCRIBABLE.len()),
         unique_items: Some(true),

@@ -4,7 +4,7 @@
 
 use scanfleet_common::events::{FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
-use scanfleet_core::store::{findings, scans};
+use scanfleet_core::store::{findings, fingerprints, scans};
 use scanfleet_tests::{spawn_app, spawn_app_with, Reply, TestApp, TestUser};
 use serde_json::json;
 use uuid::Uuid;
@@ -386,4 +386,212 @@ async fn a_kept_scan_detail_follows_every_change_made_anywhere() {
     // A kept answer is never another user's.
     let stranger = app.new_user().await;
     detail(&app, &stranger, s).await.assert_problem(404);
+}
+
+/// Starts a scan of `engine` on `target`.
+async fn scan_of(app: &TestApp, user: &TestUser, target: Uuid, engine: &str) -> Uuid {
+    let r = app
+        .post(
+            "/api/v1/scans",
+            Some(&user.access_token),
+            json!({"target_id": target, "engine": engine}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    r.body["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Records `list` as the scan's findings and completes it as the ingester
+/// does (status, then the fixed rule and the counts of its changes).
+async fn scan_finds(app: &TestApp, user: &TestUser, scan_id: Uuid, list: &[FindingEvent]) {
+    insert(app, scan_id, user, list).await;
+    let db = app.state.db.get().await.unwrap();
+    for step in [
+        ScanStatus::Pending,
+        ScanStatus::Running,
+        ScanStatus::Completed,
+    ] {
+        scans::set_scan_status(&**db, scan_id, step, None)
+            .await
+            .unwrap();
+    }
+    fingerprints::complete(&**db, scan_id).await.unwrap();
+}
+
+/// The `template_id`s of a diff list, sorted.
+fn templates(list: &serde_json::Value) -> Vec<String> {
+    let mut out: Vec<String> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["template_id"].as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Issue 37, item 1: the diff agrees with the scan's own changes. A full
+/// scan compared with a quick one does not call `new` what the quick scan
+/// could not have found (a low finding, recurring or new); a quick scan
+/// compared with a full one fixes only what it would have found; by
+/// default a scan is compared with the previous completed scan of its own
+/// engine, and the answer names it.
+#[tokio::test]
+async fn a_diff_against_another_engines_scan_calls_new_and_fixed_only_what_it_could_have_found() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let target = app.new_target(&user, "example.com").await;
+    let probe = finding(fingerprints::PROBE_TEMPLATE_ID, Severity::Info, "/");
+    let high = finding("git-config", Severity::High, "/.git/config");
+    let low = finding("tech-nginx", Severity::Low, "/server");
+    let new_high = finding("cve-2099-0001", Severity::High, "/api");
+    let new_low = finding("cookie-flags", Severity::Low, "/login");
+
+    let full1 = scan_of(&app, &user, target, "full").await;
+    scan_finds(
+        &app,
+        &user,
+        full1,
+        &[probe.clone(), high.clone(), low.clone()],
+    )
+    .await;
+    // A quick scan does not run low templates: it neither finds nor fixes `low`.
+    let quick1 = scan_of(&app, &user, target, "quick").await;
+    scan_finds(&app, &user, quick1, &[probe.clone(), high.clone()]).await;
+    let full2 = scan_of(&app, &user, target, "full").await;
+    let found = [
+        probe.clone(),
+        high.clone(),
+        low.clone(),
+        new_high.clone(),
+        new_low.clone(),
+    ];
+    scan_finds(&app, &user, full2, &found).await;
+    let s = detail(&app, &user, full2).await;
+    assert_eq!(
+        s.body["changes"],
+        json!({"new": 2, "recurring": 3, "regressed": 0, "fixed": 0}),
+        "{}",
+        s.text
+    );
+
+    // By default: the previous full scan, named with its engine.
+    let d = app
+        .get(&format!("/api/v1/scans/{full2}/diff"), &user.access_token)
+        .await;
+    assert_eq!(d.status, 200, "{}", d.text);
+    assert_eq!(d.body["engine"], "full");
+    assert_eq!(d.body["against_scan_id"], full1.to_string());
+    assert_eq!(d.body["against_engine"], "full");
+    assert!(d.body["against_completed_at"].is_string(), "{}", d.text);
+    assert_eq!(templates(&d.body["new"]), ["cookie-flags", "cve-2099-0001"]);
+    assert_eq!(
+        (
+            &d.body["fixed"],
+            &d.body["unchanged"],
+            &d.body["not_compared"]
+        ),
+        (&json!([]), &json!(3), &json!(0))
+    );
+
+    // Against the quick scan: only the new high finding is new; the
+    // recurring low one and the new low one are beyond a quick scan.
+    let d = app
+        .get(
+            &format!("/api/v1/scans/{full2}/diff?against={quick1}"),
+            &user.access_token,
+        )
+        .await;
+    assert_eq!(d.status, 200, "{}", d.text);
+    assert_eq!(d.body["against_engine"], "quick");
+    assert_eq!(templates(&d.body["new"]), ["cve-2099-0001"]);
+    for list in ["new", "regressed"] {
+        for v in d.body[list].as_array().unwrap() {
+            assert_eq!(v["change"], list, "{}", d.text);
+        }
+    }
+    assert_eq!(
+        (&d.body["regressed"], &d.body["fixed"]),
+        (&json!([]), &json!([]))
+    );
+    assert_eq!(
+        (&d.body["unchanged"], &d.body["not_compared"]),
+        (&json!(2), &json!(2))
+    );
+
+    // A quick scan that finds only the probe fixes the two high findings,
+    // not the low ones.
+    let quick2 = scan_of(&app, &user, target, "quick").await;
+    scan_finds(&app, &user, quick2, std::slice::from_ref(&probe)).await;
+    let s = detail(&app, &user, quick2).await;
+    assert_eq!(s.body["changes"]["fixed"], 2, "{}", s.text);
+    let d = app
+        .get(&format!("/api/v1/scans/{quick2}/diff"), &user.access_token)
+        .await;
+    assert_eq!(d.body["against_scan_id"], quick1.to_string());
+    assert_eq!(templates(&d.body["fixed"]), ["git-config"]);
+    assert_eq!(d.body["not_compared"], 0, "{}", d.text);
+    let d = app
+        .get(
+            &format!("/api/v1/scans/{quick2}/diff?against={full2}"),
+            &user.access_token,
+        )
+        .await;
+    assert_eq!(d.body["against_engine"], "full");
+    assert_eq!(templates(&d.body["fixed"]), ["cve-2099-0001", "git-config"]);
+    assert_eq!(d.body["new"], json!([]));
+    assert_eq!(
+        (&d.body["unchanged"], &d.body["not_compared"]),
+        (&json!(1), &json!(2))
+    );
+
+    // The report's changes name the scan before it, whatever its engine.
+    let r = app
+        .get(
+            &format!("/api/v1/scans/{full2}/report/html"),
+            &user.access_token,
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text
+            .contains("Compared with the target&#39;s previous completed scan, a quick scan"),
+        "{}",
+        r.text
+    );
+}
+
+/// Issue 37, item 7: a target finding names both of its ids plainly; the
+/// one `PATCH /findings/{finding_id}` takes is `finding_id`, and `id`
+/// stays the fingerprint's, as `fingerprint_id` says.
+#[tokio::test]
+async fn the_target_findings_list_names_the_id_that_patch_takes() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let target = app.new_target(&user, "example.com").await;
+    let scan = scan_of(&app, &user, target, "full").await;
+    let git = finding("git-config", Severity::High, "/.git/config");
+    scan_finds(&app, &user, scan, &[git]).await;
+    let r = app
+        .get(
+            &format!("/api/v1/targets/{target}/findings"),
+            &user.access_token,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let item = &r.body[0];
+    assert_eq!(item["fingerprint_id"], item["id"], "{item}");
+    assert_ne!(item["finding_id"], item["id"], "{item}");
+    let patched = app
+        .call(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/findings/{}", item["finding_id"].as_str().unwrap()),
+            Some(&user.access_token),
+            Some(json!({"status": "confirmed"})),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    assert_eq!(patched.body["fingerprint"], item["fingerprint"]);
 }

@@ -1005,7 +1005,7 @@ async fn the_html_report_shows_the_changes_since_the_previous_scan() {
     assert_eq!(
         previous,
         [format!(
-            "Compared with the target's previous completed scan, completed at {second_done}."
+            "Compared with the target's previous completed scan, a full scan completed at {second_done}."
         )]
     );
     assert_eq!(
@@ -1063,7 +1063,7 @@ async fn the_pdf_report_shows_the_changes_since_the_previous_scan() {
     let second_done = completed_at(&h.app, h.second).await;
     for needle in [
         "Changes since the previous scan".to_string(),
-        format!("Compared with the target's previous completed scan, completed at {second_done}."),
+        format!("Compared with the target's previous completed scan, a full scan completed at {second_done}."),
         "1 new".into(),
         "1 regressed".into(),
         "1 fixed".into(),
@@ -1320,4 +1320,95 @@ async fn inline_code_in_the_pdf_is_set_in_the_monospace_font_without_backticks()
     let h = finished_scan().await;
     let (_, bytes) = report(&h.app, &h.user, h.scan_id, "?format=pdf").await;
     assert!(!poppler("pdffonts", &[], &bytes).contains("DejaVuSansMono"));
+}
+
+/// The id of `scan`'s finding of `template`.
+async fn finding_id_of(app: &TestApp, user: &TestUser, scan: Uuid, template: &str) -> String {
+    let detail = app
+        .get(&format!("/api/v1/scans/{scan}"), &user.access_token)
+        .await;
+    detail.body["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["template_id"] == template)
+        .unwrap_or_else(|| panic!("no {template} in {}", detail.text))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Issue 37, item 3: a false positive and an accepted risk (with its last
+/// day) are SARIF suppressions, external and accepted, so code scanning
+/// hides them; the fixed one's absent result too; every other result says
+/// it is not suppressed. The official 2.1.0 schema and the contract's
+/// SarifLog both take the log.
+#[tokio::test]
+async fn triaged_findings_carry_sarif_suppressions_that_fit_the_2_1_0_schema() {
+    let h = scans_with_every_change().await;
+    let until = (Utc::now() + chrono::Duration::days(30)).date_naive();
+    for (scan, template, body) in [
+        (
+            h.third,
+            &h.recurring.template_id,
+            json!({"status": "false_positive"}),
+        ),
+        (
+            h.third,
+            &h.regressed.template_id,
+            json!({"status": "accepted_risk", "until": until.to_string()}),
+        ),
+        (
+            h.first,
+            &h.fixed.template_id,
+            json!({"status": "false_positive"}),
+        ),
+    ] {
+        let id = finding_id_of(&h.app, &h.user, scan, template).await;
+        let r = h
+            .app
+            .call(
+                reqwest::Method::PATCH,
+                &format!("/api/v1/findings/{id}"),
+                Some(&h.user.access_token),
+                Some(body),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text);
+    }
+    let f = Fixture {
+        app: h.app,
+        user: h.user,
+        scan_id: h.third,
+        findings: vec![],
+    };
+    let (r, _) = report_of_format(&f, "sarif", None).await;
+    let doc = &r.body;
+    assert_valid_sarif(doc);
+    assert_fits_contract(&f.app, "SarifLog", doc).await;
+    let results = doc["runs"][0]["results"].as_array().unwrap();
+    let of = |rule: &str| -> &Value {
+        &results
+            .iter()
+            .find(|r| r["ruleId"] == rule)
+            .unwrap_or_else(|| panic!("no result of {rule}"))["suppressions"]
+    };
+    let false_positive = json!([{
+        "kind": "external",
+        "status": "accepted",
+        "justification": "Triaged as a false positive.",
+        "properties": {"triageStatus": "false_positive"},
+    }]);
+    assert_eq!(of(&h.recurring.template_id), &false_positive);
+    assert_eq!(
+        of(&h.regressed.template_id),
+        &json!([{
+            "kind": "external",
+            "status": "accepted",
+            "justification": format!("Risk accepted until {until}."),
+            "properties": {"triageStatus": "accepted_risk", "acceptedUntil": until.to_string()},
+        }])
+    );
+    assert_eq!(of(&h.fixed.template_id), &false_positive, "the absent one");
+    assert_eq!(of(&h.new.template_id), &json!([]), "not suppressed");
 }

@@ -282,13 +282,9 @@ pub struct Changes {
 impl Changes {
     /// Reads the changes of `scan` (call it in the report's transaction).
     pub async fn read(db: &impl GenericClient, scan: &ScanRow) -> Result<Changes, Error> {
-        let this = DiffScan {
-            id: scan.id,
-            target_id: scan.target_id,
-            created_at: scan.created_at,
-            completed_at: scan.completed_at,
-        };
-        let previous = findings::previous_completed(db, &this).await?;
+        // The scan before it whatever its engine: the scan's changes are
+        // against everything the target's earlier scans found.
+        let previous = findings::previous_completed(db, &DiffScan::from(scan), None).await?;
         let counts = fingerprints::changes_so_far(db, scan.id).await?;
         let mut changes = Changes {
             previous,
@@ -316,7 +312,8 @@ impl Changes {
     pub fn previous_text(&self) -> String {
         match &self.previous {
             Some(p) => format!(
-                "Compared with the target's previous completed scan, completed at {}.",
+                "Compared with the target's previous completed scan, a {} scan completed at {}.",
+                p.engine.as_str(),
                 timestamp(p.completed_at.or(Some(p.created_at)))
             ),
             None => {

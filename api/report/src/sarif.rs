@@ -4,7 +4,11 @@
 //! `security-severity` on each rule. Each finding's `baselineState` says
 //! how it relates to the target's earlier scans (`new`, `unchanged`,
 //! `updated` for a regressed one), and the fingerprints the scan fixed
-//! follow the findings as results of `baselineState: absent`.
+//! follow the findings as results of `baselineState: absent`. A finding
+//! triaged as a false positive or an accepted risk carries an external
+//! `suppressions` entry (SARIF 2.1.0, 3.27.23 and 3.35), so that code
+//! scanning tools hide it; every other result an empty list (not
+//! suppressed, as opposed to not known).
 //!
 //! Results are serialised as they arrive; the rules, a handful per scan,
 //! are collected on the way and written after them (JSON objects have no
@@ -120,7 +124,32 @@ struct ResultOf<'a> {
     host: &'a str,
     finding_id: uuid::Uuid,
     status: &'a str,
+    accepted_until: Option<chrono::NaiveDate>,
     extracted_results: &'a [String],
+}
+
+/// The SARIF `suppressions` of a result of triage `status` (SARIF 2.1.0,
+/// 3.35): the user's triage happened outside the scanned site, so `kind`
+/// is `external`, and it is in force, so `status` is `accepted`; an
+/// accepted risk says until when, in its justification and as
+/// `properties.acceptedUntil`. Empty for every other status.
+pub fn suppressions(status: &str, accepted_until: Option<chrono::NaiveDate>) -> Value {
+    let justification = match (status, accepted_until) {
+        ("false_positive", _) => "Triaged as a false positive.".to_string(),
+        ("accepted_risk", Some(until)) => format!("Risk accepted until {until}."),
+        ("accepted_risk", None) => "Risk accepted.".to_string(),
+        _ => return json!([]),
+    };
+    let mut suppression = json!({
+        "kind": "external",
+        "status": "accepted",
+        "justification": justification,
+        "properties": {"triageStatus": status},
+    });
+    if let Some(until) = accepted_until.filter(|_| status == "accepted_risk") {
+        suppression["properties"]["acceptedUntil"] = json!(until);
+    }
+    json!([suppression])
 }
 
 impl SarifRenderer {
@@ -140,6 +169,7 @@ impl SarifRenderer {
                 "logicalLocations": [{"name": r.host, "kind": "host"}],
             }],
             "partialFingerprints": {"dedupKey/v1": format!("{}:{}", r.template_id, r.matched_at)},
+            "suppressions": suppressions(r.status, r.accepted_until),
             "properties": {
                 "findingId": r.finding_id,
                 "severity": severity.as_str(),
@@ -166,6 +196,7 @@ impl Renderer for SarifRenderer {
             host: &f.host,
             finding_id: f.id,
             status: &f.status,
+            accepted_until: f.accepted_until,
             extracted_results: &f.extracted_results,
         });
         // SARIF 2.1.0, 3.27.24: the finding against the target's earlier
@@ -204,6 +235,7 @@ impl Renderer for SarifRenderer {
             host: &f.host,
             finding_id: f.last_finding_id,
             status: &f.status,
+            accepted_until: f.accepted_until,
             extracted_results: &f.extracted_results,
         });
         result["baselineState"] = json!("absent");

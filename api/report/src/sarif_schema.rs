@@ -141,7 +141,33 @@ pub struct SarifResult {
     /// `dedupKey/v1`: the template id and the matched URL;
     /// `fingerprint/v1`: the finding's identity on its target.
     pub partial_fingerprints: HashMap<String, String>,
+    /// One entry for a finding triaged `false_positive` or `accepted_risk`
+    /// (code scanning tools hide it); empty otherwise (not suppressed).
+    pub suppressions: Vec<SarifSuppression>,
     pub properties: SarifResultProperties,
+}
+
+/// The user's triage as SARIF sees it (SARIF 2.1.0, 3.35).
+#[derive(Debug, Object)]
+pub struct SarifSuppression {
+    /// `external`: decided in the service, not in the scanned site.
+    pub kind: String,
+    /// `accepted`: the triage is in force.
+    pub status: String,
+    /// `Triaged as a false positive.`, or `Risk accepted until
+    /// YYYY-MM-DD.` (`Risk accepted.` with no end).
+    pub justification: String,
+    pub properties: SarifSuppressionProperties,
+}
+
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct SarifSuppressionProperties {
+    /// The triage status: `false_positive` or `accepted_risk`.
+    pub triage_status: String,
+    /// The last day an accepted risk holds; absent with no end.
+    #[oai(skip_serializing_if_is_none)]
+    pub accepted_until: Option<chrono::NaiveDate>,
 }
 
 /// Where a finding was matched: the URL, and the host as a logical place.

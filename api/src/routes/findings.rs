@@ -33,11 +33,17 @@ pub struct FindingUpdate {
     pub until: Option<DateText>,
 }
 
-/// One finding of a target across its scans (one per fingerprint).
+/// One finding of a target across its scans (one per fingerprint). Two
+/// ids: the fingerprint's (`fingerprint_id`, also `id`) and the finding
+/// of its last occurrence (`finding_id`), which is the one `PATCH
+/// /findings/{finding_id}` and `POST /findings/{finding_id}/retest` take.
 #[derive(Debug, Object)]
 pub struct TargetFinding {
-    /// The fingerprint's id.
+    /// The fingerprint's id, as `fingerprint_id` (kept for compatibility).
+    /// Not a finding id: `PATCH /findings/{finding_id}` takes `finding_id`.
     pub id: Uuid,
+    /// The fingerprint's id.
+    pub fingerprint_id: Uuid,
     /// `template_id:` and the normalised `matched_at`.
     pub fingerprint: String,
     pub template_id: String,
@@ -62,7 +68,9 @@ pub struct TargetFinding {
     pub fixed_at: Option<DateTime<Utc>>,
     /// Scans that found it.
     pub occurrences: i32,
-    /// The finding of its last occurrence (for `PATCH /findings/{id}`).
+    /// The id to triage or retest it with: the finding of its last
+    /// occurrence, as `PATCH /findings/{finding_id}` and `POST
+    /// /findings/{finding_id}/retest` take it.
     pub finding_id: Option<Uuid>,
 }
 
@@ -70,6 +78,7 @@ impl From<FingerprintRow> for TargetFinding {
     fn from(f: FingerprintRow) -> Self {
         TargetFinding {
             id: f.id,
+            fingerprint_id: f.id,
             fingerprint: f.fingerprint,
             template_id: f.template_id,
             name: f.name,
@@ -101,22 +110,42 @@ pub enum TargetFindingList {
     ),
 }
 
-/// Two scans of one target compared by fingerprint.
+/// Two scans of one target compared by fingerprint. A finding is `new` or
+/// `regressed` here only when its own `change` says so and the other scan
+/// would have found it (the coverage rule of the fixed rule: its host
+/// reached, its template run by the other scan's engine), so the diff
+/// agrees with the scan's `changes`, its report and its notification.
 #[derive(Debug, Object)]
 pub struct ScanDiff {
     pub scan_id: Uuid,
-    /// The scan compared with; `null` when the target has no earlier
-    /// completed scan.
+    /// The scan's engine.
+    pub engine: String,
+    /// The scan compared with: `against`, or by default the target's
+    /// previous completed scan of the same engine; `null` when there is
+    /// none.
     pub against_scan_id: Option<Uuid>,
-    /// In the scan and not in the other, never seen on the target before
-    /// (or not since).
+    /// The engine of the scan compared with; `null` with it.
+    pub against_engine: Option<String>,
+    /// When the scan compared with completed; `null` when it has not (or
+    /// there is none).
+    pub against_completed_at: Option<DateTime<Utc>>,
+    /// In the scan and not in the other, which would have found it, and
+    /// never seen on the target before this scan (`change` `new`).
     pub new: Vec<Vulnerability>,
-    /// In the scan and not in the other, found again after a fix.
+    /// In the scan and not in the other, which would have found it, and
+    /// found again after a fix (`change` `regressed`).
     pub regressed: Vec<Vulnerability>,
-    /// In the other scan (its findings), fixed by a scan between the two.
+    /// In the other scan (its findings), not in the scan, which would have
+    /// found it, and fixed by a scan between the two.
     pub fixed: Vec<Vulnerability>,
     /// Fingerprints in both.
     pub unchanged: i64,
+    /// Fingerprints in one of the two only that are neither new, regressed
+    /// nor fixed: the other scan could not have found them (its engine does
+    /// not run the template, it did not reach the host, it retested another
+    /// finding), or they were already open (`recurring`) and the other
+    /// scan missed them without fixing them.
+    pub not_compared: i64,
 }
 
 fn status_of(raw: Option<&str>) -> Result<Option<String>, Error> {
@@ -283,7 +312,10 @@ impl FindingsApi {
 
     /// Compare a scan with another scan of its target
     ///
-    /// `against` defaults to the target's previous completed scan.
+    /// `against` defaults to the target's previous completed scan of the
+    /// same engine; the answer names the scan and engine compared with.
+    /// Findings the other scan could not have found are neither new nor
+    /// fixed (`not_compared`).
     #[oai(
         path = "/scans/:scan_id/diff",
         method = "get",
@@ -313,18 +345,22 @@ impl FindingsApi {
                 }
                 Some(other)
             }
-            None => findings::previous_completed(&**db, &scan).await?,
+            None => findings::previous_completed(&**db, &scan, Some(scan.engine)).await?,
         };
         let diff = findings::diff(&**db, &scan, other.as_ref()).await?;
         let shape =
             |list: Vec<findings::FindingRow>| list.iter().map(Vulnerability::from).collect();
         Ok(Json(ScanDiff {
             scan_id: scan.id,
+            engine: scan.engine.as_str().to_string(),
             against_scan_id: other.map(|o| o.id),
+            against_engine: other.map(|o| o.engine.as_str().to_string()),
+            against_completed_at: other.and_then(|o| o.completed_at),
             new: shape(diff.new),
             regressed: shape(diff.regressed),
             fixed: shape(diff.fixed),
             unchanged: diff.unchanged,
+            not_compared: diff.not_compared,
         }))
     }
 }

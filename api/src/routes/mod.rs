@@ -119,11 +119,6 @@ fn optional_properties_are_nullable(spec: &mut Value) {
     let Some(schemas) = spec["components"]["schemas"].as_object_mut() else {
         return;
     };
-    let enums: Vec<String> = schemas
-        .iter()
-        .filter(|(_, schema)| schema.get("enum").is_some())
-        .map(|(name, _)| format!("#/components/schemas/{name}"))
-        .collect();
     for schema in schemas.values_mut() {
         let required: Vec<String> = schema["required"]
             .as_array()
@@ -135,36 +130,35 @@ fn optional_properties_are_nullable(spec: &mut Value) {
             continue;
         };
         for (name, property) in properties.iter_mut() {
-            if required.contains(name) {
+            let Some(property) = property.as_object_mut() else {
                 continue;
-            }
-            if let Some(property) = property.as_object_mut() {
-                nullable_reference(property, &enums);
+            };
+            lone_reference(property);
+            if !required.contains(name) {
+                if let Some(reference) = property.remove("$ref") {
+                    property.insert("allOf".to_string(), json!([{ "$ref": reference }]));
+                }
                 property.insert("nullable".to_string(), Value::Bool(true));
             }
         }
     }
 }
 
-/// An optional property that names a component: a bare `$ref` becomes an
-/// `allOf` of it, since OpenAPI 3.0 ignores a `$ref`'s siblings such as
-/// `nullable`. For an enum, the description that poem-openapi puts inside
-/// the `allOf` is dropped from it (it stays beside it): generators read a
-/// two-part `allOf` of an enum as a union they cannot build, and
-/// openapi-python-client then leaves the whole schema out.
-fn nullable_reference(property: &mut Map<String, Value>, enums: &[String]) {
-    if let Some(reference) = property.remove("$ref") {
-        property.insert("allOf".to_string(), json!([{ "$ref": reference }]));
-    }
+/// A property that names a component with a description: poem-openapi
+/// writes an `allOf` of the component and of its description. The
+/// description is dropped from the `allOf` (it stays beside it), so that
+/// the `allOf` is the component alone: generators read a two-part `allOf`
+/// as a new shape, a second class of an object (openapi-python-client's
+/// `ScanDetailChangesType1` beside `ScanChanges`, `SarifRuleHelp` beside
+/// `SarifMessage`, issue 37, item 9) and a union it cannot build of an
+/// enum (it then leaves the schema out). An optional property's bare
+/// `$ref` becomes such an `allOf` too, since OpenAPI 3.0 ignores a
+/// `$ref`'s siblings such as `nullable`.
+fn lone_reference(property: &mut Map<String, Value>) {
     let Some(all_of) = property.get_mut("allOf").and_then(Value::as_array_mut) else {
         return;
     };
-    let names_enum = all_of.iter().any(|s| {
-        s["$ref"]
-            .as_str()
-            .is_some_and(|r| enums.iter().any(|e| e == r))
-    });
-    if names_enum {
+    if all_of.iter().any(|s| s.get("$ref").is_some()) {
         all_of.retain(|s| s.get("$ref").is_some());
     }
 }
@@ -244,6 +238,34 @@ mod tests {
         assert_eq!(
             spec["components"]["schemas"]["EngineName"]["enum"],
             serde_json::json!(["full", "quick", "recon"])
+        );
+    }
+
+    /// Issue 37, item 9: a property that names a component names it alone
+    /// (an `allOf` of one `$ref`), so generators make no second class of
+    /// it, nullable or not.
+    #[test]
+    fn a_property_naming_a_component_names_it_alone() {
+        let spec: serde_json::Value = serde_json::from_str(&openapi_json()).unwrap();
+        let schemas = spec["components"]["schemas"].as_object().unwrap();
+        for (name, schema) in schemas {
+            for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+                if let Some(all_of) = property["allOf"].as_array() {
+                    assert_eq!(all_of.len(), 1, "{name}.{field}: {property}");
+                    assert!(all_of[0]["$ref"].is_string(), "{name}.{field}");
+                }
+            }
+        }
+        let changes = &schemas["ScanDetail"]["properties"]["changes"];
+        assert_eq!(
+            changes["allOf"],
+            serde_json::json!([{"$ref": "#/components/schemas/ScanChanges"}])
+        );
+        assert_eq!(changes["nullable"], true);
+        let status = &schemas["FindingUpdate"]["properties"]["status"];
+        assert_eq!(
+            status["allOf"],
+            serde_json::json!([{"$ref": "#/components/schemas/FindingStatusName"}])
         );
     }
 }

@@ -488,6 +488,7 @@ mod tests {
             fingerprint: Some(format!("t-{i}:https://shop.example.test/p{i}")),
             first_seen_at: Some(Utc::now()),
             change: Some(scanfleet_core::fingerprint::Change::Regressed),
+            accepted_until: None,
         }
     }
 

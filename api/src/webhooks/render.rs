@@ -242,6 +242,7 @@ mod tests {
             fingerprint: None,
             first_seen_at: None,
             change: None,
+            accepted_until: None,
         }
     }
 

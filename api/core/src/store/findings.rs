@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt as _;
 use scanfleet_common::events::FindingEvent;
+use scanfleet_common::jobs::Engine;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
@@ -50,6 +51,9 @@ pub struct FindingRow {
     pub first_seen_at: Option<DateTime<Utc>>,
     /// How it relates to the target's earlier scans.
     pub change: Option<Change>,
+    /// The last day an `accepted_risk` status holds (`None` for any other
+    /// status, or a risk accepted with no end).
+    pub accepted_until: Option<NaiveDate>,
 }
 
 /// A finding's columns with its fingerprint's (`findings f LEFT JOIN
@@ -58,7 +62,9 @@ pub(crate) const COLUMNS: &str = "f.id, f.scan_id, f.user_id, f.template_id, f.n
      CASE WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date THEN 'open' \
      ELSE COALESCE(fp.status, f.status) END AS status, f.host, \
      f.matched_at, f.description, f.remediation, f.matcher_name, f.extracted_results, \
-     f.created_at, fp.fingerprint, fp.first_seen_at, f.change";
+     f.created_at, fp.fingerprint, fp.first_seen_at, f.change, \
+     CASE WHEN fp.status = 'accepted_risk' AND NOT fp.accepted_until < current_date \
+     THEN fp.accepted_until END AS accepted_until";
 
 /// The join [`COLUMNS`] reads from.
 pub(crate) const FROM: &str = "findings f LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id";
@@ -93,7 +99,9 @@ const JOINED_COLUMNS: &str = "f.id AS finding_id, f.template_id, f.name, f.sever
      CASE WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date THEN 'open' \
      ELSE COALESCE(fp.status, f.status) END AS finding_status, f.host, f.matched_at, f.description, \
      f.remediation, f.matcher_name, f.extracted_results, f.created_at AS finding_created_at, \
-     fp.fingerprint, fp.first_seen_at, f.change";
+     fp.fingerprint, fp.first_seen_at, f.change, \
+     CASE WHEN fp.status = 'accepted_risk' AND NOT fp.accepted_until < current_date \
+     THEN fp.accepted_until END AS accepted_until";
 
 /// Read by column name, so a reordered SELECT cannot swap fields; an
 /// unknown severity is an error rather than a silent `info`.
@@ -147,6 +155,7 @@ impl FindingRow {
             fingerprint: row.try_get("fingerprint")?,
             first_seen_at: row.try_get("first_seen_at")?,
             change,
+            accepted_until: row.try_get("accepted_until")?,
         })
     }
 }
@@ -385,6 +394,7 @@ pub async fn set_status(
 pub struct DiffScan {
     pub id: Uuid,
     pub target_id: Uuid,
+    pub engine: Engine,
     pub created_at: DateTime<Utc>,
     /// `None` until the scan completes.
     pub completed_at: Option<DateTime<Utc>>,
@@ -394,12 +404,28 @@ impl TryFrom<&Row> for DiffScan {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
+        let engine: &str = row.try_get("engine")?;
         Ok(DiffScan {
             id: row.try_get("id")?,
             target_id: row.try_get("target_id")?,
+            engine: Engine::parse(engine).ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!("scan with unknown engine {engine:?}"))
+            })?,
             created_at: row.try_get("created_at")?,
             completed_at: row.try_get("completed_at")?,
         })
+    }
+}
+
+impl From<&ScanRow> for DiffScan {
+    fn from(scan: &ScanRow) -> Self {
+        DiffScan {
+            id: scan.id,
+            target_id: scan.target_id,
+            engine: scan.engine,
+            created_at: scan.created_at,
+            completed_at: scan.completed_at,
+        }
     }
 }
 
@@ -411,7 +437,7 @@ pub async fn diff_scan(
 ) -> Result<Option<DiffScan>, Error> {
     let row = db
         .query_opt(
-            "SELECT id, target_id, created_at, completed_at FROM scans
+            "SELECT id, target_id, engine, created_at, completed_at FROM scans
              WHERE id = $1 AND user_id = $2",
             &[&scan_id, &user_id],
         )
@@ -419,89 +445,117 @@ pub async fn diff_scan(
     row.as_ref().map(DiffScan::try_from).transpose()
 }
 
-/// The completed scan of the same target created last before `scan`.
+/// The completed scan of the same target created last before `scan`; of
+/// `engine` only when given (a diff compares like with like by default,
+/// a report names the scan before it whatever its engine).
 pub async fn previous_completed(
     db: &impl GenericClient,
     scan: &DiffScan,
+    engine: Option<Engine>,
 ) -> Result<Option<DiffScan>, Error> {
+    let engine = engine.map(Engine::as_str);
     let row = db
         .query_opt(
-            "SELECT id, target_id, created_at, completed_at FROM scans
+            "SELECT id, target_id, engine, created_at, completed_at FROM scans
              WHERE target_id = $1 AND status = 'completed' AND id <> $2
                AND (created_at, id) < ($3, $2)
+               AND ($4::text IS NULL OR engine = $4)
              ORDER BY created_at DESC, id DESC LIMIT 1",
-            &[&scan.target_id, &scan.id, &scan.created_at],
+            &[&scan.target_id, &scan.id, &scan.created_at, &engine],
         )
         .await?;
     row.as_ref().map(DiffScan::try_from).transpose()
 }
 
-/// Two scans of one target compared by fingerprint.
+/// Two scans of one target compared by fingerprint. `new` and `regressed`
+/// are the scan's findings of that `change`, so the diff never contradicts
+/// the scan's changes, its report or its notification.
 #[derive(Debug, Default)]
 pub struct Diff {
-    /// In the scan, not in the other, never seen before or fixed since.
+    /// In the scan, not in the other, `change` new, and the other scan
+    /// would have found it.
     pub new: Vec<FindingRow>,
-    /// In the scan, not in the other, and found again after a fix.
+    /// In the scan, not in the other, `change` regressed, and the other
+    /// scan would have found it.
     pub regressed: Vec<FindingRow>,
-    /// In the other scan (its findings), not in the scan, and fixed by a
-    /// scan between the two.
+    /// In the other scan (its findings), not in the scan, which would have
+    /// found it, and fixed by a scan between the two.
     pub fixed: Vec<FindingRow>,
     /// Fingerprints in both.
     pub unchanged: i64,
+    /// Fingerprints in one of the two only that are none of the above: the
+    /// other scan could not have found them (its engine does not run the
+    /// template, it did not reach the host, it retested another finding),
+    /// or they were already open (`recurring`) and the other scan missed
+    /// them without fixing them.
+    pub not_compared: i64,
 }
 
-/// Compares `scan` with `against` (scans of one target); lists are worst
-/// first. With no `against`, everything in the scan is new or regressed.
+/// Compares `scan` with `against` (scans of one target) by the coverage
+/// rule of the fixed rule ([`fingerprints::covers_sql`]); lists are worst
+/// first. With no `against`, the scan's new and regressed findings are
+/// new and regressed, its recurring ones not compared.
 pub async fn diff(
     db: &impl GenericClient,
     scan: &DiffScan,
     against: Option<&DiffScan>,
 ) -> Result<Diff, Error> {
+    // A row per finding of $1 that $2 lacks, with whether $2 would have
+    // found it (false without $2) and whether a scan between the two
+    // ($3, $4] fixed its fingerprint.
+    static ONLY_IN: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "SELECT {COLUMNS}, COALESCE({covers}, false) AS covered,
+                    EXISTS (SELECT 1 FROM fingerprint_fixes x JOIN scans xs ON xs.id = x.scan_id
+                            WHERE x.fingerprint_id = f.fingerprint_id
+                              AND xs.created_at > $3 AND xs.created_at <= $4) AS fixed_between
+             FROM {FROM} LEFT JOIN scans other ON other.id = $2
+             WHERE f.scan_id = $1 AND NOT EXISTS (
+                 SELECT 1 FROM findings o
+                 WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
+             ORDER BY {SEVERITY_RANK}, f.created_at, f.id",
+            covers = fingerprints::covers_sql("other", "fp"),
+        )
+    });
+    let (from, to) = match against {
+        Some(a) if a.created_at > scan.created_at => (scan.created_at, a.created_at),
+        Some(a) => (a.created_at, scan.created_at),
+        None => (scan.created_at, scan.created_at),
+    };
     let other = against.map(|a| a.id);
-    let only_in = format!(
-        "SELECT {COLUMNS} FROM {FROM}
-         WHERE f.scan_id = $1 AND NOT EXISTS (
-             SELECT 1 FROM findings o WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
-         ORDER BY {SEVERITY_RANK}, f.created_at, f.id"
-    );
     let mut out = Diff::default();
     let mut seen = HashSet::new();
-    for row in db.query(&only_in, &[&scan.id, &other]).await? {
+    for row in db
+        .query(ONLY_IN.as_str(), &[&scan.id, &other, &from, &to])
+        .await?
+    {
         let finding = FindingRow::try_from(&row)?;
         if !seen.insert(finding.fingerprint.clone()) {
             continue;
         }
-        match finding.change {
-            Some(Change::Regressed) => out.regressed.push(finding),
-            _ => out.new.push(finding),
+        let covered = against.is_none() || row.try_get::<_, bool>("covered")?;
+        match (covered, finding.change) {
+            (true, Some(Change::New)) => out.new.push(finding),
+            (true, Some(Change::Regressed)) => out.regressed.push(finding),
+            _ => out.not_compared += 1,
         }
     }
     let Some(against) = against else {
         return Ok(out);
     };
-    let (from, to) = if against.created_at <= scan.created_at {
-        (against.created_at, scan.created_at)
-    } else {
-        (scan.created_at, against.created_at)
-    };
-    let gone = format!(
-        "SELECT {COLUMNS} FROM {FROM}
-         WHERE f.scan_id = $1 AND NOT EXISTS (
-             SELECT 1 FROM findings o WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
-           AND EXISTS (
-             SELECT 1 FROM fingerprint_fixes x JOIN scans xs ON xs.id = x.scan_id
-             WHERE x.fingerprint_id = f.fingerprint_id
-               AND xs.created_at > $3 AND xs.created_at <= $4)
-         ORDER BY {SEVERITY_RANK}, f.created_at, f.id"
-    );
     seen.clear();
     for row in db
-        .query(&gone, &[&against.id, &scan.id, &from, &to])
+        .query(ONLY_IN.as_str(), &[&against.id, &scan.id, &from, &to])
         .await?
     {
         let finding = FindingRow::try_from(&row)?;
-        if seen.insert(finding.fingerprint.clone()) {
+        if !seen.insert(finding.fingerprint.clone()) {
+            continue;
+        }
+        if row.try_get::<_, bool>("covered")? && row.try_get::<_, bool>("fixed_between")? {
             out.fixed.push(finding);
+        } else {
+            out.not_compared += 1;
         }
     }
     out.unchanged = db

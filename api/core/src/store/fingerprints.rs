@@ -192,43 +192,52 @@ const COUNT_CHANGES: &str = "(SELECT count(DISTINCT fingerprint_id)::int FROM fi
          WHERE scan_id = $1 AND change = 'regressed') AS regressed,
      (SELECT count(*)::int FROM fingerprint_fixes WHERE scan_id = $1) AS fixed";
 
-/// The fixed rule, applied when `scan_id` completes: an open fingerprint of
-/// the scan's target that the scan did not find becomes `fixed` only when
-/// the scan would have run its template on its host:
+/// Whether scan `scan` (an alias of a `scans` row) would have run the
+/// template of fingerprint `fp` (an alias of a `fingerprints` row) on its
+/// host, in SQL: the coverage rule that both the fixed rule ([`complete`])
+/// and the diff of two scans apply.
 /// - its host was reached (every reached host has the probe's finding, so
 ///   the hosts of the scan's findings are the hosts it looked at);
 /// - `full` runs every template; `quick` those of severity medium and worse
-///   (and the probe); `recon` runs no vulnerability template, so it fixes
-///   only the probe's findings; `retest` only the fingerprint retested;
-/// - nothing seen since the scan was created (by a scan running alongside)
-///   is fixed by it.
+///   (and the probe); `recon` runs no vulnerability template, so it covers
+///   only the probe's findings; `retest` only the fingerprint retested.
+pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
+    format!(
+        "({fp}.host IN (SELECT host FROM findings WHERE scan_id = {scan}.id)
+          AND CASE {scan}.engine
+              WHEN 'full' THEN true
+              WHEN 'quick' THEN {fp}.severity_rank <= 2 OR {fp}.template_id = '{PROBE_TEMPLATE_ID}'
+              WHEN 'recon' THEN {fp}.template_id = '{PROBE_TEMPLATE_ID}'
+              WHEN 'retest' THEN {fp}.id = {scan}.retest_of
+              ELSE false END)"
+    )
+}
+
+/// The fixed rule, applied when `scan_id` completes: an open fingerprint of
+/// the scan's target that the scan did not find becomes `fixed` only when
+/// the scan would have run its template on its host ([`covers_sql`]), and
+/// nothing seen since the scan was created (by a scan running alongside)
+/// is fixed by it.
 ///
 /// Then counts the scan's changes into `scan_changes` (once).
 pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
-    db.execute(
-        "WITH s AS (SELECT id, target_id, engine, created_at, retest_of FROM scans
-                    WHERE id = $1),
-              reached AS (SELECT DISTINCT host FROM findings WHERE scan_id = $1),
-              fixed AS (
-                  UPDATE fingerprints fp SET state = 'fixed', fixed_at = now()
-                  FROM s
-                  WHERE fp.target_id = s.target_id AND fp.state = 'open'
-                    AND fp.last_scan_id IS DISTINCT FROM s.id
-                    AND fp.last_seen_at < s.created_at
-                    AND fp.host IN (SELECT host FROM reached)
-                    AND CASE s.engine
-                        WHEN 'full' THEN true
-                        WHEN 'quick' THEN fp.severity_rank <= 2 OR fp.template_id = $2
-                        WHEN 'recon' THEN fp.template_id = $2
-                        WHEN 'retest' THEN fp.id = s.retest_of
-                        ELSE false END
-                  RETURNING fp.id, fp.fixed_at)
-         INSERT INTO fingerprint_fixes (fingerprint_id, scan_id, fixed_at)
-         SELECT id, $1, fixed_at FROM fixed
-         ON CONFLICT DO NOTHING",
-        &[&scan_id, &PROBE_TEMPLATE_ID],
-    )
-    .await?;
+    static FIX: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH fixed AS (
+                 UPDATE fingerprints fp SET state = 'fixed', fixed_at = now()
+                 FROM scans s
+                 WHERE s.id = $1 AND fp.target_id = s.target_id AND fp.state = 'open'
+                   AND fp.last_scan_id IS DISTINCT FROM s.id
+                   AND fp.last_seen_at < s.created_at
+                   AND {}
+                 RETURNING fp.id, fp.fixed_at)
+             INSERT INTO fingerprint_fixes (fingerprint_id, scan_id, fixed_at)
+             SELECT id, $1, fixed_at FROM fixed
+             ON CONFLICT DO NOTHING",
+            covers_sql("s", "fp")
+        )
+    });
+    db.execute(FIX.as_str(), &[&scan_id]).await?;
     let row = db
         .query_one(
             &format!(
@@ -344,6 +353,8 @@ pub struct FixedFingerprint {
     pub matched_at: String,
     /// The triage status as it stands today.
     pub status: String,
+    /// The last day an `accepted_risk` status holds.
+    pub accepted_until: Option<NaiveDate>,
     pub fixed_at: DateTime<Utc>,
     pub last_finding_id: Uuid,
     pub description: String,
@@ -365,6 +376,7 @@ impl TryFrom<&Row> for FixedFingerprint {
             host: row.try_get("host")?,
             matched_at: row.try_get("matched_at")?,
             status: row.try_get("status")?,
+            accepted_until: row.try_get("accepted_until")?,
             fixed_at: row.try_get("fixed_at")?,
             last_finding_id: row.try_get("last_finding_id")?,
             description: row.try_get("description")?,
@@ -400,6 +412,8 @@ pub async fn stream_fixed_by_scan(
     let sql = format!(
         "SELECT fp.id, fp.fingerprint, fp.template_id, fp.name, fp.severity, fp.host,
                 fp.matched_at, {EFFECTIVE_STATUS} AS status, x.fixed_at,
+                CASE WHEN fp.status = 'accepted_risk' AND NOT fp.accepted_until < current_date
+                     THEN fp.accepted_until END AS accepted_until,
                 lf.id AS last_finding_id, lf.description, lf.remediation, lf.extracted_results
          FROM fingerprint_fixes x
          JOIN fingerprints fp ON fp.id = x.fingerprint_id
