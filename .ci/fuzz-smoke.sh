@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A short fuzz run of every cargo-fuzz target (fuzz/), starting from the
 # committed seeds: a regression net, not a search. The long runs are
-# described in the README's "Fuzzing" section.
+# described in docs/scanner.md, "Fuzzing".
 #
 # FUZZ_SECONDS sets the time per target (default 15). Needs nightly and
 # cargo-fuzz; both are installed when missing.

@@ -37,7 +37,7 @@ commands:
   help, -h, --help      print this help and exit
 
 Configuration comes from the environment (DATABASE_URL, REDIS_URL,
-SCANFLEET_*); see the README.
+SCANFLEET_*); see docs/configuration.md.
 ";
 
 async fn run() -> anyhow::Result<()> {

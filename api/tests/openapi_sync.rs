@@ -86,3 +86,75 @@ fn every_path_of_the_contract_is_in_the_document() {
         .values()
         .any(|s| s["in"] == "header" && s["name"] == "X-API-Key"));
 }
+
+/// Issue 37, item 8: the endpoint table of `docs/api.md` lists every
+/// operation of the contract, once, and no other; its auth column agrees
+/// with each operation's security (`none`, Bearer only, or Bearer or key).
+#[test]
+fn the_endpoint_table_in_the_docs_lists_every_operation_of_the_contract() {
+    let contract_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/openapi.json");
+    let contract: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(contract_path).unwrap()).unwrap();
+    let docs_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md");
+    let docs = std::fs::read_to_string(docs_path).expect("docs/api.md");
+    let table = docs
+        .split("\n## Endpoints\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\nOutside the contract").next())
+        .expect("an `## Endpoints` section before `Outside the contract`");
+    let row =
+        regex::Regex::new(r"^\| (GET|POST|PUT|PATCH|DELETE) \| `(/[^`]*)` \| [^|]+ \| (.+) \|$")
+            .unwrap();
+    let mut listed = std::collections::BTreeMap::new();
+    for line in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| method"))
+    {
+        let caps = row
+            .captures(line)
+            .unwrap_or_else(|| panic!("not a row of method, path, what, auth: {line}"));
+        let key = (caps[1].to_lowercase(), format!("/api/v1{}", &caps[2]));
+        let auth = caps[3].to_string();
+        assert!(
+            listed.insert(key.clone(), auth).is_none(),
+            "listed twice: {key:?}"
+        );
+    }
+    let mut operations = std::collections::BTreeMap::new();
+    for (path, item) in contract["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let schemes: Vec<String> = op["security"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_object())
+                .flat_map(|s| s.keys().cloned())
+                .collect();
+            operations.insert((method.clone(), path.clone()), schemes);
+        }
+    }
+    let missing: Vec<_> = operations
+        .keys()
+        .filter(|k| !listed.contains_key(*k))
+        .collect();
+    let unknown: Vec<_> = listed
+        .keys()
+        .filter(|k| !operations.contains_key(*k))
+        .collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "docs/api.md misses {missing:?} and lists {unknown:?}, which the contract has not"
+    );
+    for (key, schemes) in &operations {
+        let auth = &listed[key];
+        let keys = schemes.iter().any(|s| s == "ApiKeyAuth");
+        let bearer = schemes.iter().any(|s| s == "BearerAuth");
+        let says_key = auth.contains("key (");
+        let says_none = auth.starts_with("none");
+        assert_eq!(
+            says_key, keys,
+            "{key:?}: auth `{auth}`, schemes {schemes:?}"
+        );
+        assert_eq!(says_none, !bearer && !keys, "{key:?}: auth `{auth}`");
+    }
+}
