@@ -666,6 +666,17 @@ async fn put_me_takes_a_json_body_and_says_when_the_name_is_missing() {
         )
         .await;
     assert_eq!(r.body["full_name"], "Body", "{}", r.text);
+    // A bad query value is refused even beside a good body.
+    let r = app
+        .call(
+            Method::PUT,
+            "/api/v1/auth/me?full_name=%C2%84",
+            Some(&u.access_token),
+            Some(json!({"full_name": "Body"})),
+        )
+        .await;
+    r.assert_problem(422);
+    assert_eq!(r.error_fields(), vec!["full_name"]);
     let r = app
         .call(Method::PUT, "/api/v1/auth/me", Some(&u.access_token), None)
         .await;

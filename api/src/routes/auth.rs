@@ -302,17 +302,21 @@ impl AuthApi {
         full_name: Query<Option<FullName>>,
         body: OptionalJsonBody<ProfileUpdate>,
     ) -> Result<Json<UserOut>> {
-        let full_name =
-            body.0
-                .map(|b| b.full_name)
-                .or(full_name.0)
-                .ok_or_else(|| Error::BadRequest {
-                    code: "bad_request",
-                    detail: "`full_name` is missing: send the JSON body {\"full_name\": \"...\"} \
+        // Both forms are checked when both are sent (a bad query value is
+        // a 422 even beside a good body); the body's name is the one kept.
+        let from_query = full_name
+            .0
+            .map(|name| validate_full_name(&name))
+            .transpose()?;
+        let full_name = match body.0 {
+            Some(body) => validate_full_name(&body.full_name)?,
+            None => from_query.ok_or_else(|| Error::BadRequest {
+                code: "bad_request",
+                detail: "`full_name` is missing: send the JSON body {\"full_name\": \"...\"} \
                          (or the `full_name` query parameter)"
-                        .into(),
-                })?;
-        let full_name = validate_full_name(&full_name)?;
+                    .into(),
+            })?,
+        };
         let db = state.db.get().await?;
         Ok(Json(
             users::set_full_name(&**db, me.user.id, &full_name)
