@@ -1412,3 +1412,23 @@ async fn triaged_findings_carry_sarif_suppressions_that_fit_the_2_1_0_schema() {
     assert_eq!(of(&h.fixed.template_id), &false_positive, "the absent one");
     assert_eq!(of(&h.new.template_id), &json!([]), "not suppressed");
 }
+
+/// Issue 37, item 10: a severity with no findings draws no bar in the
+/// HTML chart (it drew a sliver that read as "a few"); the others do.
+#[tokio::test]
+async fn a_zero_count_draws_no_bar_in_the_html_chart() {
+    let h = scans_with_every_change().await;
+    let (r, _) = report(&h.app, &h.user, h.third, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    let title = text_of(&doc, "svg.chart title");
+    assert!(
+        title[0].contains("Critical 1, High 1, Medium 0, Low 1, Info 0"),
+        "{title:?}"
+    );
+    let bars = scraper::Selector::parse("svg.chart rect.bar").unwrap();
+    let fills: Vec<&str> = doc
+        .select(&bars)
+        .map(|b| b.value().attr("fill").unwrap())
+        .collect();
+    assert_eq!(fills.len(), 3, "one bar per severity found: {fills:?}");
+}
