@@ -658,7 +658,9 @@ async fn checkout_takes_only_purchasable_tiers_and_only_one_subscription() {
         .send()
         .await
         .unwrap();
-    assert_eq!(TestApp::read(r).await.status, 401);
+    // Issue 37, item 4: the key was sent and refused, so 403 saying so.
+    let r = TestApp::read(r).await;
+    assert_eq!(r.assert_problem(403)["code"], "api_key_not_accepted");
 }
 
 #[tokio::test]
