@@ -178,3 +178,69 @@ async fn logs_written_to_a_pipe_carry_no_colour_codes() {
     assert!(logs.contains("created the missing database"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "{logs:?}");
 }
+
+/// `make run` on a fresh server: the api and the scheduler start at once
+/// and both create the missing database (dev mode). The one whose CREATE
+/// overlaps the other's gets a unique violation, not `duplicate_database`,
+/// and must take it as "created by the other" instead of exiting, which
+/// brought `make run` down (issue 37, seen trying the README's walk).
+#[tokio::test]
+async fn the_api_and_the_scheduler_creating_a_missing_database_at_once_both_start() {
+    let mut failures = Vec::new();
+    // Three rounds: the race is the two CREATEs overlapping, which two
+    // processes started together make likely but not certain.
+    for round in 0..3 {
+        let name = format!("scanfleet_race_{}", uuid::Uuid::new_v4().simple());
+        let url = database_url(&name);
+        let spawn = |bin: &str, log: &str| {
+            let file = std::fs::File::create(log).expect("log");
+            Command::new(binary(bin))
+                .env("DATABASE_URL", &url)
+                .env("SCANFLEET_API__BIND", "127.0.0.1:0")
+                .env("SCANFLEET_REDIS_PREFIX", format!("startup-{name}"))
+                .env("SCANFLEET_LOG_FORMAT", "text")
+                .env("RUST_LOG", "info")
+                .stdout(file.try_clone().expect("log"))
+                .stderr(file)
+                .spawn()
+                .expect(bin)
+        };
+        let dir = std::env::temp_dir();
+        let api_log = dir.join(format!("{name}-api.log"));
+        let scheduler_log = dir.join(format!("{name}-scheduler.log"));
+        let mut api = spawn("scanfleet-api", api_log.to_str().unwrap());
+        let mut scheduler = spawn("scanfleet-scheduler", scheduler_log.to_str().unwrap());
+        let started = |log: &std::path::Path, line: &str| {
+            std::fs::read_to_string(log).is_ok_and(|text| text.contains(line))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut up = false;
+        while std::time::Instant::now() < deadline {
+            if started(&api_log, "api listening") && started(&scheduler_log, "scheduler started") {
+                up = true;
+                break;
+            }
+            if matches!(api.try_wait(), Ok(Some(_))) || matches!(scheduler.try_wait(), Ok(Some(_)))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let alive = matches!(api.try_wait(), Ok(None)) && matches!(scheduler.try_wait(), Ok(None));
+        for child in [&mut api, &mut scheduler] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        scanfleet_tests::drop_database(&database_url("postgres"), &name);
+        if !(up && alive) {
+            failures.push(format!(
+                "round {round}: api log:\n{}\nscheduler log:\n{}",
+                std::fs::read_to_string(&api_log).unwrap_or_default(),
+                std::fs::read_to_string(&scheduler_log).unwrap_or_default()
+            ));
+        }
+        let _ = std::fs::remove_file(&api_log);
+        let _ = std::fs::remove_file(&scheduler_log);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -133,8 +133,18 @@ async fn create_database(
             tracing::warn!(database = %name, "created the missing database (dev mode)");
             Ok(())
         }
-        // Another process created it at the same moment.
-        Err(e) if e.code() == Some(&SqlState::DUPLICATE_DATABASE) => Ok(()),
+        // Another process created it at the same moment: the api and the
+        // scheduler under `make run` on a fresh server. Postgres says so
+        // with `duplicate_database`, or, when the two CREATEs overlap, with
+        // a unique violation of `pg_database`'s name index (seen trying the
+        // README's walk on a fresh database: the scheduler exited, and
+        // `make run` with it).
+        Err(e)
+            if e.code() == Some(&SqlState::DUPLICATE_DATABASE)
+                || e.code() == Some(&SqlState::UNIQUE_VIOLATION) =>
+        {
+            Ok(())
+        }
         Err(_) => Err(StartupError::DatabaseMissing {
             name: name.to_string(),
             server: server.to_string(),
