@@ -170,7 +170,8 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
     let spec = routes::openapi_json();
     crate::parse_errors::know_contract(&spec);
     let docs = api.swagger_ui();
-    Route::new()
+    // The versioned API: problem+json errors, `Allow` on 405s.
+    let api = Route::new()
         .nest("/", api)
         .at(
             "/api/v1/openapi.json",
@@ -182,15 +183,25 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         )
         .nest("/api/v1/docs", docs)
         .at("/api/v1/ws/scans/:scan_id", get(crate::ws::scan_websocket))
-        .at("/metrics", get(crate::metrics::metrics_endpoint))
-        .at("/healthz", get(health::healthz))
-        .at("/readyz", get(health::readyz))
-        .data(state.clone())
         .with(crate::body_limit::BodyLimit::new(
             state.settings.api.max_body_bytes,
         ))
         .around(problem_guard)
-        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req))
+        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req));
+    Route::new()
+        .nest_no_strip("/api", api)
+        .at("/metrics", get(crate::metrics::metrics_endpoint))
+        .at("/healthz", get(health::healthz))
+        .at("/readyz", get(health::readyz))
+        // Everything else is the console, unknown paths included (its 404
+        // page has the navigation).
+        .nest(
+            "/",
+            crate::console::endpoint().with(crate::body_limit::BodyLimit::new(
+                state.settings.api.max_body_bytes,
+            )),
+        )
+        .data(state.clone())
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)
         .with(Tracing)

@@ -21,6 +21,7 @@
 //! # Layout
 //! - [`app`]: builds and runs one api process ([`app::Application`]).
 //! - [`routes`]: one module per endpoint group, plus the OpenAPI service.
+//! - [`console`]: the web console at `/` (server-rendered pages, htmx).
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
@@ -49,6 +50,7 @@ pub mod allow;
 pub mod app;
 pub mod auth;
 pub mod body_limit;
+pub mod console;
 pub mod contract;
 pub mod detail_cache;
 pub mod error;
