@@ -2,7 +2,7 @@
 
 use askama::Template;
 use poem::web::{Data, Query};
-use poem::{handler, Request, Response};
+use poem::{handler, Response};
 use serde::Deserialize;
 
 use super::form;
@@ -68,8 +68,8 @@ pub async fn signin_page(
 }
 
 #[handler]
-pub async fn signin(state: Data<&AppState>, req: &mut Request) -> PageResult {
-    let form = form::read(req).await;
+pub async fn signin(state: Data<&AppState>, body: poem::Body) -> PageResult {
+    let form = form::read(body).await;
     let next = page::safe_next(form.get("next")).to_string();
     let email = form.get("email").trim().to_string();
     match account::authenticate(&state, &email, form.get("password").to_string()).await {
@@ -118,8 +118,8 @@ pub async fn register_page(state: Data<&AppState>, visitor: Data<&Visitor>) -> P
 }
 
 #[handler]
-pub async fn register(state: Data<&AppState>, req: &mut Request) -> PageResult {
-    let form = form::read(req).await;
+pub async fn register(state: Data<&AppState>, body: poem::Body) -> PageResult {
+    let form = form::read(body).await;
     let email = form.get("email").trim().to_string();
     let full_name = form.get("full_name").to_string();
     let outcome = account::register(

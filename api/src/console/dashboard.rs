@@ -9,7 +9,7 @@ use poem::web::Data;
 use super::page::{self, Chrome, PageResult};
 use super::session::Visitor;
 use crate::state::AppState;
-use scanfleet_core::store::dashboard::{self, ChartDay, RecentScan, Summary, CHART_DAYS};
+use scanfleet_core::store::dashboard::{self as store, ChartDay, RecentScan, Summary, CHART_DAYS};
 
 /// One bar pair of the chart, in SVG user units.
 pub struct Bar {
@@ -87,8 +87,8 @@ pub async fn dashboard(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageR
     let me = page::signed(&visitor)?;
     let chrome = Chrome::load(&state, me, "dashboard").await?;
     let db = state.db.get().await?;
-    let mut summary = dashboard::summary(&db, me.user.id).await?;
-    let days = dashboard::charts(&**db, me.user.id).await?;
+    let mut summary = store::summary(&db, me.user.id).await?;
+    let days = store::charts(&**db, me.user.id).await?;
     let recent = std::mem::take(&mut summary.recent_scans);
     page::html(&Dashboard {
         chrome,

@@ -109,10 +109,10 @@ pub async fn set_status(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Path(finding_id): Path<Uuid>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = super::form::read(req).await;
+    let form = super::form::read(body).await;
     let status = form.get("status").to_string();
     if !findings::STATUSES.contains(&status.as_str()) {
         return Err(PageError::BadRequest(format!(

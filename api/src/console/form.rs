@@ -33,8 +33,7 @@ impl FormData {
     }
 }
 
-/// Reads a form body.
-pub async fn read(req: &mut poem::Request) -> FormData {
-    let body = req.take_body().into_bytes().await.unwrap_or_default();
-    FormData::parse(&body)
+/// Reads a form body (the body limit has already applied).
+pub async fn read(body: poem::Body) -> FormData {
+    FormData::parse(&body.into_bytes().await.unwrap_or_default())
 }

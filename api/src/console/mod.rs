@@ -18,7 +18,7 @@
 //! - [`form`]: form bodies.
 //! - [`assets`]: embedded static files under content-hashed paths.
 //! - [`auth`], [`dashboard`], [`targets`], [`scans`], [`findings`],
-//!   [`settings`]: the screens.
+//!   [`webhooks`], [`settings`]: the screens.
 
 pub mod assets;
 pub mod auth;
@@ -30,6 +30,7 @@ pub mod scans;
 pub mod session;
 pub mod settings;
 pub mod targets;
+pub mod webhooks;
 
 use poem::{get, post, Endpoint, EndpointExt, Route};
 
@@ -40,8 +41,8 @@ pub fn endpoint() -> impl Endpoint {
         .at("/signin", get(auth::signin_page).post(auth::signin))
         .at("/register", get(auth::register_page).post(auth::register))
         .at("/signout", post(auth::signout))
-        .at("/targets", get(targets::list).post(targets::add))
-        .at("/targets/import", post(targets::import))
+        .at("/targets", get(targets::index).post(targets::add))
+        .at("/targets/import", post(targets::import_domains))
         .at("/targets/:target_id", get(targets::show))
         .at("/targets/:target_id/verify", post(targets::verify))
         .at("/targets/:target_id/scans", post(targets::start_scan))
@@ -51,7 +52,7 @@ pub fn endpoint() -> impl Endpoint {
             "/targets/:target_id/findings/:finding_id/status",
             post(targets::row_status),
         )
-        .at("/scans", get(scans::list))
+        .at("/scans", get(scans::index))
         .at("/scans/:scan_id", get(scans::show))
         .at("/scans/:scan_id/stop", post(scans::stop))
         .at("/scans/:scan_id/events", get(scans::events))
@@ -70,7 +71,12 @@ pub fn endpoint() -> impl Endpoint {
             post(settings::notifications_read_all),
         )
         .at("/notifications/:id/read", post(settings::notifications_read))
-        .at("/webhooks", get(settings::webhooks_list))
+        .at("/webhooks", get(webhooks::index).post(webhooks::create))
+        .at("/webhooks/:id", get(webhooks::show).post(webhooks::act))
+        .at(
+            "/webhooks/:id/deliveries/:delivery_id/redeliver",
+            post(webhooks::redeliver),
+        )
         .at("/account", get(settings::account_show))
         .at("/account/name", post(settings::account_name))
         .at("/account/password", post(settings::account_password))

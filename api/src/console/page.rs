@@ -219,7 +219,6 @@ pub fn safe_next(next: &str) -> &str {
 #[template(path = "error.html")]
 struct ErrorPage {
     chrome: Chrome,
-    status: u16,
     title: &'static str,
     message: String,
 }
@@ -266,7 +265,6 @@ pub async fn error_response(
     };
     let page = ErrorPage {
         chrome,
-        status: status.as_u16(),
         title,
         message,
     };

@@ -37,7 +37,7 @@ struct Scans {
 }
 
 #[handler]
-pub async fn list(
+pub async fn index(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Query(q): Query<ListQuery>,

@@ -20,7 +20,6 @@ use scanfleet_core::store::notifications::{self, Notification};
 use scanfleet_core::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
 use scanfleet_core::store::targets::{self, TargetRow};
 use scanfleet_core::store::users::{self, AdminChange, User};
-use scanfleet_core::store::webhooks::{self, Webhook};
 use scanfleet_core::store::{tiers, Page};
 
 const ALL: Page = Page {
@@ -174,10 +173,10 @@ fn cron_of(raw: &str) -> Result<(CronSpec, DateTime<Utc>), crate::error::Error> 
 pub async fn schedules_create(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let outcome = async {
         let target_id = Uuid::parse_str(form.get("target_id"))
             .map_err(|_| crate::error::Error::invalid("target_id", "choose a target"))?;
@@ -215,10 +214,10 @@ pub async fn schedules_change(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Path(schedule_id): Path<Uuid>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let db = state.db.get().await?;
     let current = schedules::find(&**db, me.user.id, schedule_id)
         .await?
@@ -298,27 +297,6 @@ pub async fn notifications_read_all(state: Data<&AppState>, visitor: Data<&Visit
 }
 
 #[derive(Template)]
-#[template(path = "webhooks.html")]
-struct Webhooks {
-    chrome: Chrome,
-    list: Vec<Webhook>,
-    paid: bool,
-}
-
-#[handler]
-pub async fn webhooks_list(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageResult {
-    let me = page::signed(&visitor)?;
-    let chrome = Chrome::load(&state, me, "webhooks").await?;
-    let db = state.db.get().await?;
-    let (list, _) = webhooks::list(&**db, me.user.id, ALL).await?;
-    page::html(&Webhooks {
-        chrome,
-        list,
-        paid: me.user.tier_slug != "demo",
-    })
-}
-
-#[derive(Template)]
 #[template(path = "account.html")]
 struct Account {
     chrome: Chrome,
@@ -382,10 +360,10 @@ pub async fn account_show(state: Data<&AppState>, visitor: Data<&Visitor>) -> Pa
 pub async fn account_name(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let outcome = async {
         let name = crate::validate::validate_full_name(form.get("full_name"))?;
         let db = state.db.get().await?;
@@ -409,10 +387,10 @@ pub async fn account_name(
 pub async fn account_password(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let outcome = account::change_password(
         &state,
         &me.user,
@@ -441,10 +419,10 @@ pub async fn account_password(
 pub async fn account_key_create(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let permissions: Vec<String> = form.all("permissions").map(str::to_string).collect();
     let days = match form.opt("expires_in_days") {
         None => None,
@@ -519,10 +497,10 @@ pub async fn admin_user(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Path(user_id): Path<Uuid>,
-    req: &mut poem::Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = admin_of(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let tier = form.get("tier_slug");
     let role = form.get("role");
     if !["demo", "monthly", "yearly", "admin"].contains(&tier) || !["user", "admin"].contains(&role)

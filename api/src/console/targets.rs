@@ -154,7 +154,7 @@ async fn targets_page(
 }
 
 #[handler]
-pub async fn list(
+pub async fn index(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Query(q): Query<ListQuery>,
@@ -164,9 +164,9 @@ pub async fn list(
 }
 
 #[handler]
-pub async fn add(state: Data<&AppState>, visitor: Data<&Visitor>, req: &mut Request) -> PageResult {
+pub async fn add(state: Data<&AppState>, visitor: Data<&Visitor>, body: poem::Body) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let raw = form.get("domain").to_string();
     let outcome = async {
         let domain = crate::validate::domain(&raw, "domain")?;
@@ -186,13 +186,13 @@ pub async fn add(state: Data<&AppState>, visitor: Data<&Visitor>, req: &mut Requ
 }
 
 #[handler]
-pub async fn import(
+pub async fn import_domains(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
-    req: &mut Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let text = form.get("domains").to_string();
     let domains: Vec<String> = text
         .split(|c: char| c == '\n' || c == ',' || c.is_whitespace())
@@ -547,10 +547,10 @@ pub async fn start_scan(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Path(target_id): Path<Uuid>,
-    req: &mut Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let engine = match Engine::parse(form.get("engine")) {
         Some(e) if Engine::ALL.contains(&e) => e,
         _ => {
@@ -617,10 +617,10 @@ pub async fn triage(
     visitor: Data<&Visitor>,
     Path(target_id): Path<Uuid>,
     Query(filters): Query<FindingsQuery>,
-    req: &mut Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let ids: Vec<Uuid> = form
         .all("finding")
         .map(|v| Uuid::parse_str(v).map_err(|_| PageError::NotFound))
@@ -663,10 +663,10 @@ pub async fn row_status(
     state: Data<&AppState>,
     visitor: Data<&Visitor>,
     Path((target_id, finding_id)): Path<(Uuid, Uuid)>,
-    req: &mut Request,
+    body: poem::Body,
 ) -> PageResult {
     let me = page::signed(&visitor)?;
-    let form = form::read(req).await;
+    let form = form::read(body).await;
     let status = form.get("status").to_string();
     let change = change_of(&form, &status, "", &me.user.email)?;
     let rows =

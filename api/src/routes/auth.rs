@@ -122,13 +122,8 @@ impl AuthApi {
         state: Data<&AppState>,
         body: JsonBody<RegisterRequest>,
     ) -> Result<RegisterResponse> {
-        let user = account::register(
-            &state,
-            &body.email,
-            body.0.password.0,
-            &body.0.full_name,
-        )
-        .await?;
+        let body = body.0;
+        let user = account::register(&state, &body.email, body.password.0, &body.full_name).await?;
         Ok(RegisterResponse::Created(Json(user.into())))
     }
 
@@ -146,7 +141,8 @@ impl AuthApi {
         state: Data<&AppState>,
         body: JsonBody<LoginRequest>,
     ) -> Result<Json<LoginResponse>> {
-        let user = account::authenticate(&state, &body.email, body.0.password).await?;
+        let body = body.0;
+        let user = account::authenticate(&state, &body.email, body.password).await?;
         let db = state.db.get().await?;
         let refresh = random_token("sfr_");
         let ttl = Duration::seconds(state.settings.api.refresh_token_ttl_secs);
@@ -286,7 +282,7 @@ impl AuthApi {
         account::change_password(
             &state,
             &me.user,
-            Some(me.session_id),
+            me.session_id,
             body.0.current_password,
             body.0.new_password.0,
         )
