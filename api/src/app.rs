@@ -221,7 +221,10 @@ impl<A: Endpoint, C: Endpoint> Endpoint for Split<A, C> {
         if api {
             self.api.call(req).await.map(IntoResponse::into_response)
         } else {
-            self.console.call(req).await.map(IntoResponse::into_response)
+            self.console
+                .call(req)
+                .await
+                .map(IntoResponse::into_response)
         }
     }
 }

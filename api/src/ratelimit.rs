@@ -539,7 +539,11 @@ mod tests {
             "/api/v1/docs/index.html",
             "/api/v1/subscriptions/webhook",
         ] {
-            assert_eq!(classify(&poem::http::Method::GET, p), PathClass::Exempt, "{p}");
+            assert_eq!(
+                classify(&poem::http::Method::GET, p),
+                PathClass::Exempt,
+                "{p}"
+            );
         }
     }
 
@@ -550,10 +554,23 @@ mod tests {
             "/api/v1/auth/register/",
             "/api/v1/subscriptions/tiers",
         ] {
-            assert_eq!(classify(&poem::http::Method::POST, p), PathClass::Anonymous, "{p}");
+            assert_eq!(
+                classify(&poem::http::Method::POST, p),
+                PathClass::Anonymous,
+                "{p}"
+            );
         }
-        for p in ["/api/v1/scans", "/api/v1/auth/me", "/api/v1/docsx", "/api/nope"] {
-            assert_eq!(classify(&poem::http::Method::GET, p), PathClass::Authenticated, "{p}");
+        for p in [
+            "/api/v1/scans",
+            "/api/v1/auth/me",
+            "/api/v1/docsx",
+            "/api/nope",
+        ] {
+            assert_eq!(
+                classify(&poem::http::Method::GET, p),
+                PathClass::Authenticated,
+                "{p}"
+            );
         }
     }
 

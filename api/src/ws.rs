@@ -280,7 +280,9 @@ pub async fn live_messages(
         loop {
             match rx.recv().await {
                 Ok(event) => {
-                    let Some(kind) = live.apply(&event) else { continue };
+                    let Some(kind) = live.apply(&event) else {
+                        continue;
+                    };
                     let mut message = live.message(kind);
                     if let ScanEventKind::Finding(f) = &event.kind {
                         message.finding = Some(LiveFinding::read(&db, &live, f).await);

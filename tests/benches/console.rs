@@ -17,7 +17,12 @@ const REQUESTS: usize = 200;
 
 /// The browser's cookie and CSRF token after signing in through the form.
 async fn sign_in(app: &TestApp, email: &str) -> String {
-    let page = app.client.get(app.url("/signin")).send().await.expect("signin");
+    let page = app
+        .client
+        .get(app.url("/signin"))
+        .send()
+        .await
+        .expect("signin");
     let cookie = page
         .headers()
         .get_all("set-cookie")
@@ -44,7 +49,11 @@ async fn sign_in(app: &TestApp, email: &str) -> String {
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| v.split(';').next().filter(|kv| kv.starts_with("sf_session=")))
+        .find_map(|v| {
+            v.split(';')
+                .next()
+                .filter(|kv| kv.starts_with("sf_session="))
+        })
         .expect("session cookie")
         .to_string()
 }
@@ -138,10 +147,22 @@ async fn main() {
         ("dashboard", "/".to_string()),
         ("targets", "/targets".to_string()),
         ("target (worst first)", format!("/targets/{big}")),
-        ("target ?severity=high", format!("/targets/{big}?severity=high")),
-        ("target ?status=false_positive", format!("/targets/{big}?status=false_positive")),
-        ("target ?change=fixed", format!("/targets/{big}?change=fixed")),
-        ("target ?q=finding 4242", format!("/targets/{big}?q=finding+4242")),
+        (
+            "target ?severity=high",
+            format!("/targets/{big}?severity=high"),
+        ),
+        (
+            "target ?status=false_positive",
+            format!("/targets/{big}?status=false_positive"),
+        ),
+        (
+            "target ?change=fixed",
+            format!("/targets/{big}?change=fixed"),
+        ),
+        (
+            "target ?q=finding 4242",
+            format!("/targets/{big}?q=finding+4242"),
+        ),
         ("target page 1000", format!("/targets/{big}?offset=50000")),
         ("scans", "/scans".to_string()),
         ("scan (100,000 findings)", format!("/scans/{scan}")),

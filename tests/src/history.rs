@@ -70,4 +70,3 @@ pub async fn lay_history(app: &TestApp, user: Uuid, target: Uuid, fingerprints: 
             .expect("vacuum");
     }
 }
-

@@ -145,8 +145,14 @@ async fn every_console_response_carries_the_security_headers() {
         assert_eq!(page.header("content-security-policy"), CSP, "{path}");
         assert_eq!(page.header("x-content-type-options"), "nosniff", "{path}");
         assert_eq!(page.header("referrer-policy"), "same-origin", "{path}");
-        assert!(page.header("permissions-policy").contains("camera=()"), "{path}");
-        assert!(page.header("content-type").starts_with("text/html"), "{path}");
+        assert!(
+            page.header("permissions-policy").contains("camera=()"),
+            "{path}"
+        );
+        assert!(
+            page.header("content-type").starts_with("text/html"),
+            "{path}"
+        );
     }
     // Neither inline script nor inline style in what the pages send.
     let page = b.get(&app, "/signin").await;
@@ -161,10 +167,16 @@ async fn a_stranger_is_sent_to_sign_in_and_brought_back_after() {
     let mut b = Browser::new();
     let page = b.get(&app, "/targets?q=shop").await;
     assert_eq!(page.status, 303);
-    assert_eq!(page.header("location"), "/signin?next=%2Ftargets%3Fq%3Dshop");
+    assert_eq!(
+        page.header("location"),
+        "/signin?next=%2Ftargets%3Fq%3Dshop"
+    );
     let user = app.new_user().await;
     let page = b.get(&app, "/signin?next=%2Ftargets%3Fq%3Dshop").await;
-    assert!(page.body.contains("href=\"/register\""), "the Register link");
+    assert!(
+        page.body.contains("href=\"/register\""),
+        "the Register link"
+    );
     let page = b
         .post(
             &app,
@@ -250,7 +262,9 @@ async fn writes_without_the_csrf_token_or_from_another_site_are_refused() {
     let page = b.get(&app, "/targets").await;
     assert!(!page.body.contains("shop.example.com"));
     // The right token from our own page works.
-    let page = b.post(&app, "/targets", &[("domain", "shop.example.com")]).await;
+    let page = b
+        .post(&app, "/targets", &[("domain", "shop.example.com")])
+        .await;
     assert_eq!(page.status, 303, "{}", page.body);
 }
 
@@ -259,7 +273,11 @@ async fn a_bad_domain_is_shown_beside_the_field_with_what_was_typed() {
     let app = spawn_app().await;
     let (mut b, _) = Browser::register(&app).await;
     let page = b
-        .post(&app, "/targets", &[("domain", "https://shop.example.com/x")])
+        .post(
+            &app,
+            "/targets",
+            &[("domain", "https://shop.example.com/x")],
+        )
         .await;
     assert_eq!(page.status, 422);
     assert!(page.body.contains("id=\"domain-error\""), "{}", page.body);
@@ -295,7 +313,11 @@ async fn seeded_finding(app: &TestApp, user: &TestUser, response_text: &str) -> 
             serde_json::json!({"target_id": target, "engine": "quick"}),
         )
         .await;
-    let scan: Uuid = reply.body["id"].as_str().expect("scan id").parse().expect("uuid");
+    let scan: Uuid = reply.body["id"]
+        .as_str()
+        .expect("scan id")
+        .parse()
+        .expect("uuid");
     let db = app.state.db.get().await.expect("db");
     let event = FindingEvent {
         template_id: "exposed-page".into(),
@@ -328,7 +350,9 @@ async fn scanned_text_is_rendered_as_text_never_as_markup() {
     assert_eq!(page.status, 200, "{}", page.body);
     // Escaped in the page, and the text itself when read back.
     assert!(!page.body.contains("<script>alert(1)"));
-    assert!(unescape(&page.body).contains("<pre class=\"evidence\"><script>alert(1)</script></pre>"));
+    assert!(
+        unescape(&page.body).contains("<pre class=\"evidence\"><script>alert(1)</script></pre>")
+    );
     assert!(!page.body.contains("<b>page</b>"));
     assert!(unescape(&page.body).contains("<h1>Exposed <b>page</b></h1>"));
     // Inline code of the template's text is code.
@@ -352,14 +376,20 @@ async fn another_users_objects_are_a_404_page_with_the_navigation() {
     ] {
         let page = stranger.get(&app, &path).await;
         assert_eq!(page.status, 404, "{path}");
-        assert!(page.body.contains(">Dashboard</a>"), "{path}: the navigation");
+        assert!(
+            page.body.contains(">Dashboard</a>"),
+            "{path}: the navigation"
+        );
         assert!(!page.body.contains("shop.example.com"), "{path}");
     }
     let page = stranger
         .post(
             &app,
             &format!("/targets/{target}/triage"),
-            &[("finding", &finding.to_string()), ("action", "false_positive")],
+            &[
+                ("finding", &finding.to_string()),
+                ("action", "false_positive"),
+            ],
         )
         .await;
     assert_eq!(page.status, 404);
@@ -391,11 +421,18 @@ async fn bulk_triage_answers_the_fragment_and_records_the_history() {
         )
         .await;
     assert_eq!(page.status, 200);
-    assert!(page.body.starts_with("<div id=\"findings\">"), "{}", page.body);
+    assert!(
+        page.body.starts_with("<div id=\"findings\">"),
+        "{}",
+        page.body
+    );
     assert!(!page.body.contains("<html"));
     let label = "aria-label=\"Exposed <b>page</b> on shop.example.com\"";
     assert!(!page.body.contains(label));
-    assert!(unescape(&page.body).contains(label), "the row checkbox's name");
+    assert!(
+        unescape(&page.body).contains(label),
+        "the row checkbox's name"
+    );
     let csrf = b.csrf.clone();
     let page = b
         .send(
@@ -435,12 +472,18 @@ async fn bulk_triage_answers_the_fragment_and_records_the_history() {
     assert_eq!(history[0]["actor"], email.as_str());
     // Exactly the filtered list, exported.
     let page = b
-        .get(&app, &format!("/targets/{target}/export?format=csv&status=false_positive"))
+        .get(
+            &app,
+            &format!("/targets/{target}/export?format=csv&status=false_positive"),
+        )
         .await;
     assert_eq!(page.status, 200);
     assert_eq!(page.body.lines().count(), 2, "{}", page.body);
     let page = b
-        .get(&app, &format!("/targets/{target}/export?format=json&status=open"))
+        .get(
+            &app,
+            &format!("/targets/{target}/export?format=json&status=open"),
+        )
         .await;
     assert_eq!(page.body, "[]");
 }

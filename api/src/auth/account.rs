@@ -65,7 +65,10 @@ pub async fn authenticate(state: &AppState, email: &str, given: String) -> Resul
     };
     throttle::succeeded(state, &account).await?;
     if user.disabled {
-        return Err(Error::forbidden("account_disabled", "this account is disabled"));
+        return Err(Error::forbidden(
+            "account_disabled",
+            "this account is disabled",
+        ));
     }
     Ok(user)
 }

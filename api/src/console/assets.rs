@@ -38,14 +38,16 @@ pub fn url(name: &str) -> String {
 
 /// The embedded files with a year's caching.
 pub fn endpoint() -> impl Endpoint {
-    EmbeddedFilesEndpoint::<Assets>::new().map_to_response().after(|resp| async move {
-        let mut resp = resp?.into_response();
-        if resp.status().is_success() {
-            resp.headers_mut().insert(
-                header::CACHE_CONTROL,
-                header::HeaderValue::from_static("public, max-age=31536000, immutable"),
-            );
-        }
-        Ok(resp)
-    })
+    EmbeddedFilesEndpoint::<Assets>::new()
+        .map_to_response()
+        .after(|resp| async move {
+            let mut resp = resp?.into_response();
+            if resp.status().is_success() {
+                resp.headers_mut().insert(
+                    header::CACHE_CONTROL,
+                    header::HeaderValue::from_static("public, max-age=31536000, immutable"),
+                );
+            }
+            Ok(resp)
+        })
 }

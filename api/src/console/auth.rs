@@ -122,13 +122,8 @@ pub async fn register(state: Data<&AppState>, body: poem::Body) -> PageResult {
     let form = form::read(body).await;
     let email = form.get("email").trim().to_string();
     let full_name = form.get("full_name").to_string();
-    let outcome = account::register(
-        &state,
-        &email,
-        form.get("password").to_string(),
-        &full_name,
-    )
-    .await;
+    let outcome =
+        account::register(&state, &email, form.get("password").to_string(), &full_name).await;
     match outcome {
         Ok(user) => {
             let cookie = session::open(&state, user.id).await?;

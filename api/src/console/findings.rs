@@ -82,7 +82,10 @@ async fn finding_page(
         target_id: fingerprint.as_ref().map(|f| f.target_id),
         description: spans(&finding.description),
         remediation: spans(&finding.remediation),
-        history: history.into_iter().map(|entry| HistoryLine { entry }).collect(),
+        history: history
+            .into_iter()
+            .map(|entry| HistoryLine { entry })
+            .collect(),
         status_opts: options(&status_choices(), &finding.status),
         status_label: status_label(&finding.status),
         fingerprint,

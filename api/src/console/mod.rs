@@ -70,7 +70,10 @@ pub fn endpoint() -> impl Endpoint {
             "/notifications/read-all",
             post(settings::notifications_read_all),
         )
-        .at("/notifications/:id/read", post(settings::notifications_read))
+        .at(
+            "/notifications/:id/read",
+            post(settings::notifications_read),
+        )
         .at("/webhooks", get(webhooks::index).post(webhooks::create))
         .at("/webhooks/:id", get(webhooks::show).post(webhooks::act))
         .at(
@@ -81,7 +84,11 @@ pub fn endpoint() -> impl Endpoint {
         .at("/account/name", post(settings::account_name))
         .at("/account/password", post(settings::account_password))
         .at("/account/keys", post(settings::account_key_create))
-        .at("/account/keys/:key_id/revoke", post(settings::account_key_revoke))
+        .at("/account/upgrade", post(settings::account_upgrade))
+        .at(
+            "/account/keys/:key_id/revoke",
+            post(settings::account_key_revoke),
+        )
         .at("/admin", get(settings::admin_show))
         .at("/admin/users/:user_id", post(settings::admin_user))
         .nest(assets::PREFIX.as_str(), assets::endpoint())

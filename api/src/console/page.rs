@@ -76,9 +76,7 @@ impl PageError {
         }
         match e.status() {
             StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => PageError::NotFound,
-            s if s.is_server_error() => {
-                PageError::Core(Error::Unexpected(anyhow::anyhow!("{e}")))
-            }
+            s if s.is_server_error() => PageError::Core(Error::Unexpected(anyhow::anyhow!("{e}"))),
             _ => PageError::BadRequest(e.to_string()),
         }
     }

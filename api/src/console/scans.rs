@@ -3,7 +3,7 @@
 //! scan, and once it ends its changes and reports.
 
 use askama::Template;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use poem::web::sse::{Event, SSE};
 use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
@@ -19,6 +19,9 @@ use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
 use scanfleet_core::store::Page;
 
 const SCANS_PAGE: i64 = 50;
+/// Findings the scan page lists (worst first); the rest are on the
+/// target's page.
+const LIVE_FINDINGS: usize = 200;
 
 #[derive(Deserialize, Default)]
 pub struct ListQuery {
@@ -102,6 +105,8 @@ struct ScanPage {
     chrome: Chrome,
     scan: ScanRow,
     findings: Vec<LiveRow>,
+    /// Findings of the scan the page does not list.
+    more_findings: usize,
     finished: bool,
     changes: Option<ChangeCounts>,
     previous: Option<String>,
@@ -119,9 +124,17 @@ async fn scan_page(
 ) -> PageResult {
     let me = page::signed(visitor)?;
     let db = state.db.get().await?;
-    let (scan, list) = findings::scan_with_findings(&db, me.user.id, scan_id)
+    let scan = scans::find(&db, me.user.id, scan_id)
         .await?
         .ok_or(PageError::NotFound)?;
+    // The worst first, a page of them: a scan of a large estate holds
+    // hundreds of thousands (its target's page lists them all, filtered).
+    let list: Vec<FindingRow> =
+        findings::stream_for_scan(&**db, scan_id, findings::FindingOrder::BySeverity)
+            .await?
+            .take(LIVE_FINDINGS)
+            .try_collect()
+            .await?;
     let chrome = Chrome::load(state, me, "scans").await?;
     let finished = scan.status.is_terminal();
     let (changes, previous) = if finished {
@@ -141,6 +154,7 @@ async fn scan_page(
     let reports_locked = me.user.tier_slug == "demo";
     page::html(&ScanPage {
         chrome,
+        more_findings: (scan.findings_count as usize).saturating_sub(list.len()),
         findings: list.iter().map(LiveRow::from).collect(),
         finished,
         changes,
@@ -229,8 +243,12 @@ pub async fn report(
 ) -> PageResult {
     use scanfleet_report::Format;
     let me = page::signed(&visitor)?;
-    let format = Format::parse(if q.format.is_empty() { "html" } else { &q.format })
-        .ok_or_else(|| PageError::BadRequest(format!("format: must be one of {}", Format::NAMES)))?;
+    let format = Format::parse(if q.format.is_empty() {
+        "html"
+    } else {
+        &q.format
+    })
+    .ok_or_else(|| PageError::BadRequest(format!("format: must be one of {}", Format::NAMES)))?;
     let rendered = crate::routes::reports::render(&state, &me.user, scan_id, format).await?;
     let mut resp = crate::routes::reports::ReportResponse::new(format, rendered).into_response();
     // Always a download: an HTML report is the scanned site's text in a

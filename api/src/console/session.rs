@@ -141,9 +141,11 @@ async fn check_write(req: &mut Request, visitor: &Visitor) -> Result<(), PageErr
             ))
         };
     }
-    let body = req.take_body().into_bytes().await.map_err(|_| {
-        PageError::BadRequest("the request body could not be read".into())
-    })?;
+    let body = req
+        .take_body()
+        .into_bytes()
+        .await
+        .map_err(|_| PageError::BadRequest("the request body could not be read".into()))?;
     let form = FormData::parse(&body);
     let ok = same(form.get("csrf"), &expected);
     req.set_body(Body::from(body));
@@ -176,15 +178,13 @@ pub async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> poem
     .await;
     let mut resp = match outcome {
         Err(e) => page::error_response(&state, &Visitor(None), &path, htmx, e).await,
-        Ok(visitor) => {
-            match ep.call(req).await {
-                Ok(r) => r.into_response(),
-                Err(e) => {
-                    let e = PageError::from_poem(e);
-                    page::error_response(&state, &visitor, &path, htmx, e).await
-                }
+        Ok(visitor) => match ep.call(req).await {
+            Ok(r) => r.into_response(),
+            Err(e) => {
+                let e = PageError::from_poem(e);
+                page::error_response(&state, &visitor, &path, htmx, e).await
             }
-        }
+        },
     };
     let headers = resp.headers_mut();
     for (name, value) in HEADERS {

@@ -18,7 +18,7 @@ use scanfleet_core::cron::CronSpec;
 use scanfleet_core::store::api_keys::{self, ApiKey};
 use scanfleet_core::store::notifications::{self, Notification};
 use scanfleet_core::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
-use scanfleet_core::store::targets::{self, TargetRow};
+use scanfleet_core::store::targets;
 use scanfleet_core::store::users::{self, AdminChange, User};
 use scanfleet_core::store::{tiers, Page};
 
@@ -39,7 +39,8 @@ pub struct ScheduleLine {
 struct Schedules {
     chrome: Chrome,
     lines: Vec<ScheduleLine>,
-    targets: Vec<TargetRow>,
+    /// The user's targets as (id, domain, chosen).
+    targets: Vec<(Uuid, String, bool)>,
     engines: [(&'static str, &'static str); 3],
     cron: String,
     preview: Vec<String>,
@@ -129,6 +130,13 @@ async fn schedules_page(
         }
     };
     let failed = !errors.is_empty();
+    let targets = targets
+        .into_iter()
+        .map(|t| {
+            let chosen = t.id.to_string() == q.target;
+            (t.id, t.domain, chosen)
+        })
+        .collect();
     let mut resp = page::html(&Schedules {
         chrome,
         lines,
@@ -239,7 +247,11 @@ pub async fn schedules_change(
             )
             .await?;
         }
-        _ => return Err(PageError::BadRequest("action: must be enable, disable or delete".into())),
+        _ => {
+            return Err(PageError::BadRequest(
+                "action: must be enable, disable or delete".into(),
+            ))
+        }
     }
     Ok(page::redirect("/schedules"))
 }
@@ -307,11 +319,15 @@ struct Account {
     name_errors: FormErrors,
     password_errors: FormErrors,
     key_errors: FormErrors,
+    upgrade_errors: FormErrors,
+    checkout_url: Option<String>,
     notice: Option<String>,
 }
 
 #[derive(Default)]
 struct AccountForms {
+    upgrade_errors: FormErrors,
+    checkout_url: Option<String>,
     new_key: Option<String>,
     name_errors: FormErrors,
     password_errors: FormErrors,
@@ -333,7 +349,8 @@ async fn account_page(state: &AppState, visitor: &Visitor, forms: AccountForms) 
     let (keys, _) = api_keys::list(&**db, me.user.id, ALL).await?;
     let failed = !(forms.name_errors.is_empty()
         && forms.password_errors.is_empty()
-        && forms.key_errors.is_empty());
+        && forms.key_errors.is_empty()
+        && forms.upgrade_errors.is_empty());
     let mut resp = page::html(&Account {
         chrome,
         user,
@@ -343,6 +360,8 @@ async fn account_page(state: &AppState, visitor: &Visitor, forms: AccountForms) 
         name_errors: forms.name_errors,
         password_errors: forms.password_errors,
         key_errors: forms.key_errors,
+        upgrade_errors: forms.upgrade_errors,
+        checkout_url: forms.checkout_url,
         notice: forms.notice,
     })?;
     if failed {
@@ -424,12 +443,11 @@ pub async fn account_key_create(
     let me = page::signed(&visitor)?;
     let form = form::read(body).await;
     let permissions: Vec<String> = form.all("permissions").map(str::to_string).collect();
-    let days = match form.opt("expires_in_days") {
-        None => None,
-        Some(d) => Some(d.parse::<i64>().map_err(|_| {
+    let days = form.opt("expires_in_days").map(|d| {
+        d.parse::<i64>().map_err(|_| {
             crate::error::Error::invalid("expires_in_days", "must be a whole number of days")
-        })),
-    };
+        })
+    });
     let outcome = match days.transpose() {
         Err(e) => Err(e),
         Ok(days) => {
@@ -450,6 +468,38 @@ pub async fn account_key_create(
     account_page(&state, &visitor, forms).await
 }
 
+/// Upgrade: a checkout of the chosen tier at the payment provider, which
+/// the browser is sent to.
+#[handler]
+pub async fn account_upgrade(
+    state: Data<&AppState>,
+    visitor: Data<&Visitor>,
+    body: poem::Body,
+) -> PageResult {
+    let me = page::signed(&visitor)?;
+    let form = form::read(body).await;
+    match crate::routes::subscriptions::start_checkout(&state, &me.user, form.get("tier_slug"))
+        .await
+    {
+        // A link, not a redirect: the page's policy allows forms to post
+        // to this site only (`form-action 'self'`), redirects included.
+        Ok(session) => {
+            let forms = AccountForms {
+                checkout_url: Some(session.url),
+                ..Default::default()
+            };
+            account_page(&state, &visitor, forms).await
+        }
+        Err(e) => {
+            let forms = AccountForms {
+                upgrade_errors: FormErrors::from_error(e.into())?,
+                ..Default::default()
+            };
+            account_page(&state, &visitor, forms).await
+        }
+    }
+}
+
 #[handler]
 pub async fn account_key_revoke(
     state: Data<&AppState>,
@@ -462,15 +512,32 @@ pub async fn account_key_revoke(
     Ok(page::redirect("/account"))
 }
 
+/// A user with the admin form's choices.
+pub struct AdminRow {
+    pub u: User,
+    pub tiers: Vec<super::targets::Opt>,
+    pub roles: Vec<super::targets::Opt>,
+}
+
+const TIERS: [(&str, &str); 4] = [
+    ("demo", "demo"),
+    ("monthly", "monthly"),
+    ("yearly", "yearly"),
+    ("admin", "admin"),
+];
+const ROLES: [(&str, &str); 2] = [("user", "user"), ("admin", "admin")];
+
 #[derive(Template)]
 #[template(path = "admin.html")]
 struct Admin {
     chrome: Chrome,
-    users: Vec<User>,
+    users: Vec<AdminRow>,
     total: i64,
 }
 
-fn admin_of(visitor: &Visitor) -> Result<&scanfleet_core::store::sessions::ConsoleSession, PageError> {
+fn admin_of(
+    visitor: &Visitor,
+) -> Result<&scanfleet_core::store::sessions::ConsoleSession, PageError> {
     let me = page::signed(visitor)?;
     if !me.user.is_admin() {
         // Not an admin: the page does not exist for them.
@@ -485,6 +552,14 @@ pub async fn admin_show(state: Data<&AppState>, visitor: Data<&Visitor>) -> Page
     let chrome = Chrome::load(&state, me, "admin").await?;
     let db = state.db.get().await?;
     let (users, total) = users::list(&**db, ALL).await?;
+    let users = users
+        .into_iter()
+        .map(|u| AdminRow {
+            tiers: super::targets::options(&TIERS, &u.tier_slug),
+            roles: super::targets::options(&ROLES, &u.role),
+            u,
+        })
+        .collect();
     page::html(&Admin {
         chrome,
         users,
@@ -503,9 +578,10 @@ pub async fn admin_user(
     let form = form::read(body).await;
     let tier = form.get("tier_slug");
     let role = form.get("role");
-    if !["demo", "monthly", "yearly", "admin"].contains(&tier) || !["user", "admin"].contains(&role)
-    {
-        return Err(PageError::BadRequest("tier or role: not one of the known values".into()));
+    if !TIERS.iter().any(|(t, _)| *t == tier) || !ROLES.iter().any(|(r, _)| *r == role) {
+        return Err(PageError::BadRequest(
+            "tier or role: not one of the known values".into(),
+        ));
     }
     let disabled = form.get("disabled") == "true";
     if user_id == me.user.id && (disabled || role != "admin") {
@@ -525,8 +601,13 @@ pub async fn admin_user(
     )
     .await?;
     if disabled {
-        scanfleet_core::store::sessions::revoke_all_except(&**db, user_id, None, "account disabled")
-            .await?;
+        scanfleet_core::store::sessions::revoke_all_except(
+            &**db,
+            user_id,
+            None,
+            "account disabled",
+        )
+        .await?;
     }
     Ok(page::redirect("/admin"))
 }

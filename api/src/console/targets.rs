@@ -171,9 +171,7 @@ pub async fn add(state: Data<&AppState>, visitor: Data<&Visitor>, body: poem::Bo
     let outcome = async {
         let domain = crate::validate::domain(&raw, "domain")?;
         let org = crate::validate::organization(form.opt("organization"))?;
-        Ok::<_, crate::error::Error>(
-            scanfleet_core::targets::add(&state.core, me.user.id, &domain, &org).await?,
-        )
+        scanfleet_core::targets::add(&state.core, me.user.id, &domain, &org).await
     }
     .await;
     match outcome {
@@ -202,9 +200,7 @@ pub async fn import_domains(
         .collect();
     let max = crate::contract::bounds::IMPORT_MAX;
     if domains.is_empty() || domains.len() > max {
-        let errors = FormErrors::general(format!(
-            "give between 1 and {max} domains, one a line"
-        ));
+        let errors = FormErrors::general(format!("give between 1 and {max} domains, one a line"));
         return targets_page(&state, &visitor, "", 0, (String::new(), errors, text, None)).await;
     }
     let lines = scanfleet_core::targets::import(&state.core, me.user.id, &domains).await?;
@@ -432,7 +428,10 @@ async fn with_changes(
     for r in rows {
         let id: Uuid = r.try_get("id")?;
         let change: String = r.try_get("last_change")?;
-        if let Some(l) = lines.iter_mut().find(|l| l.row.id == id && l.change.is_empty()) {
+        if let Some(l) = lines
+            .iter_mut()
+            .find(|l| l.row.id == id && l.change.is_empty())
+        {
             l.change = change;
         }
     }
@@ -466,7 +465,8 @@ async fn target_page(
         .await?
         .ok_or(PageError::NotFound)?;
     let chrome = Chrome::load(state, me, "targets").await?;
-    let findings = findings_block(state, me.user.id, target_id, filters, &me.csrf_token, None).await?;
+    let findings =
+        findings_block(state, me.user.id, target_id, filters, &me.csrf_token, None).await?;
     let (scans, _) = scans::list(
         &db,
         me.user.id,
@@ -495,7 +495,10 @@ async fn target_page(
         target: TargetView::of(state, target),
         findings,
         scans,
-        schedules: all.into_iter().filter(|s| s.target_id == target_id).collect(),
+        schedules: all
+            .into_iter()
+            .filter(|s| s.target_id == target_id)
+            .collect(),
         engines: ENGINES,
         verify_errors,
         scan_error,
@@ -535,8 +538,20 @@ pub async fn verify(
         Ok(_) => Ok(page::redirect(&format!("/targets/{target_id}"))),
         Err(crate::error::Error::VerificationFailed { detail, errors, .. }) => {
             let mut lines = vec![detail];
-            lines.extend(errors.into_iter().map(|e| format!("{}: {}", e.field, e.message)));
-            target_page(&state, &visitor, target_id, FindingsQuery::default(), lines, None).await
+            lines.extend(
+                errors
+                    .into_iter()
+                    .map(|e| format!("{}: {}", e.field, e.message)),
+            );
+            target_page(
+                &state,
+                &visitor,
+                target_id,
+                FindingsQuery::default(),
+                lines,
+                None,
+            )
+            .await
         }
         Err(e) => Err(e.into()),
     }
@@ -631,8 +646,8 @@ pub async fn triage(
         "Select findings first.".to_string()
     } else {
         let change = change_of(&form, &status, &reason, &me.user.email)?;
-        let done = scanfleet_core::triage::set_statuses(&state.core, me.user.id, &ids, &change)
-            .await?;
+        let done =
+            scanfleet_core::triage::set_statuses(&state.core, me.user.id, &ids, &change).await?;
         format!(
             "{} finding{} marked {}.",
             done.len(),
@@ -650,10 +665,8 @@ pub async fn triage(
     )
     .await?;
     let mut resp = page::html(&block)?;
-    resp.headers_mut().insert(
-        "hx-push-url",
-        poem::http::HeaderValue::from_static("false"),
-    );
+    resp.headers_mut()
+        .insert("hx-push-url", poem::http::HeaderValue::from_static("false"));
     Ok(resp)
 }
 

@@ -94,12 +94,21 @@ async fn list_page(
 
 #[handler]
 pub async fn index(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageResult {
-    let empty = (String::new(), String::new(), Vec::new(), FormErrors::default());
+    let empty = (
+        String::new(),
+        String::new(),
+        Vec::new(),
+        FormErrors::default(),
+    );
     list_page(&state, &visitor, empty, None).await
 }
 
 #[handler]
-pub async fn create(state: Data<&AppState>, visitor: Data<&Visitor>, body: poem::Body) -> PageResult {
+pub async fn create(
+    state: Data<&AppState>,
+    visitor: Data<&Visitor>,
+    body: poem::Body,
+) -> PageResult {
     let me = page::signed(&visitor)?;
     let form = form::read(body).await;
     let events: Vec<String> = form.all("events").map(str::to_string).collect();
@@ -117,7 +126,12 @@ pub async fn create(state: Data<&AppState>, visitor: Data<&Visitor>, body: poem:
     .await;
     match outcome {
         Ok((_, secret)) => {
-            let empty = (String::new(), String::new(), Vec::new(), FormErrors::default());
+            let empty = (
+                String::new(),
+                String::new(),
+                Vec::new(),
+                FormErrors::default(),
+            );
             list_page(&state, &visitor, empty, Some(secret)).await
         }
         Err(e) => {
@@ -201,13 +215,15 @@ pub async fn act(
             "test" => manage::test(&state, &me.user, id)
                 .await
                 .map(|_| (Some("A test event is queued.".to_string()), None)),
-            "rotate" => manage::rotate(&state, &me.user, id).await.map(|(secret, until)| {
-                let note = format!(
-                    "New secret below; the previous one keeps signing until {}.",
-                    until.format("%Y-%m-%d %H:%M UTC")
-                );
-                (Some(note), Some(secret))
-            }),
+            "rotate" => manage::rotate(&state, &me.user, id)
+                .await
+                .map(|(secret, until)| {
+                    let note = format!(
+                        "New secret below; the previous one keeps signing until {}.",
+                        until.format("%Y-%m-%d %H:%M UTC")
+                    );
+                    (Some(note), Some(secret))
+                }),
             "enable" | "disable" => {
                 let hook = manage::owned(&state, &me.user, id).await?;
                 let values = WebhookValues {
@@ -238,7 +254,15 @@ pub async fn act(
         Ok((notice, secret)) => hook_page(&state, &visitor, id, notice, secret, None).await,
         Err(e) => {
             let errors = FormErrors::from_error(e.into())?;
-            hook_page(&state, &visitor, id, None, None, Some(errors.all().join(" "))).await
+            hook_page(
+                &state,
+                &visitor,
+                id,
+                None,
+                None,
+                Some(errors.all().join(" ")),
+            )
+            .await
         }
     }
 }

@@ -79,7 +79,10 @@ pub fn reason_of(field: &str, raw: Option<&str>) -> Result<String, Error> {
             format!("must be at most {REASON_MAX} characters"),
         ));
     }
-    if reason.chars().any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t') {
+    if reason
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t')
+    {
         return Err(Error::invalid(field, "must not contain control characters"));
     }
     Ok(reason.to_string())

@@ -254,7 +254,9 @@ impl WebhooksApi {
         me: Caller<CanRead>,
         webhook_id: Path<Uuid>,
     ) -> Result<Json<WebhookOut>> {
-        Ok(Json(manage::owned(&state, &me.user, webhook_id.0).await?.into()))
+        Ok(Json(
+            manage::owned(&state, &me.user, webhook_id.0).await?.into(),
+        ))
     }
 
     /// Change a webhook
