@@ -334,6 +334,7 @@ class Walk:
 
         page.on("load", on_load)
         seen = []
+        stop_seen = False
         deadline = time.monotonic() + self.args.scan_timeout
         while time.monotonic() < deadline:
             raw = bar.get_attribute("aria-valuenow", timeout=5_000)
@@ -343,6 +344,8 @@ class Walk:
                 self.need(False, f"the progress bar's aria-valuenow is a number (got {raw!r})")
             if not seen or seen[-1] != value:
                 seen.append(value)
+            if not stop_seen and 0 < value < 100:
+                stop_seen = self.button(page, "Stop scan").is_visible()
             if shot_running and 0 < value < 100:
                 self.shot(page, shot_running)
                 shot_running = None
@@ -356,6 +359,8 @@ class Walk:
         )
         if len(seen) == 1:
             self.note("the scan was at 100 when its live page opened: nothing to watch")
+        elif any(0 < v < 100 for v in seen):
+            self.check(stop_seen, "the running scan's page has the button Stop scan")
         self.check(
             page.evaluate("window.__marker") == 1 and not loads,
             "the live page got there without a reload or navigation",
@@ -363,6 +368,15 @@ class Walk:
         page.remove_listener("load", on_load)
         maximum = bar.get_attribute("aria-valuemax")
         self.check(maximum in (None, "100"), f"the bar's aria-valuemax is 100 (got {maximum!r})")
+
+    def target_page_names(self, page):
+        """The issue's names for the target page's controls."""
+        for name in ["Verify", "Start scan", "Mark false positive", "Accept risk", "Reopen"]:
+            self.check(self.button(page, name).count() > 0, f"the target's page has the button {name}")
+        # Export: a button, or links per format ("Export CSV"); either is let be.
+        export = re.compile(r"^\s*Export\b")
+        found = page.get_by_role("button", name=export).or_(page.get_by_role("link", name=export))
+        self.check(found.count() > 0, "the target's page has Export")
 
     def mark_false_positive(self, page, name, keyboard):
         """Selects the two rows of `name` and marks them in one request."""
@@ -529,6 +543,7 @@ class Walk:
             self.note("the finding's page has no heading naming its status history")
 
         self.open_target(page)
+        self.target_page_names(page)
         self.mark_false_positive(page, MARKED_BY_MOUSE, keyboard=False)
 
         page.goto(self.target_url)
