@@ -71,6 +71,7 @@
     var live = document.getElementById("live");
     if (!live || live.getAttribute("data-finished") === "true" || !window.EventSource) { return; }
     var scan = live.getAttribute("data-scan");
+    var target = live.getAttribute("data-target");
     var bar = document.getElementById("scan-bar");
     var progress = document.getElementById("scan-progress");
     var percent = document.getElementById("scan-percent");
@@ -108,7 +109,12 @@
         tr.setAttribute("data-fingerprint", f.fingerprint);
         tr.appendChild(cell(f.severity, "sev sev-" + f.severity));
         var name = document.createElement("td");
-        name.textContent = f.name;
+        // The finding's page exists once it is recorded; until then its
+        // row links to the target's list, filtered to its URL.
+        var link = document.createElement("a");
+        link.href = "/targets/" + target + "?q=" + encodeURIComponent(f.matched_at);
+        link.textContent = f.name;
+        name.appendChild(link);
         name.appendChild(document.createElement("br"));
         var code = document.createElement("code");
         code.className = "small";
@@ -125,20 +131,27 @@
         note.textContent = "The scan has " + m.status + ".";
         var stop = document.getElementById("stop-form");
         if (stop) { stop.hidden = true; }
-        var end = document.getElementById("scan-end");
-        if (end) {
-          // The changes and reports are rendered by the server once the
-          // scan is recorded as ended: fetch the page and take that part.
+        // The changes, reports and finding links are rendered by the
+        // server once the scan is recorded as ended, which can be a moment
+        // after this event: fetch the page until it is, then take those
+        // parts.
+        var tries = 0;
+        var refresh = function () {
+          tries += 1;
           fetch("/scans/" + scan, { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
             var doc = new DOMParser().parseFromString(html, "text/html");
             var fresh = doc.getElementById("scan-end");
             if (fresh && fresh.hidden === false) {
-              end.replaceWith(document.importNode(fresh, true));
-            } else {
-              end.hidden = false;
+              var end = document.getElementById("scan-end");
+              if (end) { end.replaceWith(document.importNode(fresh, true)); }
+              var rowsNow = doc.getElementById("live-findings");
+              if (rowsNow) { rows.replaceWith(document.importNode(rowsNow, true)); }
+            } else if (tries < 20) {
+              setTimeout(refresh, 500);
             }
           });
-        }
+        };
+        refresh();
       }
     };
   }

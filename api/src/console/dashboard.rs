@@ -4,7 +4,7 @@
 use askama::Template;
 use chrono::{Duration, Utc};
 use poem::handler;
-use poem::web::Data;
+use poem::web::{Data, Query};
 
 use super::page::{self, Chrome, PageResult};
 use super::session::Visitor;
@@ -77,17 +77,43 @@ struct Dashboard {
     chrome: Chrome,
     summary: Summary,
     recent: Vec<RecentScan>,
+    /// Scans running: the recent scans refresh themselves while any is.
+    active: i64,
     chart: Chart,
     total_days_scans: i64,
     total_days_vulns: i64,
 }
 
+/// The recent scans alone, as the dashboard refreshes them.
+#[derive(Template)]
+#[template(path = "recent_block.html")]
+struct RecentBlock {
+    recent: Vec<RecentScan>,
+    active: i64,
+}
+
+#[derive(serde::Deserialize, Default)]
+pub struct DashboardQuery {
+    #[serde(default)]
+    part: String,
+}
+
 #[handler]
-pub async fn dashboard(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageResult {
+pub async fn dashboard(
+    state: Data<&AppState>,
+    visitor: Data<&Visitor>,
+    Query(q): Query<DashboardQuery>,
+) -> PageResult {
     let me = page::signed(&visitor)?;
-    let chrome = Chrome::load(&state, me, "dashboard").await?;
     let db = state.db.get().await?;
     let mut summary = store::summary(&db, me.user.id).await?;
+    if q.part == "recent" {
+        return page::html(&RecentBlock {
+            active: summary.active_scans,
+            recent: std::mem::take(&mut summary.recent_scans),
+        });
+    }
+    let chrome = Chrome::load(&state, me, "dashboard").await?;
     let days = store::charts(&**db, me.user.id).await?;
     let recent = std::mem::take(&mut summary.recent_scans);
     page::html(&Dashboard {
@@ -95,6 +121,7 @@ pub async fn dashboard(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageR
         total_days_scans: days.iter().map(|d| d.scans).sum(),
         total_days_vulns: days.iter().map(|d| d.vulnerabilities).sum(),
         chart: chart(&days),
+        active: summary.active_scans,
         summary,
         recent,
     })

@@ -322,7 +322,10 @@ mod tests {
         );
         assert!(validate_body(&body(&"é".repeat(100), &["read"], None)).is_ok());
         assert_eq!(field(validate_body(&body("k", &[], None))), "permissions");
-        assert_eq!(field(validate_body(&body("k", &["admin"], None))), "permissions");
+        assert_eq!(
+            field(validate_body(&body("k", &["admin"], None))),
+            "permissions"
+        );
         assert_eq!(
             field(validate_body(&body("k", &["read"], Some(0)))),
             "expires_in_days"
