@@ -4,12 +4,27 @@
 //! API's one-row `GET /targets/{id}`), and each page's weight on first load
 //! (HTML plus the style sheet and scripts it names, as sent).
 //!
+//! Then how long a live finding takes to reach the scan page: finding
+//! events appended to a scan's stream (as a node appends them), received
+//! by the page's server-sent events and by a WebSocket listener of the same
+//! scan; the delay of each after the event's time, and of the page after
+//! the WebSocket.
+//!
 //! `cargo bench -p scanfleet-tests --bench console` (release build).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind};
+use scanfleet_common::Severity;
 use scanfleet_tests::{spawn_app, TestApp};
+use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
+
+/// Live findings sent for the latency figures.
+const LIVE_EVENTS: usize = 200;
 
 const FINGERPRINTS: i64 = 100_000;
 const SCANS: i64 = 10;
@@ -99,6 +114,154 @@ async fn asset_bytes(app: &TestApp, html: &str) -> usize {
     total
 }
 
+/// Milliseconds of `received` after `sent`.
+fn ms(received: DateTime<Utc>, sent: DateTime<Utc>) -> f64 {
+    (received - sent).num_microseconds().unwrap_or(0) as f64 / 1000.0
+}
+
+fn summary(what: &str, mut samples: Vec<f64>) {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let at = |p: f64| samples[((samples.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "  {what:<44} p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>6.2} ms  ({} events)",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        samples.len()
+    );
+}
+
+/// Finding events appended to a queued scan's stream, one every 10 ms,
+/// followed on the console's server-sent events and on the WebSocket.
+async fn live_latency(app: &TestApp, cookie: &str, token: &str) {
+    let user_target = app
+        .client
+        .post(app.url("/api/v1/targets"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"domain": "live.example.com"}))
+        .send()
+        .await
+        .expect("target");
+    let target: serde_json::Value = user_target.json().await.expect("target json");
+    let scan: serde_json::Value = app
+        .client
+        .post(app.url("/api/v1/scans"))
+        .bearer_auth(token)
+        .json(&serde_json::json!({"target_id": target["id"], "engine": "quick"}))
+        .send()
+        .await
+        .expect("scan")
+        .json()
+        .await
+        .expect("scan json");
+    let scan: Uuid = scan["id"].as_str().expect("id").parse().expect("uuid");
+    // The page's events.
+    let mut sse = app
+        .client
+        .get(app.url(&format!("/scans/{scan}/events")))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("events");
+    assert_eq!(sse.status(), 200);
+    let (tx, mut page_rx) = tokio::sync::mpsc::unbounded_channel::<(String, DateTime<Utc>)>();
+    tokio::spawn(async move {
+        let mut buffer = String::new();
+        while let Ok(Some(chunk)) = sse.chunk().await {
+            let received = Utc::now();
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                for line in event.lines() {
+                    let Some(data) = line.strip_prefix("data: ") else {
+                        continue;
+                    };
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(data) else {
+                        continue;
+                    };
+                    if let Some(m) = v["finding"]["matched_at"].as_str() {
+                        let _ = tx.send((m.to_string(), received));
+                    }
+                }
+            }
+        }
+    });
+    // The WebSocket's.
+    let url = format!(
+        "ws://{}/api/v1/ws/scans/{scan}?token={token}",
+        app.base.trim_start_matches("http://")
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.expect("ws");
+    let (wtx, mut ws_rx) = tokio::sync::mpsc::unbounded_channel::<(String, DateTime<Utc>)>();
+    tokio::spawn(async move {
+        while let Some(Ok(m)) = ws.next().await {
+            let received = Utc::now();
+            if let Message::Text(t) = m {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&t) else {
+                    continue;
+                };
+                if let Some(m) = v["finding"]["matched_at"].as_str() {
+                    let _ = wtx.send((m.to_string(), received));
+                }
+            }
+        }
+    });
+    // Both are connected once their snapshots came; a moment for that.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut sent = HashMap::new();
+    for i in 0..LIVE_EVENTS {
+        let matched_at = format!("https://live.example.com/path/{i}");
+        let event = ScanEvent::new(
+            scan,
+            ScanEventKind::Finding(FindingEvent {
+                template_id: "live-template".into(),
+                name: format!("Live finding {i}"),
+                severity: Severity::ALL[i % 5],
+                host: "live.example.com".into(),
+                matched_at: matched_at.clone(),
+                description: String::new(),
+                remediation: String::new(),
+                extracted_results: vec![],
+                matcher_name: None,
+            }),
+        );
+        sent.insert(matched_at, event.at);
+        scanfleet_bus::events::append_event(&app.state.redis, &app.state.keys, &event)
+            .await
+            .expect("append");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut page = HashMap::new();
+    let mut socket = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while (page.len() < LIVE_EVENTS || socket.len() < LIVE_EVENTS) && Instant::now() < deadline {
+        tokio::select! {
+            Some((m, at)) = page_rx.recv() => { page.insert(m, at); }
+            Some((m, at)) = ws_rx.recv() => { socket.insert(m, at); }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    println!(
+        "live findings: {} sent, {} reached the page, {} the WebSocket",
+        LIVE_EVENTS,
+        page.len(),
+        socket.len()
+    );
+    let after = |got: &HashMap<String, DateTime<Utc>>| {
+        got.iter()
+            .filter_map(|(m, at)| sent.get(m).map(|s| ms(*at, *s)))
+            .collect::<Vec<_>>()
+    };
+    summary("event to the page (server-sent events)", after(&page));
+    summary("event to the WebSocket listener", after(&socket));
+    summary(
+        "page after the WebSocket (negative: before)",
+        page.iter()
+            .filter_map(|(m, at)| socket.get(m).map(|w| ms(*at, *w)))
+            .collect(),
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let app = spawn_app().await;
@@ -131,6 +294,7 @@ async fn main() {
         .expect("finding")
         .get(0);
     let cookie = sign_in(&app, &user.email).await;
+    live_latency(&app, &cookie, &user.access_token).await;
     let bearer = format!("Bearer {}", user.access_token);
     let (reference, _, _) = time(
         &app,

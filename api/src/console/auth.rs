@@ -41,9 +41,7 @@ struct Register {
 fn anonymous_page(state: &AppState, render: impl FnOnce(Chrome) -> PageResult) -> PageResult {
     let csrf = random_token("");
     let mut resp = render(Chrome::anonymous(&csrf))?;
-    if let Ok(v) = session::set_cookie(state, session::PRE_CSRF_COOKIE, &csrf, 3600).parse() {
-        resp.headers_mut().append(poem::http::header::SET_COOKIE, v);
-    }
+    session::set_cookie(&mut resp, state, session::PRE_CSRF_COOKIE, &csrf, 3600);
     Ok(resp)
 }
 
@@ -74,12 +72,9 @@ pub async fn signin(state: Data<&AppState>, body: poem::Body) -> PageResult {
     let email = form.get("email").trim().to_string();
     match account::authenticate(&state, &email, form.get("password").to_string()).await {
         Ok(user) => {
-            let cookie = session::open(&state, user.id).await?;
             tracing::info!(user_id = %user.id, "console sign-in");
             let mut resp = page::redirect(&next);
-            if let Ok(v) = cookie.parse() {
-                resp.headers_mut().append(poem::http::header::SET_COOKIE, v);
-            }
+            session::open(&state, user.id, &mut resp).await?;
             Ok(resp)
         }
         Err(e) => {
@@ -89,14 +84,15 @@ pub async fn signin(state: Data<&AppState>, body: poem::Body) -> PageResult {
                 .clone()
                 .or_else(|| errors.all().into_iter().next());
             anonymous_page(&state, |chrome| {
-                let mut resp = page::html(&SignIn {
-                    chrome,
-                    next,
-                    email,
-                    message,
-                })?;
-                resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-                Ok(resp)
+                page::form_page(
+                    &SignIn {
+                        chrome,
+                        next,
+                        email,
+                        message,
+                    },
+                    true,
+                )
             })
         }
     }
@@ -126,24 +122,22 @@ pub async fn register(state: Data<&AppState>, body: poem::Body) -> PageResult {
         account::register(&state, &email, form.get("password").to_string(), &full_name).await;
     match outcome {
         Ok(user) => {
-            let cookie = session::open(&state, user.id).await?;
             let mut resp = page::redirect("/");
-            if let Ok(v) = cookie.parse() {
-                resp.headers_mut().append(poem::http::header::SET_COOKIE, v);
-            }
+            session::open(&state, user.id, &mut resp).await?;
             Ok(resp)
         }
         Err(e) => {
             let errors = FormErrors::from_error(PageError::Core(e))?;
             anonymous_page(&state, |chrome| {
-                let mut resp = page::html(&Register {
-                    chrome,
-                    email,
-                    full_name,
-                    errors,
-                })?;
-                resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-                Ok(resp)
+                page::form_page(
+                    &Register {
+                        chrome,
+                        email,
+                        full_name,
+                        errors,
+                    },
+                    true,
+                )
             })
         }
     }
@@ -156,8 +150,6 @@ pub async fn signout(state: Data<&AppState>, visitor: Data<&Visitor>) -> PageRes
         sessions::revoke(&**db, s.session_id, "signed out").await?;
     }
     let mut resp: Response = page::redirect("/signin");
-    if let Ok(v) = session::set_cookie(&state, session::COOKIE, "", 0).parse() {
-        resp.headers_mut().append(poem::http::header::SET_COOKIE, v);
-    }
+    session::set_cookie(&mut resp, &state, session::COOKIE, "", 0);
     Ok(resp)
 }

@@ -77,25 +77,24 @@ async fn finding_page(
         .await?
         .unwrap_or_default();
     let chrome = Chrome::load(state, me, "targets").await?;
-    let mut resp = page::html(&FindingPage {
-        chrome,
-        target_id: fingerprint.as_ref().map(|f| f.target_id),
-        description: spans(&finding.description),
-        remediation: spans(&finding.remediation),
-        history: history
-            .into_iter()
-            .map(|entry| HistoryLine { entry })
-            .collect(),
-        status_opts: options(&status_choices(), &finding.status),
-        status_label: status_label(&finding.status),
-        fingerprint,
-        finding,
-        retest_error: retest_error.clone(),
-    })?;
-    if retest_error.is_some() {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &FindingPage {
+            chrome,
+            target_id: fingerprint.as_ref().map(|f| f.target_id),
+            description: spans(&finding.description),
+            remediation: spans(&finding.remediation),
+            history: history
+                .into_iter()
+                .map(|entry| HistoryLine { entry })
+                .collect(),
+            status_opts: options(&status_choices(), &finding.status),
+            status_label: status_label(&finding.status),
+            fingerprint,
+            finding,
+            retest_error: retest_error.clone(),
+        },
+        retest_error.is_some(),
+    )
 }
 
 #[handler]

@@ -186,6 +186,16 @@ pub fn html(t: &impl Template) -> PageResult {
         .body(body))
 }
 
+/// A page with a form: 422 when what was sent is refused (`refused`), the
+/// form shown again with the messages, else 200.
+pub fn form_page(t: &impl Template, refused: bool) -> PageResult {
+    let mut resp = html(t)?;
+    if refused {
+        resp.set_status(StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    Ok(resp)
+}
+
 /// 303 to `to` (for htmx, `HX-Redirect`, which it follows as a page load).
 pub fn redirect(to: &str) -> Response {
     Response::builder()

@@ -74,19 +74,27 @@ pub fn cookie<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-/// A `Set-Cookie` value: HttpOnly, SameSite=Lax, path `/`, Secure outside
-/// dev mode; `max_age` 0 deletes it.
-pub fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> String {
+/// Sets cookie `name` on `resp`: HttpOnly, SameSite=Lax, path `/`, Secure
+/// outside dev mode; `max_age` 0 deletes it.
+pub fn set_cookie(resp: &mut Response, state: &AppState, name: &str, value: &str, max_age: i64) {
     let secure = if state.settings.mode == Mode::Dev {
         ""
     } else {
         "; Secure"
     };
-    format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}")
+    let cookie =
+        format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
 }
 
-/// Opens a console session for `user_id`; returns the cookie to set.
-pub async fn open(state: &AppState, user_id: uuid::Uuid) -> Result<String, PageError> {
+/// Opens a console session for `user_id`, its cookie set on `resp`.
+pub async fn open(
+    state: &AppState,
+    user_id: uuid::Uuid,
+    resp: &mut Response,
+) -> Result<(), PageError> {
     let token = random_token("");
     let csrf = random_token("");
     let db = state.db.get().await?;
@@ -98,7 +106,8 @@ pub async fn open(state: &AppState, user_id: uuid::Uuid) -> Result<String, PageE
         &csrf,
     )
     .await?;
-    Ok(set_cookie(state, COOKIE, &token, SESSION_HOURS * 3600))
+    set_cookie(resp, state, COOKIE, &token, SESSION_HOURS * 3600);
+    Ok(())
 }
 
 async fn visitor(state: &AppState, req: &Request) -> Result<Visitor, PageError> {
@@ -164,6 +173,18 @@ pub async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> poem
     let Some(state) = req.data::<AppState>().cloned() else {
         return Ok(StatusCode::INTERNAL_SERVER_ERROR.into_response());
     };
+    // Static files need no visitor: no session is looked up for them.
+    if req.uri().path().starts_with("/assets/") {
+        let mut resp = match ep.call(req).await {
+            Ok(r) => r.into_response(),
+            Err(e) => e.into_response(),
+        };
+        for (name, value) in HEADERS {
+            resp.headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        return Ok(resp);
+    }
     let is_write = !matches!(*req.method(), Method::GET | Method::HEAD);
     let htmx = req.headers().contains_key("hx-request");
     let path = req.uri().to_string();

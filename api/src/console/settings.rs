@@ -137,20 +137,19 @@ async fn schedules_page(
             (t.id, t.domain, chosen)
         })
         .collect();
-    let mut resp = page::html(&Schedules {
-        chrome,
-        lines,
-        targets,
-        engines: ENGINES,
-        cron: q.cron,
-        preview,
-        errors,
-        chosen_target: q.target,
-    })?;
-    if failed {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &Schedules {
+            chrome,
+            lines,
+            targets,
+            engines: ENGINES,
+            cron: q.cron,
+            preview,
+            errors,
+            chosen_target: q.target,
+        },
+        failed,
+    )
 }
 
 #[handler]
@@ -351,23 +350,22 @@ async fn account_page(state: &AppState, visitor: &Visitor, forms: AccountForms) 
         && forms.password_errors.is_empty()
         && forms.key_errors.is_empty()
         && forms.upgrade_errors.is_empty());
-    let mut resp = page::html(&Account {
-        chrome,
-        user,
-        tier_name,
-        keys,
-        new_key: forms.new_key,
-        name_errors: forms.name_errors,
-        password_errors: forms.password_errors,
-        key_errors: forms.key_errors,
-        upgrade_errors: forms.upgrade_errors,
-        checkout_url: forms.checkout_url,
-        notice: forms.notice,
-    })?;
-    if failed {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &Account {
+            chrome,
+            user,
+            tier_name,
+            keys,
+            new_key: forms.new_key,
+            name_errors: forms.name_errors,
+            password_errors: forms.password_errors,
+            key_errors: forms.key_errors,
+            upgrade_errors: forms.upgrade_errors,
+            checkout_url: forms.checkout_url,
+            notice: forms.notice,
+        },
+        failed,
+    )
 }
 
 #[handler]

@@ -135,22 +135,21 @@ async fn targets_page(
     .await?;
     let (domain, errors, import_text, import) = form;
     let failed = !errors.is_empty();
-    let mut resp = page::html(&Targets {
-        chrome,
-        targets: list.into_iter().map(|t| TargetView::of(state, t)).collect(),
-        total,
-        q: q.to_string(),
-        prev: (offset > 0).then(|| (offset - TARGETS_PAGE).max(0)),
-        next: (offset + TARGETS_PAGE < total).then_some(offset + TARGETS_PAGE),
-        domain,
-        errors,
-        import_text,
-        import,
-    })?;
-    if failed {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &Targets {
+            chrome,
+            targets: list.into_iter().map(|t| TargetView::of(state, t)).collect(),
+            total,
+            q: q.to_string(),
+            prev: (offset > 0).then(|| (offset - TARGETS_PAGE).max(0)),
+            next: (offset + TARGETS_PAGE < total).then_some(offset + TARGETS_PAGE),
+            domain,
+            errors,
+            import_text,
+            import,
+        },
+        failed,
+    )
 }
 
 #[handler]
@@ -490,23 +489,22 @@ async fn target_page(
     )
     .await?;
     let failed = !verify_errors.is_empty() || scan_error.is_some();
-    let mut resp = page::html(&TargetPage {
-        chrome,
-        target: TargetView::of(state, target),
-        findings,
-        scans,
-        schedules: all
-            .into_iter()
-            .filter(|s| s.target_id == target_id)
-            .collect(),
-        engines: ENGINES,
-        verify_errors,
-        scan_error,
-    })?;
-    if failed {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &TargetPage {
+            chrome,
+            target: TargetView::of(state, target),
+            findings,
+            scans,
+            schedules: all
+                .into_iter()
+                .filter(|s| s.target_id == target_id)
+                .collect(),
+            engines: ENGINES,
+            verify_errors,
+            scan_error,
+        },
+        failed,
+    )
 }
 
 #[handler]

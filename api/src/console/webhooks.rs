@@ -76,20 +76,19 @@ async fn list_page(
     } else {
         chosen
     };
-    let mut resp = page::html(&Webhooks {
-        chrome,
-        list,
-        paid,
-        events: event_choices(&chosen),
-        url,
-        description,
-        errors,
-        secret,
-    })?;
-    if failed {
-        resp.set_status(poem::http::StatusCode::UNPROCESSABLE_ENTITY);
-    }
-    Ok(resp)
+    page::form_page(
+        &Webhooks {
+            chrome,
+            list,
+            paid,
+            events: event_choices(&chosen),
+            url,
+            description,
+            errors,
+            secret,
+        },
+        failed,
+    )
 }
 
 #[handler]
