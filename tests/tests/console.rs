@@ -519,3 +519,42 @@ async fn assets_are_served_under_hashed_paths_with_a_years_cache() {
         .unwrap_or_default()
         .starts_with("text/css"));
 }
+
+#[tokio::test]
+async fn the_admin_page_lists_the_fleet_and_is_a_404_for_others() {
+    let app = spawn_app().await;
+    let (mut b, email) = Browser::register(&app).await;
+    assert_eq!(b.get(&app, "/admin").await.status, 404);
+    let user = app.login_user(&email, "a long password").await;
+    app.make_admin(user.id).await;
+    let now = chrono::Utc::now().timestamp_millis() as u64;
+    let record = |id: &str, heartbeat_at_ms: u64| scanfleet_bus::nodes::NodeRecord {
+        id: id.into(),
+        host: "rack-7".into(),
+        version: "0.1.0".into(),
+        slots_total: 4,
+        running: vec![Uuid::nil()],
+        started_at_ms: now - 60_000,
+        heartbeat_at_ms,
+        lease_ms: 10_000,
+        draining: false,
+    };
+    for r in [
+        record("scanner-rack-7-a", now),
+        record("scanner-rack-7-b", now - 30_000),
+    ] {
+        scanfleet_bus::nodes::announce(&app.state.redis, &app.state.keys, &r)
+            .await
+            .expect("announce");
+    }
+    let page = b.get(&app, "/admin").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("scanner-rack-7-a"));
+    assert!(page.body.contains("1 of 4"));
+    let row_b = page
+        .body
+        .split("scanner-rack-7-b")
+        .nth(1)
+        .expect("b listed");
+    assert!(row_b.contains(">lost<"), "{row_b}");
+}

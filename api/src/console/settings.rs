@@ -531,6 +531,9 @@ struct Admin {
     chrome: Chrome,
     users: Vec<AdminRow>,
     total: i64,
+    nodes: Vec<crate::routes::admin::FleetNode>,
+    /// Why the registry could not be read, when it could not.
+    nodes_error: Option<String>,
 }
 
 fn admin_of(
@@ -558,10 +561,16 @@ pub async fn admin_show(state: Data<&AppState>, visitor: Data<&Visitor>) -> Page
             u,
         })
         .collect();
+    let (nodes, nodes_error) = match crate::routes::admin::fleet_nodes(&state).await {
+        Ok(n) => (n, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
     page::html(&Admin {
         chrome,
         users,
         total,
+        nodes,
+        nodes_error,
     })
 }
 
