@@ -63,6 +63,7 @@ export SCANFLEET_WEBHOOKS__ALLOW_PRIVATE="${SCANFLEET_WEBHOOKS__ALLOW_PRIVATE:-t
 "$bin/scanfleet-api" & pids+=($!)
 "$bin/scanfleet-scheduler" & pids+=($!)
 "$bin/scanfleet-scanner" worker & pids+=($!)
-echo "scanfleet: api on http://${SCANFLEET_API__BIND:-127.0.0.1:8080} (docs at /api/v1/docs); Ctrl-C stops all" >&2
+addr="${SCANFLEET_API__BIND:-127.0.0.1:8080}"
+echo "scanfleet: web console on http://$addr/ (register there, or sign in); api on http://$addr/api/v1 (docs at /api/v1/docs); Ctrl-C stops all" >&2
 # Any one of them exiting brings the others down too.
 wait -n

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use poem::endpoint::make_sync;
 use poem::listener::{Acceptor, TcpAcceptor};
-use poem::{get, Endpoint, EndpointExt, Response, Route, Server};
+use poem::{get, Endpoint, EndpointExt, IntoResponse, Response, Route, Server};
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
 use scanfleet_core::{Core, Links};
@@ -166,7 +166,8 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
     let spec = routes::openapi_json();
     crate::parse_errors::know_contract(&spec);
     let docs = api.swagger_ui();
-    Route::new()
+    // The versioned API: problem+json errors, `Allow` on 405s.
+    let api = Route::new()
         .nest("/", api)
         .at(
             "/api/v1/openapi.json",
@@ -181,15 +182,47 @@ pub fn endpoint(state: AppState) -> impl Endpoint {
         .at("/metrics", get(crate::metrics::metrics_endpoint))
         .at("/healthz", get(health::healthz))
         .at("/readyz", get(health::readyz))
-        .data(state.clone())
         .with(crate::body_limit::BodyLimit::new(
             state.settings.api.max_body_bytes,
         ))
         .around(problem_guard)
-        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req))
+        .around(move |ep, req| crate::allow::allow_header(ep, allow.clone(), req));
+    // Everything else is the web console, unknown paths included (its 404
+    // page has the navigation).
+    let console = crate::console::endpoint().with(crate::body_limit::BodyLimit::new(
+        state.settings.api.max_body_bytes,
+    ));
+    Split { api, console }
+        .data(state.clone())
         .with(crate::ratelimit::RateLimit::new(state))
         .around(crate::metrics::count_requests)
         .with(crate::access_log::AccessLog)
+}
+
+/// Sends the API's paths (`/api/...`, the service endpoints) to the API
+/// and the rest to the console.
+struct Split<A, C> {
+    api: A,
+    console: C,
+}
+
+impl<A: Endpoint, C: Endpoint> Endpoint for Split<A, C> {
+    type Output = Response;
+
+    async fn call(&self, req: poem::Request) -> poem::Result<Response> {
+        let path = req.uri().path();
+        let api = path == "/api"
+            || path.starts_with("/api/")
+            || matches!(path, "/metrics" | "/healthz" | "/readyz");
+        if api {
+            self.api.call(req).await.map(IntoResponse::into_response)
+        } else {
+            self.console
+                .call(req)
+                .await
+                .map(IntoResponse::into_response)
+        }
+    }
 }
 
 /// Creates the first admin from `SCANFLEET_ADMIN_EMAIL`/`_PASSWORD` once; an

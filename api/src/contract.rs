@@ -180,6 +180,21 @@ contract_string!(
     || one_of(&["open", "fixed"])
 );
 contract_string!(
+    /// How a finding relates to the target's earlier scans: `new`,
+    /// `recurring`, `regressed` (open, so recorded by its last scan) or
+    /// `fixed`.
+    FindingChangeName,
+    || one_of(&["new", "recurring", "regressed", "fixed"])
+);
+contract_string!(
+    /// Text to look for: at most 200 characters.
+    SearchText,
+    || MetaSchema {
+        max_length: Some(200),
+        ..MetaSchema::new("string")
+    }
+);
+contract_string!(
     /// A calendar date, `YYYY-MM-DD` (checked by [`date`]).
     DateText,
     || MetaSchema::new_with_format("string", "date")

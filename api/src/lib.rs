@@ -23,6 +23,7 @@
 //!   redacted from URIs and headers.
 //! - [`app`]: builds and runs one api process ([`app::Application`]).
 //! - [`routes`]: one module per endpoint group, plus the OpenAPI service.
+//! - [`console`]: the web console at `/` (server-rendered pages, htmx).
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
@@ -52,6 +53,7 @@ pub mod allow;
 pub mod app;
 pub mod auth;
 pub mod body_limit;
+pub mod console;
 pub mod contract;
 pub mod detail_cache;
 pub mod error;

@@ -243,8 +243,17 @@ enum PathClass {
     Authenticated,
 }
 
-fn classify(path: &str) -> PathClass {
+fn classify(method: &poem::http::Method, path: &str) -> PathClass {
     let path = path.trim_end_matches('/');
+    // The web console's pages are not API requests: a person browsing
+    // must not spend the tier's budget. Its sign-in and register forms are
+    // limited per address as the API's are.
+    if !path.starts_with("/api/") {
+        return match path {
+            "/signin" | "/register" if method == poem::http::Method::POST => PathClass::Anonymous,
+            _ => PathClass::Exempt,
+        };
+    }
     match path {
         "/healthz"
         | "/readyz"
@@ -490,7 +499,7 @@ impl<E: Endpoint> Endpoint for RateLimited<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
-        let class = classify(req.uri().path());
+        let class = classify(req.method(), req.uri().path());
         if !self.limiter.state.settings.rate.enabled || class == PathClass::Exempt {
             return self.inner.call(req).await.map(IntoResponse::into_response);
         }
@@ -530,7 +539,11 @@ mod tests {
             "/api/v1/docs/index.html",
             "/api/v1/subscriptions/webhook",
         ] {
-            assert_eq!(classify(p), PathClass::Exempt, "{p}");
+            assert_eq!(
+                classify(&poem::http::Method::GET, p),
+                PathClass::Exempt,
+                "{p}"
+            );
         }
     }
 
@@ -541,10 +554,36 @@ mod tests {
             "/api/v1/auth/register/",
             "/api/v1/subscriptions/tiers",
         ] {
-            assert_eq!(classify(p), PathClass::Anonymous, "{p}");
+            assert_eq!(
+                classify(&poem::http::Method::POST, p),
+                PathClass::Anonymous,
+                "{p}"
+            );
         }
-        for p in ["/api/v1/scans", "/api/v1/auth/me", "/api/v1/docsx", "/nope"] {
-            assert_eq!(classify(p), PathClass::Authenticated, "{p}");
+        for p in [
+            "/api/v1/scans",
+            "/api/v1/auth/me",
+            "/api/v1/docsx",
+            "/api/nope",
+        ] {
+            assert_eq!(
+                classify(&poem::http::Method::GET, p),
+                PathClass::Authenticated,
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn console_pages_are_not_counted_but_its_sign_in_and_register_are_per_ip() {
+        use poem::http::Method;
+        for p in ["/", "/targets", "/scans/x", "/nope"] {
+            assert_eq!(classify(&Method::GET, p), PathClass::Exempt, "{p}");
+            assert_eq!(classify(&Method::POST, p), PathClass::Exempt, "{p}");
+        }
+        for p in ["/signin", "/register"] {
+            assert_eq!(classify(&Method::GET, p), PathClass::Exempt, "{p}");
+            assert_eq!(classify(&Method::POST, p), PathClass::Anonymous, "{p}");
         }
     }
 

@@ -65,6 +65,28 @@ pub fn validate_full_name(raw: &str) -> Result<String, Error> {
     Ok(name.to_string())
 }
 
+/// The longest organization a target keeps.
+pub const ORGANIZATION_MAX: usize = 200;
+
+/// A target's organization: trimmed, at most [`ORGANIZATION_MAX`]
+/// characters, no control characters; empty when absent.
+pub fn organization(raw: Option<&str>) -> Result<String, Error> {
+    let org = raw.unwrap_or_default().trim();
+    if org.chars().count() > ORGANIZATION_MAX {
+        return Err(Error::invalid(
+            "organization",
+            format!("must be at most {ORGANIZATION_MAX} characters"),
+        ));
+    }
+    if org.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "organization",
+            "must not contain control characters",
+        ));
+    }
+    Ok(org.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

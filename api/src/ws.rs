@@ -232,58 +232,102 @@ async fn accept(state: &AppState, scan_id: &str, token: Option<String>) -> Resul
         .ok_or_else(not_yours)
 }
 
+/// The messages a listener of `row` gets: the snapshot first (with
+/// `replay`, also one `finding` message per finding the stream already
+/// holds, so a page that reconnects misses none), then one per change,
+/// ending after the terminal status. Fails when the scan's stream cannot be
+/// followed. WebSocket and the console's server-sent events both speak it.
+pub async fn live_messages(
+    hub: &Hub,
+    db: deadpool_postgres::Pool,
+    row: &ScanRow,
+    replay: bool,
+) -> Result<futures::channel::mpsc::Receiver<ProgressMessage>, Error> {
+    let mut live = LiveScan::from_row(row);
+    let subscription = if row.status.is_terminal() {
+        None
+    } else {
+        Some(hub.subscribe(row.id).await?)
+    };
+    // Dropped by the consumer when its listener leaves, which ends the task.
+    let (mut tx, rx) = futures::channel::mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut backlog = Vec::new();
+        let mut rx = match subscription {
+            Some(s) => {
+                for event in &s.history {
+                    if live.apply(event) == Some("finding") && replay {
+                        if let ScanEventKind::Finding(f) = &event.kind {
+                            backlog.push(f.clone());
+                        }
+                    }
+                }
+                Some(s.rx)
+            }
+            None => None,
+        };
+        if tx.send(live.message("status")).await.is_err() {
+            return;
+        }
+        for f in backlog {
+            let mut message = live.message("finding");
+            message.finding = Some(LiveFinding::read(&db, &live, &f).await);
+            if tx.send(message).await.is_err() {
+                return;
+            }
+        }
+        let Some(rx) = rx.as_mut() else { return };
+        loop {
+            match rx.recv().await {
+                Ok(event) => {
+                    let Some(kind) = live.apply(&event) else {
+                        continue;
+                    };
+                    let mut message = live.message(kind);
+                    if let ScanEventKind::Finding(f) = &event.kind {
+                        message.finding = Some(LiveFinding::read(&db, &live, f).await);
+                    }
+                    if tx.send(message).await.is_err() || live.status.is_terminal() {
+                        return;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(scan_id = %live.scan_id, skipped = n, "live listener lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+    Ok(rx)
+}
+
 /// Sends the snapshot, then every change, until the scan ends or the client
 /// leaves.
 async fn follow(socket: WebSocketStream, hub: Arc<Hub>, db: deadpool_postgres::Pool, row: ScanRow) {
     let _open = OpenConnection::new();
     let (mut sink, mut incoming) = socket.split();
-    let mut live = LiveScan::from_row(&row);
-    let subscription = if row.status.is_terminal() {
-        None
-    } else {
-        match hub.subscribe(row.id).await {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!(scan_id = %row.id, error = %e, "websocket: cannot follow the scan");
-                let _ = sink
-                    .send(Message::close_with(CloseCode::Again, "try again later"))
-                    .await;
-                return;
-            }
+    let mut messages = match live_messages(&hub, db, &row, false).await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(scan_id = %row.id, error = %e, "websocket: cannot follow the scan");
+            let _ = sink
+                .send(Message::close_with(CloseCode::Again, "try again later"))
+                .await;
+            return;
         }
     };
-    let mut rx = match subscription {
-        Some(s) => {
-            for event in &s.history {
-                live.apply(event);
-            }
-            Some(s.rx)
-        }
-        None => None,
-    };
-    if !deliver(&mut sink, live.message("status"), live.status).await {
-        return;
-    }
-    let Some(rx) = rx.as_mut() else { return };
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
     loop {
         tokio::select! {
-            event = rx.recv() => match event {
-                Ok(event) => {
-                    let Some(kind) = live.apply(&event) else { continue };
-                    let mut message = live.message(kind);
-                    if let ScanEventKind::Finding(f) = &event.kind {
-                        message.finding = Some(LiveFinding::read(&db, &live, f).await);
-                    }
-                    if !deliver(&mut sink, message, live.status).await {
+            message = messages.next() => match message {
+                Some(message) => {
+                    let status = message.status;
+                    if !deliver(&mut sink, message, status).await {
                         return;
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(scan_id = %live.scan_id, skipped = n, "websocket listener lagged");
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
+                None => return,
             },
             message = incoming.next() => match message {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,

@@ -51,6 +51,12 @@ impl Keys {
         format!("{}:holders", self.scan_queue())
     }
 
+    /// Hash of node id -> the node's heartbeat record (JSON): the fleet's
+    /// registry (`scanfleet-bus`'s `nodes`).
+    pub fn nodes(&self) -> String {
+        format!("{}:nodes", self.prefix)
+    }
+
     /// A value written once per Redis data set: when it is missing, Redis
     /// lost its data (a restart without persistence) and the queue is
     /// rebuilt from Postgres.

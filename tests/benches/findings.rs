@@ -137,72 +137,6 @@ async fn ingest_without_fingerprints(
     events.len() as f64 / started.elapsed().as_secs_f64()
 }
 
-/// 100,000 fingerprints on `target` and `SCANS` completed scans of 100,000
-/// findings each, laid with SQL.
-async fn lay_history(app: &TestApp, user: Uuid, target: Uuid) {
-    let db = app.state.db.get().await.expect("db");
-    db.execute(
-        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
-                                   severity, severity_rank, host, matched_at, status, state,
-                                   first_seen_at, last_seen_at, occurrences)
-         SELECT gen_random_uuid(), $1, $2, 't' || (i % 300) || ':https://h' || (i % 40)
-                    || '.example.com/p/' || i,
-                't' || (i % 300), 'Finding ' || i,
-                (ARRAY['critical','high','medium','low','info'])[1 + i % 5], (i % 5)::smallint,
-                'h' || (i % 40) || '.example.com', 'https://h' || (i % 40) || '.example.com/p/' || i,
-                CASE WHEN i % 97 = 0 THEN 'false_positive' ELSE 'open' END,
-                CASE WHEN i % 13 = 0 THEN 'fixed' ELSE 'open' END,
-                now() - interval '30 days', now() - (i % 1000) * interval '1 minute', $3
-         FROM generate_series(1, $4::bigint) AS i",
-        &[&user, &target, &(SCANS as i32), &FINGERPRINTS],
-    )
-    .await
-    .expect("fingerprints");
-    for n in 0..SCANS {
-        let scan = Uuid::now_v7();
-        db.execute(
-            "INSERT INTO scans (id, user_id, target_id, engine, status, created_at, completed_at,
-                                findings_count)
-             VALUES ($1, $2, $3, 'full', 'completed', now() - ($4 || ' days')::interval, now(),
-                     $5)",
-            &[
-                &scan,
-                &user,
-                &target,
-                &(SCANS - n).to_string(),
-                &(FINGERPRINTS as i32),
-            ],
-        )
-        .await
-        .expect("scan");
-        db.execute(
-            "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
-                                   matched_at, dedup_key, fingerprint_id, change, status)
-             SELECT gen_random_uuid(), $1, $2, fp.template_id, fp.name, fp.severity, fp.host,
-                    fp.matched_at, fp.fingerprint, fp.id,
-                    CASE WHEN $3 = 0 THEN 'new' ELSE 'recurring' END, fp.status
-             FROM fingerprints fp WHERE fp.target_id = $4",
-            &[&scan, &user, &(n as i32), &target],
-        )
-        .await
-        .expect("findings");
-        db.execute(
-            "UPDATE fingerprints SET last_scan_id = $1, first_scan_id = COALESCE(first_scan_id, $1)
-             WHERE target_id = $2",
-            &[&scan, &target],
-        )
-        .await
-        .expect("last scan");
-    }
-    // One statement each: VACUUM cannot run in the implicit transaction of
-    // a multi-statement batch.
-    for table in ["fingerprints", "findings"] {
-        db.batch_execute(&format!("VACUUM ANALYZE {table}"))
-            .await
-            .expect("vacuum");
-    }
-}
-
 /// `REQUESTS_PER_QUERY` timed GETs of `path`, sorted; the body read as
 /// bytes.
 async fn time_get(app: &TestApp, path: &str, token: &str) -> Vec<Duration> {
@@ -245,6 +179,7 @@ async fn time_store(
         status: param("status"),
         severity: param("severity")
             .and_then(|s| Severity::ALL.into_iter().find(|x| x.as_str() == s)),
+        ..FingerprintFilter::default()
     };
     let limit = param("limit").map_or(50, |l| l.parse().expect("limit"));
     let offset = param("offset").map_or(0, |o| o.parse().expect("offset"));
@@ -288,7 +223,7 @@ async fn main() {
 
     let big = app.new_target(&user, "big.example.com").await;
     let laying = Instant::now();
-    lay_history(&app, user.id, big).await;
+    scanfleet_tests::history::lay_history(&app, user.id, big, FINGERPRINTS, SCANS).await;
     println!(
         "laid {FINGERPRINTS} fingerprints and {} findings in {:.0?}",
         FINGERPRINTS * SCANS,

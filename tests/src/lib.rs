@@ -24,6 +24,7 @@ pub mod stripe;
 
 pub mod dns;
 pub mod fleet;
+pub mod history;
 pub mod lab;
 pub mod oob;
 pub mod receiver;

@@ -26,6 +26,8 @@
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
 //! - [`scans`]: starting and stopping scans.
+//! - [`targets`]: adding, importing and verifying targets.
+//! - [`triage`]: setting the status of several findings at once.
 //! - [`ownership`]: proof that a user controls a domain, and the scan gate.
 //! - [`retest`]: retesting one finding (engine `retest`).
 //! - [`ingest`]: scan events from Redis into Postgres.
@@ -45,6 +47,8 @@ pub mod retest;
 pub mod scans;
 pub mod startup;
 pub mod store;
+pub mod targets;
+pub mod triage;
 
 use anyhow::Context;
 use fred::clients::Client;

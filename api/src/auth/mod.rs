@@ -8,7 +8,10 @@
 //! - [`identity`]: who is calling, and what they may do.
 //! - [`caller`]: the caller of an operation, resolved by its security scheme.
 //! - [`cache`]: identities kept between requests, dropped on any change.
+//! - [`account`]: register, sign-in check and password change, shared by
+//!   the API and the web console.
 
+pub mod account;
 pub mod cache;
 pub mod caller;
 pub mod identity;

@@ -71,6 +71,50 @@ pub struct AdminTargetUpdate {
     pub verified: bool,
 }
 
+/// A scanner node as the fleet's registry holds it.
+#[derive(Debug, Object)]
+pub struct FleetNode {
+    /// The node's name, unique per process.
+    pub id: String,
+    pub host: String,
+    pub version: String,
+    /// `live`, `draining` (finishing its scans, taking no more) or `lost`
+    /// (silent past its lease: its scans go to other nodes; forgotten an
+    /// hour later).
+    pub state: String,
+    /// Scans at once.
+    pub slots_total: i64,
+    pub slots_used: i64,
+    pub running_scan_ids: Vec<Uuid>,
+    pub started_at: DateTime<Utc>,
+    pub last_heartbeat_at: DateTime<Utc>,
+    /// Seconds since its last heartbeat.
+    pub heartbeat_age_secs: f64,
+}
+
+/// Every node of the fleet's registry with its state now.
+pub async fn fleet_nodes(state: &AppState) -> Result<Vec<FleetNode>, Error> {
+    let now = Utc::now();
+    let now_ms = now.timestamp_millis().max(0) as u64;
+    let nodes = scanfleet_bus::nodes::list(&state.redis, &state.keys, now_ms).await?;
+    let at = |ms: u64| DateTime::<Utc>::from_timestamp_millis(ms as i64).unwrap_or(now);
+    Ok(nodes
+        .into_iter()
+        .map(|n| FleetNode {
+            state: n.state_at(now_ms).as_str().to_string(),
+            slots_total: i64::from(n.slots_total),
+            slots_used: n.running.len() as i64,
+            started_at: at(n.started_at_ms),
+            last_heartbeat_at: at(n.heartbeat_at_ms),
+            heartbeat_age_secs: now_ms.saturating_sub(n.heartbeat_at_ms) as f64 / 1000.0,
+            running_scan_ids: n.running,
+            id: n.id,
+            host: n.host,
+            version: n.version,
+        })
+        .collect())
+}
+
 pub struct AdminApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Admin")]
@@ -98,6 +142,25 @@ impl AdminApi {
             Json(list.into_iter().map(Into::into).collect()),
             total,
         ))
+    }
+
+    /// The scanner fleet
+    ///
+    /// Every node that announced itself within the last hour: its id,
+    /// host, version, slots, running scans, start and last heartbeat. A node
+    /// silent past its lease is `lost`; a node shutting down is `draining`.
+    #[oai(
+        path = "/admin/nodes",
+        method = "get",
+        operation_id = "admin_list_nodes"
+    )]
+    async fn list_nodes(
+        &self,
+        state: Data<&AppState>,
+        me: BearerCaller,
+    ) -> Result<Json<Vec<FleetNode>>> {
+        me.require_admin()?;
+        Ok(Json(fleet_nodes(&state).await?))
     }
 
     /// Mark any user's target verified, or revoke its proof

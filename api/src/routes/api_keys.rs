@@ -117,8 +117,12 @@ struct ValidKey {
     expires_in_days: i64,
 }
 
-fn validate(body: &ApiKeyCreate) -> Result<ValidKey, Error> {
-    let name = body.name.trim();
+fn validate(
+    name: &str,
+    requested: &[String],
+    expires_in_days: Option<i64>,
+) -> Result<ValidKey, Error> {
+    let name = name.trim();
     let len = name.chars().count();
     if len == 0 || len > NAME_MAX {
         return Err(Error::invalid(
@@ -132,14 +136,14 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey, Error> {
             "must not contain control characters",
         ));
     }
-    if body.permissions.is_empty() {
+    if requested.is_empty() {
         return Err(Error::invalid(
             "permissions",
             "must name at least one of read, scan, write",
         ));
     }
     let mut permissions = BTreeSet::new();
-    for p in body.permissions.iter() {
+    for p in requested {
         if !PERMISSIONS.contains(&p.as_str()) {
             return Err(Error::invalid(
                 "permissions",
@@ -148,7 +152,7 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey, Error> {
         }
         permissions.insert(p.clone());
     }
-    let expires_in_days = contract::raw(body.expires_in_days).unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
+    let expires_in_days = expires_in_days.unwrap_or(DEFAULT_EXPIRES_IN_DAYS);
     if !(1..=MAX_EXPIRES_IN_DAYS).contains(&expires_in_days) {
         return Err(Error::invalid(
             "expires_in_days",
@@ -168,6 +172,46 @@ fn validate(body: &ApiKeyCreate) -> Result<ValidKey, Error> {
     })
 }
 
+/// Creates an API key for `user` (paid tiers only); returns it with the
+/// raw key, which is shown once and never stored. The API and the web
+/// console both create keys through it.
+pub async fn issue(
+    state: &AppState,
+    user: &scanfleet_core::store::users::User,
+    name: &str,
+    permissions: &[String],
+    expires_in_days: Option<i64>,
+) -> Result<(ApiKey, String), Error> {
+    let valid = validate(name, permissions, expires_in_days)?;
+    if user.tier_slug == "demo" {
+        return Err(Error::UpgradeRequired {
+            code: "api_keys_require_paid_tier",
+            detail: "API keys are available on the monthly and yearly tiers".into(),
+            upgrade: scanfleet_core::scans::upgrade_prompt(
+                &state.upgrade_links,
+                &user.tier_slug,
+                "Upgrade to Monthly Pro to create API keys.",
+            ),
+        });
+    }
+    let raw = random_token(KEY_PREFIX);
+    let last4: String = raw[raw.len() - 4..].to_string();
+    let db = state.db.get().await?;
+    let key = api_keys::create(
+        &**db,
+        NewApiKey {
+            user_id: user.id,
+            name: &valid.name,
+            key_hash: &sha256(&raw),
+            last4: &last4,
+            permissions: &valid.permissions,
+            expires_at: Utc::now() + Duration::days(valid.expires_in_days),
+        },
+    )
+    .await?;
+    Ok((key, raw))
+}
+
 pub struct ApiKeysApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::ApiKeys")]
@@ -183,32 +227,12 @@ impl ApiKeysApi {
         me: BearerCaller,
         body: JsonBody<ApiKeyCreate>,
     ) -> Result<CreateResponse> {
-        let valid = validate(&body)?;
-        if me.user.tier_slug == "demo" {
-            return Err(Error::UpgradeRequired {
-                code: "api_keys_require_paid_tier",
-                detail: "API keys are available on the monthly and yearly tiers".into(),
-                upgrade: scanfleet_core::scans::upgrade_prompt(
-                    &state.upgrade_links,
-                    &me.user.tier_slug,
-                    "Upgrade to Monthly Pro to create API keys.",
-                ),
-            }
-            .into());
-        }
-        let raw = random_token(KEY_PREFIX);
-        let last4: String = raw[raw.len() - 4..].to_string();
-        let db = state.db.get().await?;
-        let key = api_keys::create(
-            &**db,
-            NewApiKey {
-                user_id: me.user.id,
-                name: &valid.name,
-                key_hash: &sha256(&raw),
-                last4: &last4,
-                permissions: &valid.permissions,
-                expires_at: Utc::now() + Duration::days(valid.expires_in_days),
-            },
+        let (key, raw) = issue(
+            &state,
+            &me.user,
+            &body.name,
+            &body.permissions,
+            contract::raw(body.expires_in_days),
         )
         .await?;
         tracing::info!(user_id = %me.user.id, key_id = %key.id, "API key created");
@@ -273,6 +297,10 @@ mod tests {
         }
     }
 
+    fn validate_body(b: &ApiKeyCreate) -> Result<ValidKey, Error> {
+        validate(&b.name, &b.permissions, contract::raw(b.expires_in_days))
+    }
+
     fn field(r: Result<ValidKey, Error>) -> String {
         match r {
             Err(Error::Validation(e)) => e[0].field.clone(),
@@ -283,28 +311,31 @@ mod tests {
 
     #[test]
     fn create_requests_are_validated_field_by_field() {
-        let ok = validate(&body(" ci ", &["scan", "read", "read"], None)).unwrap();
+        let ok = validate_body(&body(" ci ", &["scan", "read", "read"], None)).unwrap();
         assert_eq!(ok.name, "ci");
         assert_eq!(ok.permissions, vec!["read", "scan"]);
         assert_eq!(ok.expires_in_days, 90);
-        assert_eq!(field(validate(&body("", &["read"], None))), "name");
+        assert_eq!(field(validate_body(&body("", &["read"], None))), "name");
         assert_eq!(
-            field(validate(&body(&"x".repeat(101), &["read"], None))),
+            field(validate_body(&body(&"x".repeat(101), &["read"], None))),
             "name"
         );
-        assert!(validate(&body(&"é".repeat(100), &["read"], None)).is_ok());
-        assert_eq!(field(validate(&body("k", &[], None))), "permissions");
-        assert_eq!(field(validate(&body("k", &["admin"], None))), "permissions");
+        assert!(validate_body(&body(&"é".repeat(100), &["read"], None)).is_ok());
+        assert_eq!(field(validate_body(&body("k", &[], None))), "permissions");
         assert_eq!(
-            field(validate(&body("k", &["read"], Some(0)))),
+            field(validate_body(&body("k", &["admin"], None))),
+            "permissions"
+        );
+        assert_eq!(
+            field(validate_body(&body("k", &["read"], Some(0)))),
             "expires_in_days"
         );
         assert_eq!(
-            field(validate(&body("k", &["read"], Some(366)))),
+            field(validate_body(&body("k", &["read"], Some(366)))),
             "expires_in_days"
         );
         assert_eq!(
-            validate(&body("k", &["read"], Some(365)))
+            validate_body(&body("k", &["read"], Some(365)))
                 .unwrap()
                 .expires_in_days,
             365

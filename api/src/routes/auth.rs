@@ -10,15 +10,14 @@ use uuid::Uuid;
 
 use super::ApiTags;
 use crate::auth::tokens::{random_token, sha256};
-use crate::auth::{password, BearerAuth, BearerCaller};
+use crate::auth::{account, BearerAuth, BearerCaller};
 use crate::contract::{EmailAddress, FullName, NewPassword};
 use crate::error::{Error, Result};
 use crate::json_body::{JsonBody, OptionalJsonBody};
 use crate::state::AppState;
-use crate::throttle;
-use crate::validate::{normalize_email, validate_full_name};
+use crate::validate::validate_full_name;
 use scanfleet_core::store::sessions::{self, Rotation};
-use scanfleet_core::store::users::{self, NewUser, User};
+use scanfleet_core::store::users::{self, User};
 
 /// A user's profile.
 #[derive(Debug, Object)]
@@ -129,23 +128,8 @@ impl AuthApi {
         state: Data<&AppState>,
         body: JsonBody<RegisterRequest>,
     ) -> Result<RegisterResponse> {
-        let email = normalize_email(&body.email)?;
-        password::validate("password", &body.password)?;
-        let full_name = validate_full_name(&body.full_name)?;
-        let hash = password::hash(body.0.password.0).await?;
-        let db = state.db.get().await?;
-        let user = users::create(
-            &**db,
-            NewUser {
-                email: &email,
-                password_hash: &hash,
-                full_name: &full_name,
-                role: "user",
-                tier_slug: "demo",
-            },
-        )
-        .await?;
-        tracing::info!(user_id = %user.id, "user registered");
+        let body = body.0;
+        let user = account::register(&state, &body.email, body.password.0, &body.full_name).await?;
         Ok(RegisterResponse::Created(Json(user.into())))
     }
 
@@ -163,29 +147,9 @@ impl AuthApi {
         state: Data<&AppState>,
         body: JsonBody<LoginRequest>,
     ) -> Result<Json<LoginResponse>> {
-        let email = normalize_email(&body.email)?;
-        let account = throttle::Account::Login(&email);
-        throttle::check(&state, &account).await?;
+        let body = body.0;
+        let user = account::authenticate(&state, &body.email, body.password).await?;
         let db = state.db.get().await?;
-        let user = users::find_by_email(&**db, &email).await?;
-        // Verify against a real hash either way so timing does not reveal
-        // whether the email exists.
-        let stored = user
-            .as_ref()
-            .map(|u| u.password_hash.clone())
-            .unwrap_or_else(|| state.dummy_password_hash.to_string());
-        let matches = password::verify(body.0.password, stored).await?;
-        let user = match user {
-            Some(u) if matches => u,
-            _ => {
-                throttle::failed(&state, &account).await?;
-                return Err(Error::Unauthenticated("invalid email or password".into()).into());
-            }
-        };
-        throttle::succeeded(&state, &account).await?;
-        if user.disabled {
-            return Err(Error::forbidden("account_disabled", "this account is disabled").into());
-        }
         let refresh = random_token("sfr_");
         let ttl = Duration::seconds(state.settings.api.refresh_token_ttl_secs);
         let session_id = sessions::create(&**db, user.id, ttl, &sha256(&refresh)).await?;
@@ -341,23 +305,14 @@ impl AuthApi {
         me: BearerCaller,
         body: JsonBody<ChangePasswordRequest>,
     ) -> Result<Json<MessageResponse>> {
-        password::validate("new_password", &body.new_password)?;
-        let account = throttle::Account::User(me.user.id);
-        throttle::check(&state, &account).await?;
-        if !password::verify(body.current_password.clone(), me.user.password_hash.clone()).await? {
-            throttle::failed(&state, &account).await?;
-            return Err(
-                Error::invalid("current_password", "does not match the current password").into(),
-            );
-        }
-        throttle::succeeded(&state, &account).await?;
-        let hash = password::hash(body.0.new_password.0).await?;
-        let db = state.db.get().await?;
-        users::set_password_hash(&**db, me.user.id, &hash).await?;
-        let revoked =
-            sessions::revoke_all_except(&**db, me.user.id, me.session_id, "password changed")
-                .await?;
-        tracing::info!(user_id = %me.user.id, revoked, "password changed");
+        account::change_password(
+            &state,
+            &me.user,
+            me.session_id,
+            body.0.current_password,
+            body.0.new_password.0,
+        )
+        .await?;
         Ok(Json(MessageResponse {
             message: "password changed; other sessions were logged out".into(),
         }))

@@ -14,7 +14,8 @@ use super::scans::{Scan, Vulnerability};
 use super::{page, ApiTags};
 use crate::auth::{Caller, CanRead, CanScan, CanWrite};
 use crate::contract::{
-    self, DateText, FindingStateName, FindingStatusName, PageLimit, PageOffset, SeverityName,
+    self, DateText, FindingChangeName, FindingStateName, FindingStatusName, PageLimit, PageOffset,
+    SearchText, SeverityName,
 };
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
@@ -31,6 +32,60 @@ pub struct FindingUpdate {
     /// With `accepted_risk` only: the last day the risk is accepted; the
     /// status is `open` again after it.
     pub until: Option<DateText>,
+    /// Why, kept in the finding's status history (up to 1,000 characters).
+    pub reason: Option<String>,
+}
+
+/// One change of a finding's triage status.
+#[derive(Debug, Object)]
+pub struct StatusHistoryEntry {
+    pub id: Uuid,
+    /// The email of the user who made the change.
+    pub actor: String,
+    /// The status before.
+    pub from_status: String,
+    /// The status after.
+    pub to_status: String,
+    /// With `accepted_risk`: the last day the risk is accepted.
+    pub until: Option<NaiveDate>,
+    /// Why, as the user gave it; empty when none was given.
+    pub reason: String,
+    pub changed_at: DateTime<Utc>,
+}
+
+impl From<findings::HistoryEntry> for StatusHistoryEntry {
+    fn from(h: findings::HistoryEntry) -> Self {
+        StatusHistoryEntry {
+            id: h.id,
+            actor: h.actor_email,
+            from_status: h.from_status,
+            to_status: h.to_status,
+            until: h.accepted_until,
+            reason: h.reason,
+            changed_at: h.changed_at,
+        }
+    }
+}
+
+/// The longest reason a status change keeps.
+pub const REASON_MAX: usize = 1000;
+
+/// A status change's reason, trimmed; `field` names it in errors.
+pub fn reason_of(field: &str, raw: Option<&str>) -> Result<String, Error> {
+    let reason = raw.unwrap_or_default().trim();
+    if reason.chars().count() > REASON_MAX {
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {REASON_MAX} characters"),
+        ));
+    }
+    if reason
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\r' && c != '\t')
+    {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(reason.to_string())
 }
 
 /// One finding of a target across its scans (one per fingerprint). Two
@@ -157,11 +212,29 @@ fn status_of(raw: Option<&str>) -> Result<Option<String>, Error> {
     .transpose()
 }
 
-fn filter_of(
+/// The filters of a target's findings list, by the list's parameter names
+/// (the console's filters use the same names and values).
+pub fn filter_of(
     state: Option<&str>,
     status: Option<&str>,
     severity: Option<&str>,
+    change: Option<&str>,
+    text: Option<&str>,
 ) -> Result<FingerprintFilter, Error> {
+    let change = change
+        .map(|v| {
+            matches!(v, "new" | "recurring" | "regressed" | "fixed")
+                .then(|| v.to_string())
+                .ok_or_else(|| {
+                    Error::invalid("change", "must be one of new, recurring, regressed, fixed")
+                })
+        })
+        .transpose()?;
+    let text = text.map(str::trim).filter(|t| !t.is_empty());
+    if text.is_some_and(|t| t.chars().count() > 200) {
+        return Err(Error::invalid("q", "must be at most 200 characters"));
+    }
+    let text = text.map(str::to_string);
     let state = state
         .map(|v| {
             matches!(v, "open" | "fixed")
@@ -186,6 +259,8 @@ fn filter_of(
         state,
         status: status_of(status)?,
         severity,
+        change,
+        text,
     })
 }
 
@@ -223,9 +298,16 @@ impl FindingsApi {
             .as_ref()
             .map(|d| contract::date("until", d))
             .transpose()?;
+        let reason = reason_of("reason", body.reason.as_deref())?;
         let mut db = state.db.get().await?;
         let tx = db.transaction().await?;
-        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &status, until)
+        let change = findings::StatusChange {
+            status: &status,
+            until,
+            reason: &reason,
+            actor_email: &me.user.email,
+        };
+        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &change)
             .await?
             .ok_or(Error::NotFound("finding"))?;
         // After the ownership check (another user's finding is a 404
@@ -235,6 +317,30 @@ impl FindingsApi {
         }
         tx.commit().await?;
         Ok(Json(Vulnerability::from(&finding)))
+    }
+
+    /// A finding's status history
+    ///
+    /// Every change of the finding's triage status, oldest first: who made
+    /// it, from what, to what, when and why. The status belongs to the
+    /// finding's fingerprint, so changes made through any of its
+    /// occurrences are listed.
+    #[oai(
+        path = "/findings/:finding_id/history",
+        method = "get",
+        operation_id = "get_finding_history"
+    )]
+    async fn get_finding_history(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanRead>,
+        finding_id: Path<Uuid>,
+    ) -> Result<Json<Vec<StatusHistoryEntry>>> {
+        let db = state.db.get().await?;
+        let history = findings::status_history(&**db, me.user.id, finding_id.0)
+            .await?
+            .ok_or(Error::NotFound("finding"))?;
+        Ok(Json(history.into_iter().map(Into::into).collect()))
     }
 
     /// Retest a finding
@@ -283,6 +389,12 @@ impl FindingsApi {
         status: Query<Option<FindingStatusName>>,
         /// Only findings of this severity.
         severity: Query<Option<SeverityName>>,
+        /// Only findings whose last scan recorded them `new`, `recurring`
+        /// or `regressed` (and still open), or `fixed` ones.
+        change: Query<Option<FindingChangeName>>,
+        /// Only findings whose name, template id, host or URL contains this
+        /// text (any case).
+        q: Query<Option<SearchText>>,
         /// Page size, 1 to 500 (default 50).
         limit: Query<Option<PageLimit>>,
         /// Items to skip.
@@ -292,6 +404,8 @@ impl FindingsApi {
             finding_state.0.as_deref(),
             status.0.as_deref(),
             severity.0.as_deref(),
+            change.0.as_deref(),
+            q.0.as_deref(),
         )?;
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;

@@ -51,6 +51,17 @@ pub struct ReportResponse {
     rendered: Rendered,
 }
 
+impl ReportResponse {
+    /// A report sent as its format's media type.
+    pub fn new(format: Format, rendered: Rendered) -> ReportResponse {
+        ReportResponse {
+            format,
+            media_type: format.media_type(),
+            rendered,
+        }
+    }
+}
+
 impl IntoResponse for ReportResponse {
     fn into_response(self) -> Response {
         Response::builder()
@@ -191,27 +202,28 @@ impl<F: FormatAnswer> ApiResponse for FormatReport<F> {
     }
 }
 
-/// Checks the caller's tier and renders the report.
-async fn render(
+/// Checks the user's tier and renders the report (the API and the web
+/// console both serve it).
+pub async fn render(
     state: &AppState,
-    me: &Identity,
+    me: &scanfleet_core::store::users::User,
     scan_id: Uuid,
     format: Format,
 ) -> Result<Rendered, Error> {
     let mut db = state.db.get().await?;
-    let tier = tiers::get(&**db, &me.user.tier_slug).await?;
+    let tier = tiers::get(&**db, &me.tier_slug).await?;
     if !tier.is_some_and(|t| t.features.iter().any(|f| f == "reports")) {
         return Err(Error::UpgradeRequired {
             code: "feature_not_in_tier",
-            detail: format!("reports are not part of the {} tier", me.user.tier_slug),
+            detail: format!("reports are not part of the {} tier", me.tier_slug),
             upgrade: upgrade_prompt(
                 &state.upgrade_links,
-                &me.user.tier_slug,
+                &me.tier_slug,
                 "Upgrade to Monthly Pro or Yearly Pro to download scan reports.",
             ),
         });
     }
-    report::build(&mut db, me.user.id, scan_id, format, Utc::now()).await
+    report::build(&mut db, me.id, scan_id, format, Utc::now()).await
 }
 
 async fn format_report<F: FormatAnswer>(
@@ -220,7 +232,7 @@ async fn format_report<F: FormatAnswer>(
     scan_id: Uuid,
     media_type: &'static str,
 ) -> Result<FormatReport<F>> {
-    let rendered = render(state, me, scan_id, F::FORMAT).await?;
+    let rendered = render(state, &me.user, scan_id, F::FORMAT).await?;
     Ok(FormatReport(
         ReportResponse {
             format: F::FORMAT,
@@ -300,7 +312,7 @@ impl ReportsApi {
                 Error::invalid("format", format!("must be one of {}", Format::NAMES))
             })?,
         };
-        let rendered = render(&state, &me, scan_id.0, format).await?;
+        let rendered = render(&state, &me.user, scan_id.0, format).await?;
         Ok(ReportResponse {
             format,
             media_type: format.media_type(),

@@ -26,7 +26,7 @@ use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::payments::webhook::{self, Receipt};
-use crate::payments::{dev, signature, CheckoutRequest, Payments, Snapshot};
+use crate::payments::{dev, signature, CheckoutRequest, CheckoutSession, Payments, Snapshot};
 use crate::state::AppState;
 use scanfleet_core::store::payments::{self as checkouts, CheckoutStatus};
 use scanfleet_core::store::subscriptions::{
@@ -247,47 +247,7 @@ impl SubscriptionsApi {
         me: BearerCaller,
         body: JsonBody<TierChoice>,
     ) -> Result<Json<CheckoutOut>> {
-        let db = state.db.get().await?;
-        let tier = purchasable(&**db, &body.tier_slug).await?;
-        let payments = Payments::from_settings(&state.settings);
-        payments.ensure_configured()?;
-        payments.catalog().price_for(&tier.slug)?;
-        if me.user.tier_slug == "admin" {
-            return Err(Error::conflict(
-                "admin_tier",
-                "accounts on the admin tier have every feature and need no subscription",
-            )
-            .into());
-        }
-        let existing = subscriptions::find(&**db, me.user.id).await?;
-        if existing.as_ref().is_some_and(|s| s.is_live()) && me.user.tier_slug != "demo" {
-            return Err(Error::conflict(
-                "already_subscribed",
-                "there is a subscription already: change its tier with POST /subscriptions/upgrade",
-            )
-            .into());
-        }
-        // No pooled connection is held while the provider is called.
-        drop(db);
-        let session = payments
-            .create_checkout(&CheckoutRequest {
-                user_id: me.user.id,
-                email: &me.user.email,
-                tier_slug: &tier.slug,
-                customer_id: existing
-                    .as_ref()
-                    .and_then(|s| s.provider_customer_id.as_deref()),
-            })
-            .await?;
-        let db = state.db.get().await?;
-        checkouts::create_checkout(
-            &**db,
-            &session.id,
-            me.user.id,
-            &tier.slug,
-            payments.provider_name(),
-        )
-        .await?;
+        let session = start_checkout(&state, &me.user, &body.tier_slug).await?;
         Ok(Json(CheckoutOut {
             checkout_url: session.url,
             session_id: session.id,
@@ -528,6 +488,58 @@ impl SubscriptionsApi {
             ),
         })
     }
+}
+
+/// Opens a checkout of `tier_slug` for `user` at the payment provider and
+/// records it: where the user pays. The API and the web console's upgrade
+/// both start here.
+pub async fn start_checkout(
+    state: &AppState,
+    user: &scanfleet_core::store::users::User,
+    tier_slug: &str,
+) -> Result<CheckoutSession> {
+    let db = state.db.get().await?;
+    let tier = purchasable(&**db, tier_slug).await?;
+    let payments = Payments::from_settings(&state.settings);
+    payments.ensure_configured()?;
+    payments.catalog().price_for(&tier.slug)?;
+    if user.tier_slug == "admin" {
+        return Err(Error::conflict(
+            "admin_tier",
+            "accounts on the admin tier have every feature and need no subscription",
+        )
+        .into());
+    }
+    let existing = subscriptions::find(&**db, user.id).await?;
+    if existing.as_ref().is_some_and(|s| s.is_live()) && user.tier_slug != "demo" {
+        return Err(Error::conflict(
+            "already_subscribed",
+            "there is a subscription already: change its tier with POST /subscriptions/upgrade",
+        )
+        .into());
+    }
+    // No pooled connection is held while the provider is called.
+    drop(db);
+    let session = payments
+        .create_checkout(&CheckoutRequest {
+            user_id: user.id,
+            email: &user.email,
+            tier_slug: &tier.slug,
+            customer_id: existing
+                .as_ref()
+                .and_then(|s| s.provider_customer_id.as_deref()),
+        })
+        .await?;
+    let db = state.db.get().await?;
+    checkouts::create_checkout(
+        &**db,
+        &session.id,
+        user.id,
+        &tier.slug,
+        payments.provider_name(),
+    )
+    .await?;
+    Ok(session)
 }
 
 /// A tier that can be bought, or 422 naming `tier_slug`.

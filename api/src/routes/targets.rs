@@ -16,13 +16,10 @@ use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
-use scanfleet_core::ownership;
-use scanfleet_core::scans::upgrade_prompt;
 use scanfleet_core::store::scans;
-use scanfleet_core::store::targets::{self, AddError, ImportLine, TargetRow};
+use scanfleet_core::store::targets::{self, ImportLine, TargetRow};
 
 use crate::contract::bounds::IMPORT_MAX;
-pub const ORGANIZATION_MAX: usize = 200;
 
 /// A domain the caller owns and scans.
 #[derive(Debug, Object)]
@@ -142,33 +139,6 @@ pub enum TargetDeleted {
     NoContent,
 }
 
-fn target_limit_error(state: &AppState, tier_slug: &str, limit: i32) -> Error {
-    Error::UpgradeRequired {
-        code: "target_limit_reached",
-        detail: format!("the {tier_slug} tier allows {limit} targets"),
-        upgrade: upgrade_prompt(
-            &state.upgrade_links,
-            tier_slug,
-            "Upgrade your plan to add more targets.",
-        ),
-    }
-}
-
-fn validate_organization(raw: Option<&str>) -> Result<String> {
-    let org = raw.unwrap_or_default().trim();
-    if org.chars().count() > ORGANIZATION_MAX {
-        return Err(Error::invalid(
-            "organization",
-            format!("must be at most {ORGANIZATION_MAX} characters"),
-        )
-        .into());
-    }
-    if org.chars().any(char::is_control) {
-        return Err(Error::invalid("organization", "must not contain control characters").into());
-    }
-    Ok(org.to_string())
-}
-
 pub struct TargetsApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Targets")]
@@ -186,7 +156,7 @@ impl TargetsApi {
     ) -> Result<TargetList> {
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
         let db = state.db.get().await?;
-        let (list, total) = targets::list(&**db, me.user.id, page).await?;
+        let (list, total) = targets::list(&**db, me.user.id, None, page).await?;
         Ok(TargetList::Ok(
             Json(list.into_iter().map(Into::into).collect()),
             total,
@@ -205,23 +175,9 @@ impl TargetsApi {
         body: JsonBody<TargetCreate>,
     ) -> Result<TargetCreated> {
         let domain = crate::validate::domain(&body.domain, "domain")?;
-        let organization = validate_organization(body.organization.as_deref())?;
-        let mut db = state.db.get().await?;
-        let tx = db.transaction().await?;
-        let target = match targets::create(&*tx, me.user.id, &domain, &organization).await? {
-            Ok(t) => t,
-            Err(AddError::Duplicate) => {
-                return Err(Error::conflict(
-                    "target_exists",
-                    format!("you already have the target {domain}"),
-                )
-                .into())
-            }
-            Err(AddError::LimitReached { tier_slug, limit }) => {
-                return Err(target_limit_error(&state, &tier_slug, limit).into())
-            }
-        };
-        tx.commit().await?;
+        let organization = crate::validate::organization(body.organization.as_deref())?;
+        let target =
+            scanfleet_core::targets::add(&state.core, me.user.id, &domain, &organization).await?;
         Ok(TargetCreated::Created(Json(target.into())))
     }
 
@@ -300,22 +256,8 @@ impl TargetsApi {
         me: Caller<CanWrite>,
         target_id: Path<Uuid>,
     ) -> Result<Json<Target>> {
-        let db = state.db.get().await?;
-        let target = targets::find(&**db, me.user.id, target_id.0)
-            .await?
-            .ok_or(Error::NotFound("target"))?;
-        let ownership = &state.ownership;
-        match ownership::verify_target(&ownership.checker, &**db, &target, ownership.ttl_days)
-            .await?
-        {
-            Ok(row) => Ok(Json(row.into())),
-            Err(found) => Err(Error::VerificationFailed {
-                detail: format!("no proof of ownership of {} was found", target.domain),
-                errors: found,
-                help: Box::new(ownership::help_for(&target, &state.ownership.api_url)),
-            }
-            .into()),
-        }
+        let row = scanfleet_core::targets::verify(&state.core, me.user.id, target_id.0).await?;
+        Ok(Json(row.into()))
     }
 
     /// Import up to 500 domains
@@ -342,10 +284,7 @@ impl TargetsApi {
             .into());
         }
         let domains: Vec<String> = body.0.domains.0.into_iter().map(|d| d.0).collect();
-        let mut db = state.db.get().await?;
-        let tx = db.transaction().await?;
-        let lines = targets::import(&*tx, me.user.id, &domains).await?;
-        tx.commit().await?;
+        let lines = scanfleet_core::targets::import(&state.core, me.user.id, &domains).await?;
         let mut result = ImportResult {
             imported: 0,
             failed: 0,

@@ -6,7 +6,7 @@
 //! The URL passes the SSRF guard ([`crate::webhooks::guard`]) when saved,
 //! and again at every delivery.
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
@@ -14,10 +14,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-use crate::auth::{Caller, CanRead, CanWrite, Identity};
-use crate::contract::bounds::{
-    WEBHOOK_DESCRIPTION_MAX as DESCRIPTION_MAX, WEBHOOK_URL_MAX as URL_MAX,
-};
+use crate::auth::{Caller, CanRead, CanWrite};
 use crate::contract::{
     self, PageLimit, PageOffset, SeverityName, WebhookDescription, WebhookEventList,
     WebhookKindName, WebhookUrl,
@@ -25,16 +22,8 @@ use crate::contract::{
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
-use crate::webhooks::guard::Guard;
-use crate::webhooks::sign;
-use scanfleet_core::outbox;
-use scanfleet_core::scans::upgrade_prompt;
-use scanfleet_core::store::tiers;
+use crate::webhooks::manage;
 use scanfleet_core::store::webhooks::{self, Attempt, Webhook, WebhookValues};
-
-/// How long a rotated secret keeps signing beside the new one.
-const ROTATION_OVERLAP_HOURS: i64 = 24;
-const SEVERITIES: [&str; 5] = ["critical", "high", "medium", "low", "info"];
 
 #[derive(Debug, Object)]
 pub struct WebhookCreate {
@@ -200,100 +189,6 @@ pub enum QueuedResponse {
     Accepted(Json<QueuedDelivery>),
 }
 
-/// Webhooks are a paid feature, like reports.
-async fn ensure_paid(state: &AppState, me: &Identity) -> Result<(), Error> {
-    let db = state.db.get().await?;
-    let tier = tiers::get(&**db, &me.user.tier_slug).await?;
-    if tier.is_some_and(|t| t.features.iter().any(|f| f == "webhooks")) {
-        return Ok(());
-    }
-    Err(Error::UpgradeRequired {
-        code: "feature_not_in_tier",
-        detail: format!("webhooks are not part of the {} tier", me.user.tier_slug),
-        upgrade: upgrade_prompt(
-            &state.upgrade_links,
-            &me.user.tier_slug,
-            "Upgrade to Monthly Pro or Yearly Pro to send events to webhooks and Slack.",
-        ),
-    })
-}
-
-async fn owned(state: &AppState, me: &Identity, id: Uuid) -> Result<Webhook, Error> {
-    ensure_paid(state, me).await?;
-    let db = state.db.get().await?;
-    webhooks::find(&**db, me.user.id, id)
-        .await?
-        .ok_or(Error::NotFound("webhook"))
-}
-
-/// The URL through the SSRF guard, trimmed; 422 naming `url` when refused.
-async fn checked_url(state: &AppState, raw: &str, kind: &str) -> Result<String, Error> {
-    if raw.chars().count() > URL_MAX {
-        return Err(Error::invalid(
-            "url",
-            format!("must be at most {URL_MAX} characters"),
-        ));
-    }
-    Guard::from_settings(&state.settings)
-        .check(raw, kind == "slack")
-        .await
-        .map_err(|e| Error::invalid("url", e.to_string()))?;
-    Ok(raw.trim().to_string())
-}
-
-fn checked_events(events: &[String]) -> Result<Vec<String>, Error> {
-    let mut kept: Vec<String> = Vec::new();
-    for e in events {
-        if !outbox::SUBSCRIBABLE.contains(&e.as_str()) {
-            return Err(Error::invalid(
-                "events",
-                format!("must be among {}", outbox::SUBSCRIBABLE.join(", ")),
-            ));
-        }
-        if !kept.contains(e) {
-            kept.push(e.clone());
-        }
-    }
-    if kept.is_empty() {
-        return Err(Error::invalid("events", "must name at least one event"));
-    }
-    Ok(kept)
-}
-
-fn checked_severity(raw: Option<&str>) -> Result<Option<String>, Error> {
-    raw.map(|s| {
-        SEVERITIES
-            .contains(&s)
-            .then(|| s.to_string())
-            .ok_or_else(|| {
-                Error::invalid(
-                    "min_severity",
-                    "must be critical, high, medium, low or info",
-                )
-            })
-    })
-    .transpose()
-}
-
-fn checked_description(raw: Option<&str>) -> Result<Option<String>, Error> {
-    raw.map(|d| {
-        if d.chars().count() > DESCRIPTION_MAX {
-            Err(Error::invalid(
-                "description",
-                format!("must be at most {DESCRIPTION_MAX} characters"),
-            ))
-        } else if d.chars().any(char::is_control) {
-            Err(Error::invalid(
-                "description",
-                "must not hold control characters",
-            ))
-        } else {
-            Ok(d.to_string())
-        }
-    })
-    .transpose()
-}
-
 pub struct WebhooksApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Webhooks")]
@@ -308,28 +203,18 @@ impl WebhooksApi {
         me: Caller<CanWrite>,
         body: JsonBody<WebhookCreate>,
     ) -> Result<CreateResponse> {
-        ensure_paid(&state, &me).await?;
-        let kind = body.kind.as_deref().unwrap_or("generic");
-        if !matches!(kind, "generic" | "slack") {
-            return Err(Error::invalid("kind", "must be generic or slack").into());
-        }
-        let events = checked_events(&body.events)?;
-        let min_severity =
-            checked_severity(body.min_severity.as_deref())?.unwrap_or_else(|| "info".into());
-        let description = checked_description(body.description.as_deref())?.unwrap_or_default();
-        let url = checked_url(&state, &body.url, kind).await?;
-        let secret = sign::new_secret();
-        let db = state.db.get().await?;
-        let values = WebhookValues {
-            url: &url,
-            kind,
-            events: &events,
-            min_severity: &min_severity,
-            description: &description,
-            enabled: true,
-        };
-        let webhook = webhooks::create(&**db, me.user.id, &values, &secret).await?;
-        tracing::info!(user_id = %me.user.id, webhook_id = %webhook.id, "webhook created");
+        let (webhook, secret) = manage::create(
+            &state,
+            &me.user,
+            &manage::NewHook {
+                url: &body.url,
+                kind: body.kind.as_deref(),
+                events: &body.events,
+                min_severity: body.min_severity.as_deref(),
+                description: body.description.as_deref(),
+            },
+        )
+        .await?;
         Ok(CreateResponse::Created(Json(WebhookCreatedOut {
             webhook: webhook.into(),
             secret,
@@ -348,7 +233,7 @@ impl WebhooksApi {
         offset: Query<Option<PageOffset>>,
     ) -> Result<ListResponse> {
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
-        ensure_paid(&state, &me).await?;
+        manage::ensure_paid(&state, &me.user).await?;
         let db = state.db.get().await?;
         let (list, total) = webhooks::list(&**db, me.user.id, page).await?;
         Ok(ListResponse::Ok(
@@ -369,7 +254,9 @@ impl WebhooksApi {
         me: Caller<CanRead>,
         webhook_id: Path<Uuid>,
     ) -> Result<Json<WebhookOut>> {
-        Ok(Json(owned(&state, &me, webhook_id.0).await?.into()))
+        Ok(Json(
+            manage::owned(&state, &me.user, webhook_id.0).await?.into(),
+        ))
     }
 
     /// Change a webhook
@@ -387,16 +274,16 @@ impl WebhooksApi {
         webhook_id: Path<Uuid>,
         body: JsonBody<WebhookUpdate>,
     ) -> Result<Json<WebhookOut>> {
-        let current = owned(&state, &me, webhook_id.0).await?;
+        let current = manage::owned(&state, &me.user, webhook_id.0).await?;
         let events = body
             .events
             .as_deref()
-            .map(|e| checked_events(e))
+            .map(|e| manage::checked_events(e))
             .transpose()?;
-        let min_severity = checked_severity(body.min_severity.as_deref())?;
-        let description = checked_description(body.description.as_deref())?;
+        let min_severity = manage::checked_severity(body.min_severity.as_deref())?;
+        let description = manage::checked_description(body.description.as_deref())?;
         let url = match body.url.as_deref() {
-            Some(raw) => Some(checked_url(&state, raw, &current.kind).await?),
+            Some(raw) => Some(manage::checked_url(&state, raw, &current.kind).await?),
             None => None,
         };
         let values = WebhookValues {
@@ -426,11 +313,7 @@ impl WebhooksApi {
         me: Caller<CanWrite>,
         webhook_id: Path<Uuid>,
     ) -> Result<DeleteResponse> {
-        ensure_paid(&state, &me).await?;
-        let db = state.db.get().await?;
-        if !webhooks::delete(&**db, me.user.id, webhook_id.0).await? {
-            return Err(Error::NotFound("webhook").into());
-        }
+        manage::delete(&state, &me.user, webhook_id.0).await?;
         Ok(DeleteResponse::Deleted)
     }
 
@@ -449,13 +332,7 @@ impl WebhooksApi {
         me: Caller<CanWrite>,
         webhook_id: Path<Uuid>,
     ) -> Result<Json<RotatedSecret>> {
-        ensure_paid(&state, &me).await?;
-        let secret = sign::new_secret();
-        let until = Utc::now() + Duration::hours(ROTATION_OVERLAP_HOURS);
-        let db = state.db.get().await?;
-        if !webhooks::rotate_secret(&**db, me.user.id, webhook_id.0, &secret, until).await? {
-            return Err(Error::NotFound("webhook").into());
-        }
+        let (secret, until) = manage::rotate(&state, &me.user, webhook_id.0).await?;
         Ok(Json(RotatedSecret {
             secret,
             previous_secret_expires_at: until,
@@ -476,15 +353,7 @@ impl WebhooksApi {
         me: Caller<CanWrite>,
         webhook_id: Path<Uuid>,
     ) -> Result<QueuedResponse> {
-        let hook = owned(&state, &me, webhook_id.0).await?;
-        let db = state.db.get().await?;
-        if !outbox::ping(&**db, me.user.id, hook.id).await? {
-            return Err(Error::conflict(
-                "webhook_disabled",
-                "the webhook is disabled; enable it to send a test event",
-            )
-            .into());
-        }
+        manage::test(&state, &me.user, webhook_id.0).await?;
         Ok(QueuedResponse::Accepted(Json(QueuedDelivery {
             queued: true,
         })))
@@ -507,7 +376,7 @@ impl WebhooksApi {
         offset: Query<Option<PageOffset>>,
     ) -> Result<DeliveriesResponse> {
         let page = page(contract::raw(limit.0), contract::raw(offset.0))?;
-        let hook = owned(&state, &me, webhook_id.0).await?;
+        let hook = manage::owned(&state, &me.user, webhook_id.0).await?;
         let db = state.db.get().await?;
         let (list, total) = webhooks::list_attempts(&**db, hook.id, page).await?;
         Ok(DeliveriesResponse::Ok(
@@ -531,11 +400,7 @@ impl WebhooksApi {
         webhook_id: Path<Uuid>,
         delivery_id: Path<Uuid>,
     ) -> Result<QueuedResponse> {
-        let hook = owned(&state, &me, webhook_id.0).await?;
-        let db = state.db.get().await?;
-        if !webhooks::redeliver(&**db, hook.id, delivery_id.0).await? {
-            return Err(Error::NotFound("delivery").into());
-        }
+        manage::redeliver(&state, &me.user, webhook_id.0, delivery_id.0).await?;
         Ok(QueuedResponse::Accepted(Json(QueuedDelivery {
             queued: true,
         })))

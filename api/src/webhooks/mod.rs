@@ -8,9 +8,12 @@
 //! - [`guard`]: which URLs and addresses a webhook may reach.
 //! - [`render`]: generic bodies in the API's shapes, Slack Block Kit.
 //! - [`dispatch`]: claiming, sending, retrying, disabling.
+//! - [`manage`]: creating, rotating, testing and redelivering, shared by
+//!   the API and the web console.
 
 pub mod dispatch;
 pub mod guard;
+pub mod manage;
 pub mod render;
 pub mod sign;
 

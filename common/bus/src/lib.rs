@@ -18,10 +18,12 @@
 //! - [`queue`]: the scan queue with leases ([`queue::ScanQueue`]).
 //! - [`events`]: appending and reading scan event streams, the ingest index.
 //! - [`markers`]: closed scans, attempt counts, stops, the data-set mark.
+//! - [`nodes`]: the fleet's registry (each node's heartbeat record).
 
 pub mod connect;
 pub mod events;
 pub mod markers;
+pub mod nodes;
 pub mod queue;
 
 pub use connect::{connect, subscriber, Link, RedisTarget};
@@ -32,6 +34,8 @@ pub use queue::{JobState, Renewal, ScanQueue};
 pub enum BusError {
     #[error("Redis: {0}")]
     Redis(#[from] fred::error::Error),
+    #[error("a record could not be encoded")]
+    Encode(#[source] serde_json::Error),
     #[error("the job of scan {scan_id} cannot be read or written")]
     BadJob {
         scan_id: uuid::Uuid,

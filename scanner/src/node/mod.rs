@@ -39,6 +39,13 @@
 //!   lease before it puts anyone's jobs back, so the nodes running them can
 //!   renew first.
 //!
+//! # The registry
+//! Every heartbeat the node writes its record to the fleet's registry
+//! (`scanfleet_bus::nodes`: id, host, version, slots, running scans,
+//! start, heartbeat, draining), which administrators read in the console
+//! and through `GET /api/v1/admin/nodes`; it takes the record away when it
+//! stops in good order.
+//!
 //! # Layout
 //! - [`engines`]: each engine as data (stages, templates, deadlines).
 //! - [`sink`]: event writes.
@@ -116,6 +123,8 @@ pub enum NodeError {
 /// Everything a node's scans share.
 pub struct Node {
     pub name: String,
+    /// The machine it runs on (`HOSTNAME`), as the registry shows it.
+    pub host: String,
     pub settings: Arc<NodeSettings>,
     pub keys: Keys,
     redis_target: RedisTarget,
@@ -167,6 +176,7 @@ impl Node {
         let keys = Keys::new(settings.redis.prefix.clone());
         Ok(Node {
             name: format!("scanner-{host}-{}", uuid::Uuid::new_v4().simple()),
+            host,
             queue: ScanQueue::new(redis.clone(), &keys),
             keys,
             redis_target,
@@ -211,6 +221,9 @@ impl Node {
             templates = node.templates.len(),
             "scanner node taking jobs"
         );
+        // Stopped once the node has finished: it then leaves the registry.
+        let registered = CancellationToken::new();
+        let heartbeat = tokio::spawn(announce(node.clone(), shutdown.clone(), registered.clone()));
         let mut scans = take_jobs(&node, &shutdown).await;
         // Running scans get the grace period; past it the node hands them
         // back to the queue for the other nodes and leaves.
@@ -230,7 +243,49 @@ impl Node {
             }
         }
         stops.abort();
+        registered.cancel();
+        let _ = heartbeat.await;
+        if let Err(e) = scanfleet_bus::nodes::leave(&node.redis, &node.keys, &node.name).await {
+            tracing::warn!(error = %e, "could not leave the fleet's registry");
+        }
         Ok(())
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Announces the node in the fleet's registry every heartbeat until
+/// `registered` is cancelled; once `shutdown` fires it says it is draining.
+async fn announce(node: Arc<Node>, shutdown: CancellationToken, registered: CancellationToken) {
+    let scanner = &node.settings.scanner;
+    let mut record = scanfleet_bus::nodes::NodeRecord {
+        id: node.name.clone(),
+        host: node.host.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        slots_total: scanner.concurrency as u32,
+        running: Vec::new(),
+        started_at_ms: now_ms(),
+        heartbeat_at_ms: 0,
+        lease_ms: scanner.orphan_after_secs * 1000,
+        draining: false,
+    };
+    let mut every = tokio::time::interval(node.heartbeat());
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = registered.cancelled() => return,
+        }
+        record.running = node.running.ids();
+        record.heartbeat_at_ms = now_ms();
+        record.draining = shutdown.is_cancelled();
+        if let Err(e) = scanfleet_bus::nodes::announce(&node.redis, &node.keys, &record).await {
+            tracing::warn!(error = %e, "could not announce the node");
+        }
     }
 }
 

@@ -348,21 +348,53 @@ pub async fn stream_for_scan(
         .and_then(|row| std::future::ready(FindingRow::try_from(&row))))
 }
 
+/// One of the user's findings; None when it is not theirs.
+pub async fn find(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<FindingRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM {FROM} WHERE f.id = $1 AND f.user_id = $2"),
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    row.as_ref().map(FindingRow::try_from).transpose()
+}
+
+/// A change of a finding's triage status, as its history records it.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusChange<'a> {
+    /// One of [`STATUSES`].
+    pub status: &'a str,
+    /// Kept for `accepted_risk` only.
+    pub until: Option<NaiveDate>,
+    /// Why, in the user's words; may be empty.
+    pub reason: &'a str,
+    /// The email of the user making the change, kept with the entry.
+    pub actor_email: &'a str,
+}
+
 /// Sets the triage status of one of the user's findings on its
 /// fingerprint, so that every occurrence, earlier and later, carries it;
-/// `until` is kept for `accepted_risk` only. None when the finding is not
-/// theirs. `status` must be one of [`STATUSES`].
+/// `until` is kept for `accepted_risk` only. A change that changes
+/// something is written to the finding's status history in the same
+/// statement sequence (call it in a transaction). None when the finding is
+/// not theirs.
 pub async fn set_status(
     db: &impl GenericClient,
     user_id: Uuid,
     finding_id: Uuid,
-    status: &str,
-    until: Option<NaiveDate>,
+    change: &StatusChange<'_>,
 ) -> Result<Option<FindingRow>, Error> {
-    let until = until.filter(|_| status == "accepted_risk");
+    let until = change.until.filter(|_| change.status == "accepted_risk");
     let owned = db
         .query_opt(
-            "SELECT fingerprint_id FROM findings WHERE id = $1 AND user_id = $2",
+            "SELECT f.fingerprint_id, COALESCE(fp.status, f.status) AS status,
+                    fp.accepted_until
+             FROM findings f LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
+             WHERE f.id = $1 AND f.user_id = $2",
             &[&finding_id, &user_id],
         )
         .await?;
@@ -370,13 +402,35 @@ pub async fn set_status(
         return Ok(None);
     };
     let fingerprint_id: Option<Uuid> = owned.try_get("fingerprint_id")?;
+    let before: String = owned.try_get("status")?;
+    let before_until: Option<NaiveDate> = owned.try_get("accepted_until")?;
     if let Some(fingerprint_id) = fingerprint_id {
-        fingerprints::set_status(db, fingerprint_id, status, until).await?;
+        fingerprints::set_status(db, fingerprint_id, change.status, until).await?;
     } else {
         // Moves the scan's revision, as the fingerprint's occurrences do.
         db.execute(
             "UPDATE findings SET status = $2 WHERE id = $1",
-            &[&finding_id, &status],
+            &[&finding_id, &change.status],
+        )
+        .await?;
+    }
+    if before != change.status || before_until != until {
+        db.execute(
+            "INSERT INTO finding_status_history
+                 (id, fingerprint_id, finding_id, actor_id, actor_email, from_status,
+                  to_status, accepted_until, reason)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &Uuid::now_v7(),
+                &fingerprint_id,
+                &fingerprint_id.is_none().then_some(finding_id),
+                &user_id,
+                &change.actor_email,
+                &before,
+                &change.status,
+                &until,
+                &change.reason,
+            ],
         )
         .await?;
     }
@@ -387,6 +441,64 @@ pub async fn set_status(
         )
         .await?;
     row.as_ref().map(FindingRow::try_from).transpose()
+}
+
+/// One change of a finding's triage status.
+#[derive(Debug, Clone)]
+pub struct HistoryEntry {
+    pub id: Uuid,
+    /// Who made it (their email at the time).
+    pub actor_email: String,
+    pub from_status: String,
+    pub to_status: String,
+    pub accepted_until: Option<NaiveDate>,
+    pub reason: String,
+    pub changed_at: DateTime<Utc>,
+}
+
+/// The status history of one of the user's findings, oldest first: the
+/// changes of its fingerprint (made through any of its occurrences), or of
+/// the finding alone when it has no fingerprint. None when the finding is
+/// not theirs.
+pub async fn status_history(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<Vec<HistoryEntry>>, Error> {
+    let Some(owned) = db
+        .query_opt(
+            "SELECT fingerprint_id FROM findings WHERE id = $1 AND user_id = $2",
+            &[&finding_id, &user_id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let fingerprint_id: Option<Uuid> = owned.try_get("fingerprint_id")?;
+    let rows = db
+        .query(
+            "SELECT id, actor_email, from_status, to_status, accepted_until, reason, changed_at
+             FROM finding_status_history
+             WHERE ($1::uuid IS NOT NULL AND fingerprint_id = $1)
+                OR ($1::uuid IS NULL AND finding_id = $2)
+             ORDER BY changed_at, id",
+            &[&fingerprint_id, &finding_id],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(HistoryEntry {
+                id: r.try_get("id")?,
+                actor_email: r.try_get("actor_email")?,
+                from_status: r.try_get("from_status")?,
+                to_status: r.try_get("to_status")?,
+                accepted_until: r.try_get("accepted_until")?,
+                reason: r.try_get("reason")?,
+                changed_at: r.try_get("changed_at")?,
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()
+        .map(Some)
 }
 
 /// A scan as a diff needs it.

@@ -569,6 +569,19 @@ pub struct FingerprintFilter {
     pub state: Option<String>,
     pub status: Option<String>,
     pub severity: Option<Severity>,
+    /// `new`, `recurring` or `regressed` (open fingerprints whose last
+    /// scan recorded that change), or `fixed` (fixed ones).
+    pub change: Option<String>,
+    /// Text the name, template id, host or URL contains (any case).
+    pub text: Option<String>,
+}
+
+impl FingerprintFilter {
+    /// Whether the kept counts answer the total (they are kept per state,
+    /// status and severity only).
+    fn counted(&self) -> bool {
+        self.change.is_none() && self.text.is_none()
+    }
 }
 
 /// The filters of a target's fingerprint list, on `fp` (a fingerprint or
@@ -579,6 +592,19 @@ static LIST_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
         "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
          AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
          AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
+    )
+});
+
+/// [`LIST_CONDITIONS`] and the change (`$7`) and text (`$8`, lower-case)
+/// filters, which only the fingerprints themselves can answer.
+static FILTER_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} AND ($7::text IS NULL OR CASE WHEN $7 = 'fixed' THEN fp.state = 'fixed'
+                  ELSE fp.state = 'open' AND fp.last_change = $7 END)
+         AND ($8::text IS NULL OR strpos(lower(fp.name), $8) > 0
+              OR strpos(lower(fp.template_id), $8) > 0 OR strpos(fp.host, $8) > 0
+              OR strpos(lower(fp.matched_at), $8) > 0)",
+        *LIST_CONDITIONS
     )
 });
 
@@ -597,7 +623,22 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
 
 /// The page first: the last finding is looked up for the page's rows only,
 /// not for every row the offset skips.
-static LIST_PAGE: LazyLock<String> = LazyLock::new(|| {
+static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&LIST_CONDITIONS));
+
+/// The page with every filter, and its total counted (parameters 7 and 8
+/// as [`FILTER_CONDITIONS`]).
+static FILTERED_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&FILTER_CONDITIONS));
+static FILTERED_TOTAL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $5) AS owned,
+                (SELECT count(*) FROM fingerprints fp
+                 -- $6, the page size, keeps the parameters those of the page.
+                 WHERE {} AND $6::bigint IS NOT NULL) AS total",
+        *FILTER_CONDITIONS
+    )
+});
+
+fn list_page(conditions: &str) -> String {
     format!(
         "WITH page AS (
              SELECT fp.id FROM fingerprints fp WHERE {conditions}
@@ -611,10 +652,9 @@ static LIST_PAGE: LazyLock<String> = LazyLock::new(|| {
                  WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
                  LIMIT 1) AS last_finding_id
          FROM page JOIN fingerprints fp ON fp.id = page.id
-         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
-        conditions = *LIST_CONDITIONS
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
     )
-});
+}
 
 /// One page of a target's fingerprints, worst first and most recently
 /// seen first within a severity, with the total; `None` when the target is
@@ -627,36 +667,95 @@ pub async fn list_for_target(
     (limit, offset): (i64, i64),
 ) -> Result<Option<(Vec<FingerprintRow>, i64)>, Error> {
     let rank = filter.severity.map(|s| i16::from(s.rank()));
-    let stmt = db.prepare_cached(&LIST_TOTAL).await?;
-    let head = db
-        .query_one(
-            &stmt,
-            &[&target_id, &filter.state, &filter.status, &rank, &user_id],
-        )
-        .await?;
-    if !head.try_get::<_, bool>("owned")? {
-        return Ok(None);
-    }
+    let text = filter.text.as_ref().map(|t| t.to_lowercase());
+    let (head, rows) = if filter.counted() {
+        let stmt = db.prepare_cached(&LIST_TOTAL).await?;
+        let head = db
+            .query_one(
+                &stmt,
+                &[&target_id, &filter.state, &filter.status, &rank, &user_id],
+            )
+            .await?;
+        if !head.try_get::<_, bool>("owned")? {
+            return Ok(None);
+        }
+        let stmt = db.prepare_cached(&LIST_PAGE).await?;
+        let rows = db
+            .query(
+                &stmt,
+                &[
+                    &target_id,
+                    &filter.state,
+                    &filter.status,
+                    &rank,
+                    &limit,
+                    &offset,
+                ],
+            )
+            .await?;
+        (head, rows)
+    } else {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+            &target_id,
+            &filter.state,
+            &filter.status,
+            &rank,
+            &user_id,
+            &limit,
+            &filter.change,
+            &text,
+        ];
+        let stmt = db.prepare_cached(&FILTERED_TOTAL).await?;
+        let head = db.query_one(&stmt, &params).await?;
+        if !head.try_get::<_, bool>("owned")? {
+            return Ok(None);
+        }
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+            &target_id,
+            &filter.state,
+            &filter.status,
+            &rank,
+            &limit,
+            &offset,
+            &filter.change,
+            &text,
+        ];
+        let stmt = db.prepare_cached(&FILTERED_PAGE).await?;
+        let rows = db.query(&stmt, &params).await?;
+        (head, rows)
+    };
     let total: i64 = head.try_get("total")?;
-    let stmt = db.prepare_cached(&LIST_PAGE).await?;
-    let rows = db
-        .query(
-            &stmt,
-            &[
-                &target_id,
-                &filter.state,
-                &filter.status,
-                &rank,
-                &limit,
-                &offset,
-            ],
-        )
-        .await?;
     let list = rows
         .iter()
         .map(FingerprintRow::try_from)
         .collect::<Result<_, _>>()?;
     Ok(Some((list, total)))
+}
+
+/// The fingerprint of one of the user's findings as lists show it; None
+/// when the finding is not theirs or has no fingerprint.
+pub async fn row_of_finding(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<FingerprintRow>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
+                        fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
+                        fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
+                        fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
+                        (SELECT l.id FROM findings l
+                         WHERE l.fingerprint_id = fp.id AND l.scan_id = fp.last_scan_id
+                         LIMIT 1) AS last_finding_id
+                 FROM findings f JOIN fingerprints fp ON fp.id = f.fingerprint_id
+                 WHERE f.id = $1 AND f.user_id = $2"
+            ),
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    row.as_ref().map(FingerprintRow::try_from).transpose()
 }
 
 /// What a retest of one finding runs: its fingerprint's template on its

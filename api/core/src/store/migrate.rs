@@ -55,6 +55,16 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_counts",
         include_str!("../../migrations/0028_fingerprint_counts.sql"),
     ),
+    (
+        29,
+        "console_sessions",
+        include_str!("../../migrations/0029_console_sessions.sql"),
+    ),
+    (
+        30,
+        "finding_status_history",
+        include_str!("../../migrations/0030_finding_status_history.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

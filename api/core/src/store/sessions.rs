@@ -188,3 +188,67 @@ pub async fn revoke_all_except(
     super::changes::note_change(user_id);
     Ok(n)
 }
+
+/// A web console session: a row of `sessions` named by the hash of the
+/// cookie's token, with the CSRF token its forms and fragments echo.
+#[derive(Debug, Clone)]
+pub struct ConsoleSession {
+    pub session_id: Uuid,
+    pub user: User,
+    pub csrf_token: String,
+}
+
+/// Opens a console session for `ttl`.
+pub async fn create_console(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    ttl: Duration,
+    token_hash: &[u8],
+    csrf_token: &str,
+) -> Result<Uuid, Error> {
+    let id = Uuid::now_v7();
+    db.execute(
+        "WITH s AS (INSERT INTO sessions (id, user_id, expires_at)
+                    VALUES ($1, $2, now() + make_interval(secs => $3)))
+         INSERT INTO console_sessions (token_hash, session_id, csrf_token) VALUES ($4, $1, $5)",
+        &[
+            &id,
+            &user_id,
+            &(ttl.num_seconds() as f64),
+            &token_hash,
+            &csrf_token,
+        ],
+    )
+    .await?;
+    Ok(id)
+}
+
+/// The live console session whose cookie token hashes to `token_hash`,
+/// with its user; None when unknown, expired, revoked or the account is
+/// disabled.
+pub async fn find_console(
+    db: &impl GenericClient,
+    token_hash: &[u8],
+) -> Result<Option<ConsoleSession>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT {}, s.id AS session_id, c.csrf_token
+                 FROM console_sessions c JOIN sessions s ON s.id = c.session_id
+                 JOIN users u ON u.id = s.user_id
+                 WHERE c.token_hash = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+                   AND NOT u.disabled",
+                users::COLUMNS
+            ),
+            &[&token_hash],
+        )
+        .await?;
+    row.map(|row| {
+        Ok(ConsoleSession {
+            session_id: row.try_get("session_id")?,
+            user: User::try_from(&row)?,
+            csrf_token: row.try_get("csrf_token")?,
+        })
+    })
+    .transpose()
+}

@@ -240,26 +240,50 @@ pub async fn import(
         .collect())
 }
 
-/// The user's targets, newest first, with the total count.
+/// The user's targets, newest first, with the total count; with `search`,
+/// those whose domain contains it.
 pub async fn list(
     db: &impl GenericClient,
     user_id: Uuid,
+    search: Option<&str>,
     page: Page,
 ) -> Result<(Vec<TargetRow>, i64), Error> {
+    let Some(search) = search else {
+        let rows = db
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM targets WHERE user_id = $1
+                     ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
+                ),
+                &[&user_id, &page.limit, &page.offset],
+            )
+            .await?;
+        let targets = rows
+            .iter()
+            .map(TargetRow::try_from)
+            .collect::<Result<_, _>>()?;
+        return Ok((targets, count(db, user_id).await?));
+    };
+    let search = search.to_lowercase();
     let rows = db
         .query(
             &format!(
-                "SELECT {COLUMNS} FROM targets WHERE user_id = $1
+                "SELECT {COLUMNS}, count(*) OVER () AS total FROM targets
+                 WHERE user_id = $1 AND strpos(domain, $4) > 0
                  ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
             ),
-            &[&user_id, &page.limit, &page.offset],
+            &[&user_id, &page.limit, &page.offset, &search],
         )
         .await?;
+    let total = match rows.first() {
+        Some(r) => r.try_get("total")?,
+        None => 0,
+    };
     let targets = rows
         .iter()
         .map(TargetRow::try_from)
         .collect::<Result<_, _>>()?;
-    Ok((targets, count(db, user_id).await?))
+    Ok((targets, total))
 }
 
 pub async fn find(

@@ -1,0 +1,81 @@
+//! Adding, importing and verifying targets: the steps of each in one
+//! place, for the API and the web console alike.
+
+use uuid::Uuid;
+
+use crate::domain::Domain;
+use crate::error::Error;
+use crate::ownership;
+use crate::scans::upgrade_prompt;
+use crate::store::targets::{self, AddError, ImportLine, TargetRow};
+use crate::Core;
+
+fn limit_error(core: &Core, tier_slug: &str, limit: i32) -> Error {
+    Error::UpgradeRequired {
+        code: "target_limit_reached",
+        detail: format!("the {tier_slug} tier allows {limit} targets"),
+        upgrade: upgrade_prompt(
+            &core.upgrade_links,
+            tier_slug,
+            "Upgrade your plan to add more targets.",
+        ),
+    }
+}
+
+/// Adds a target: `Conflict(target_exists)` when the user has the domain,
+/// `UpgradeRequired` at the tier's target limit.
+pub async fn add(
+    core: &Core,
+    user_id: Uuid,
+    domain: &Domain,
+    organization: &str,
+) -> Result<TargetRow, Error> {
+    let mut db = core.db.get().await?;
+    let tx = db.transaction().await?;
+    let target = match targets::create(&*tx, user_id, domain, organization).await? {
+        Ok(t) => t,
+        Err(AddError::Duplicate) => {
+            return Err(Error::conflict(
+                "target_exists",
+                format!("you already have the target {domain}"),
+            ))
+        }
+        Err(AddError::LimitReached { tier_slug, limit }) => {
+            return Err(limit_error(core, &tier_slug, limit))
+        }
+    };
+    tx.commit().await?;
+    Ok(target)
+}
+
+/// Imports domains in one transaction; each line says what became of its
+/// domain.
+pub async fn import(
+    core: &Core,
+    user_id: Uuid,
+    domains: &[String],
+) -> Result<Vec<ImportLine>, Error> {
+    let mut db = core.db.get().await?;
+    let tx = db.transaction().await?;
+    let lines = targets::import(&*tx, user_id, domains).await?;
+    tx.commit().await?;
+    Ok(lines)
+}
+
+/// Checks the ownership proof of one of the user's targets now:
+/// `VerificationFailed` naming what each method found when none holds.
+pub async fn verify(core: &Core, user_id: Uuid, target_id: Uuid) -> Result<TargetRow, Error> {
+    let db = core.db.get().await?;
+    let target = targets::find(&**db, user_id, target_id)
+        .await?
+        .ok_or(Error::NotFound("target"))?;
+    let own = &core.ownership;
+    match ownership::verify_target(&own.checker, &**db, &target, own.ttl_days).await? {
+        Ok(row) => Ok(row),
+        Err(found) => Err(Error::VerificationFailed {
+            detail: format!("no proof of ownership of {} was found", target.domain),
+            errors: found,
+            help: Box::new(ownership::help_for(&target, &own.api_url)),
+        }),
+    }
+}

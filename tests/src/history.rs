@@ -1,0 +1,72 @@
+//! A target with a long history, laid with SQL for benchmarks: the
+//! findings list and the console's pages at 100,000 fingerprints.
+
+use uuid::Uuid;
+
+use crate::TestApp;
+
+/// `fingerprints` fingerprints on `target` and `scans` completed scans
+/// finding each of them, laid with SQL (fast enough for 100,000 x 10).
+pub async fn lay_history(app: &TestApp, user: Uuid, target: Uuid, fingerprints: i64, scans: i64) {
+    let db = app.state.db.get().await.expect("db");
+    db.execute(
+        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
+                                   severity, severity_rank, host, matched_at, status, state,
+                                   first_seen_at, last_seen_at, occurrences)
+         SELECT gen_random_uuid(), $1, $2, 't' || (i % 300) || ':https://h' || (i % 40)
+                    || '.example.com/p/' || i,
+                't' || (i % 300), 'Finding ' || i,
+                (ARRAY['critical','high','medium','low','info'])[1 + i % 5], (i % 5)::smallint,
+                'h' || (i % 40) || '.example.com', 'https://h' || (i % 40) || '.example.com/p/' || i,
+                CASE WHEN i % 97 = 0 THEN 'false_positive' ELSE 'open' END,
+                CASE WHEN i % 13 = 0 THEN 'fixed' ELSE 'open' END,
+                now() - interval '30 days', now() - (i % 1000) * interval '1 minute', $3
+         FROM generate_series(1, $4::bigint) AS i",
+        &[&user, &target, &(scans as i32), &fingerprints],
+    )
+    .await
+    .expect("fingerprints");
+    for n in 0..scans {
+        let scan = Uuid::now_v7();
+        db.execute(
+            "INSERT INTO scans (id, user_id, target_id, engine, status, created_at, completed_at,
+                                findings_count)
+             VALUES ($1, $2, $3, 'full', 'completed', now() - ($4 || ' days')::interval, now(),
+                     $5)",
+            &[
+                &scan,
+                &user,
+                &target,
+                &(scans - n).to_string(),
+                &(fingerprints as i32),
+            ],
+        )
+        .await
+        .expect("scan");
+        db.execute(
+            "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                                   matched_at, dedup_key, fingerprint_id, change, status)
+             SELECT gen_random_uuid(), $1, $2, fp.template_id, fp.name, fp.severity, fp.host,
+                    fp.matched_at, fp.fingerprint, fp.id,
+                    CASE WHEN $3 = 0 THEN 'new' ELSE 'recurring' END, fp.status
+             FROM fingerprints fp WHERE fp.target_id = $4",
+            &[&scan, &user, &(n as i32), &target],
+        )
+        .await
+        .expect("findings");
+        db.execute(
+            "UPDATE fingerprints SET last_scan_id = $1, first_scan_id = COALESCE(first_scan_id, $1)
+             WHERE target_id = $2",
+            &[&scan, &target],
+        )
+        .await
+        .expect("last scan");
+    }
+    // One statement each: VACUUM cannot run in the implicit transaction of
+    // a multi-statement batch.
+    for table in ["fingerprints", "findings"] {
+        db.batch_execute(&format!("VACUUM ANALYZE {table}"))
+            .await
+            .expect("vacuum");
+    }
+}
