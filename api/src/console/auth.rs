@@ -6,8 +6,8 @@ use poem::{handler, Response};
 use serde::Deserialize;
 
 use super::form;
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::{self, Visitor};
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
+use super::session;
 use crate::auth::account;
 use crate::auth::tokens::random_token;
 use crate::state::AppState;

@@ -6,8 +6,7 @@ use chrono::{Duration, Utc};
 use poem::handler;
 use poem::web::{Data, Query};
 
-use super::page::{self, Chrome, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, PageResult, Visitor};
 use crate::state::AppState;
 use scanfleet_core::store::dashboard::{self as store, ChartDay, RecentScan, Summary, CHART_DAYS};
 

@@ -7,8 +7,7 @@ use poem::handler;
 use poem::web::{Data, Path};
 use uuid::Uuid;
 
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use super::targets::{options, status_choices, status_label, Opt};
 use crate::state::AppState;
 use scanfleet_core::store::findings::{self, FindingRow, HistoryEntry};

@@ -6,11 +6,15 @@ use poem::http::{header, StatusCode};
 use poem::{IntoResponse, Response};
 
 use super::assets;
-use super::session::Visitor;
 use crate::error::{status_and_code, Error};
 use crate::state::AppState;
 use scanfleet_core::store::notifications;
 use scanfleet_core::store::sessions::ConsoleSession;
+
+/// The browser's session, when it is signed in; in the request's data for
+/// every console handler (the guard in [`super::session`] puts it there).
+#[derive(Clone)]
+pub struct Visitor(pub Option<ConsoleSession>);
 
 /// Why a console request did not get its page.
 #[derive(Debug, thiserror::Error)]

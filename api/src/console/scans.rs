@@ -10,8 +10,7 @@ use poem::{handler, IntoResponse, Response};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use crate::state::AppState;
 use scanfleet_core::store::findings::{self, FindingRow};
 use scanfleet_core::store::fingerprints::{self, ChangeCounts};

@@ -23,11 +23,11 @@ use poem::{Body, Endpoint, IntoResponse, Request, Response};
 use subtle::ConstantTimeEq;
 
 use super::form::FormData;
-use super::page::{self, PageError};
+use super::page::{self, PageError, Visitor};
 use crate::auth::tokens::{random_token, sha256};
 use crate::state::AppState;
 use scanfleet_common::settings::Mode;
-use scanfleet_core::store::sessions::{self, ConsoleSession};
+use scanfleet_core::store::sessions;
 
 /// The session cookie.
 pub const COOKIE: &str = "sf_session";
@@ -55,11 +55,6 @@ pub const HEADERS: [(&str, &str); 5] = [
     ),
     ("x-frame-options", "DENY"),
 ];
-
-/// The browser's session, when it is signed in; in the request's data for
-/// every console handler.
-#[derive(Clone)]
-pub struct Visitor(pub Option<ConsoleSession>);
 
 /// The value of cookie `name`.
 pub fn cookie<'a>(req: &'a Request, name: &str) -> Option<&'a str> {

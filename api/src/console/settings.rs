@@ -8,8 +8,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::form;
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use super::targets::ENGINES;
 use crate::auth::account;
 use crate::state::AppState;

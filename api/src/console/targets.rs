@@ -12,8 +12,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::form::{self, FormData};
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use crate::routes::findings::{filter_of, reason_of};
 use crate::state::AppState;
 use scanfleet_core::ownership;

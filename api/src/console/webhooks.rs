@@ -8,8 +8,7 @@ use poem::web::{Data, Path};
 use uuid::Uuid;
 
 use super::form;
-use super::page::{self, Chrome, FormErrors, PageError, PageResult};
-use super::session::Visitor;
+use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use crate::state::AppState;
 use crate::webhooks::manage;
 use scanfleet_core::outbox;
