@@ -323,6 +323,11 @@ async fn main() {
             "target ?change=fixed",
             format!("/targets/{big}?change=fixed"),
         ),
+        ("target ?change=new", format!("/targets/{big}?change=new")),
+        (
+            "target ?q=h7.example (2,500 match)",
+            format!("/targets/{big}?q=h7.example"),
+        ),
         (
             "target ?q=finding 4242",
             format!("/targets/{big}?q=finding+4242"),

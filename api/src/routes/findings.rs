@@ -230,6 +230,11 @@ pub fn filter_of(
                 })
         })
         .transpose()?;
+    // `fixed` is the fixed state: answered by the kept counts.
+    let (state, change) = match (state, change) {
+        (None, Some(c)) if c == "fixed" => (Some("fixed"), None),
+        other => other,
+    };
     let text = text.map(str::trim).filter(|t| !t.is_empty());
     if text.is_some_and(|t| t.chars().count() > 200) {
         return Err(Error::invalid("q", "must be at most 200 characters"));

@@ -595,15 +595,15 @@ static LIST_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// [`LIST_CONDITIONS`] and the change (`$7`) and text (`$8`, lower-case)
-/// filters, which only the fingerprints themselves can answer.
+/// [`LIST_CONDITIONS`] and the change (`$7`) and text (`$8`, a `LIKE`
+/// pattern, lower-case) filters, which only the fingerprints themselves
+/// can answer; the text one through the trigram index of migration 31.
 static FILTER_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{} AND ($7::text IS NULL OR CASE WHEN $7 = 'fixed' THEN fp.state = 'fixed'
                   ELSE fp.state = 'open' AND fp.last_change = $7 END)
-         AND ($8::text IS NULL OR strpos(lower(fp.name), $8) > 0
-              OR strpos(lower(fp.template_id), $8) > 0 OR strpos(fp.host, $8) > 0
-              OR strpos(lower(fp.matched_at), $8) > 0)",
+         AND ($8::text IS NULL OR lower(fp.name || ' ' || fp.template_id || ' ' || fp.host
+                                           || ' ' || fp.matched_at) LIKE $8)",
         *LIST_CONDITIONS
     )
 });
@@ -656,6 +656,20 @@ fn list_page(conditions: &str) -> String {
     )
 }
 
+/// `%text%` with `LIKE`'s own characters (`\\`, `%`, `_`) taken literally.
+fn like_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
+}
+
 /// One page of a target's fingerprints, worst first and most recently
 /// seen first within a severity, with the total; `None` when the target is
 /// not the user's. Two prepared statements, cached on the connection.
@@ -667,7 +681,10 @@ pub async fn list_for_target(
     (limit, offset): (i64, i64),
 ) -> Result<Option<(Vec<FingerprintRow>, i64)>, Error> {
     let rank = filter.severity.map(|s| i16::from(s.rank()));
-    let text = filter.text.as_ref().map(|t| t.to_lowercase());
+    let text = filter
+        .text
+        .as_ref()
+        .map(|t| like_pattern(&t.to_lowercase()));
     let (head, rows) = if filter.counted() {
         let stmt = db.prepare_cached(&LIST_TOTAL).await?;
         let head = db

@@ -65,6 +65,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "finding_status_history",
         include_str!("../../migrations/0030_finding_status_history.sql"),
     ),
+    (
+        31,
+        "fingerprint_text_search",
+        include_str!("../../migrations/0031_fingerprint_text_search.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
