@@ -173,8 +173,25 @@ pub async fn insert_findings(
     if batch.is_empty() {
         return Ok(0);
     }
+    // The scan's row lock first: it keeps the scan (and so its target and
+    // user) in place until the commit, which is what lets the fingerprint
+    // and the finding refer to them without a foreign key checked on every
+    // row (migration 0032). The ingester holds it already.
+    let target_id: Uuid = db
+        .query_opt(
+            "SELECT target_id FROM scans WHERE id = $1 FOR UPDATE",
+            &[&scan_id],
+        )
+        .await?
+        .ok_or_else(|| Error::Unexpected(anyhow::anyhow!("scan {scan_id} is gone")))?
+        .try_get("target_id")?;
+    let scan = fingerprints::ScanRef {
+        id: scan_id,
+        user_id,
+        target_id,
+    };
     let events: Vec<&FindingEvent> = batch.iter().map(|(f, _)| *f).collect();
-    let recorded = fingerprints::record(db, scan_id, user_id, &events).await?;
+    let recorded = fingerprints::record(db, scan, &events).await?;
     let rows = insert_rows(db, scan_id, user_id, &batch, &recorded).await?;
     if rows.is_empty() {
         return Ok(0);

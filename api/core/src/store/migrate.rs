@@ -55,6 +55,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_counts",
         include_str!("../../migrations/0028_fingerprint_counts.sql"),
     ),
+    (
+        32,
+        "fingerprint_write_path",
+        include_str!("../../migrations/0032_fingerprint_write_path.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
