@@ -2,9 +2,9 @@
 -- goes through one fingerprint upsert and one findings insert, and each
 -- foreign key on those rows costs a lookup and a row lock per row (about as
 -- much, together, as the findings insert itself). The keys below only ever
--- point at rows the inserting transaction holds: the ingester takes the
--- scan's row lock first (`findings::insert_findings`), the scan gives the
--- target and the user, and a finding's fingerprint is the row the same
+-- point at rows the inserting transaction holds: the fingerprint upsert
+-- takes the scan's row lock before it writes (`fingerprints::record`), the
+-- scan gives the target, and a finding's fingerprint is the row the same
 -- transaction has just upserted. What the keys did on delete is kept, once
 -- per statement instead of once per row.
 

@@ -45,12 +45,14 @@ pub struct Recorded {
 /// A fingerprint seen again by the same scan (a replayed event, or two
 /// spellings of one URL) keeps the change of its first occurrence there.
 ///
-/// The caller holds the row lock of the scan, whose target is `target_id`
-/// (see [`crate::store::findings::insert_findings`]): the fingerprint's
-/// references to the scan are not checked by foreign keys (migration 0032).
+/// The statement takes the scan's row lock before it writes (the ingester
+/// holds it already): it keeps the scan, and so its target, in place until
+/// the commit, which is what lets a fingerprint name its first and last
+/// scans without a foreign key checked on every row (migration 0032).
 pub async fn record(
     db: &impl GenericClient,
-    scan: ScanRef,
+    scan_id: Uuid,
+    user_id: Uuid,
     findings: &[&FindingEvent],
 ) -> Result<Vec<Recorded>, Error> {
     let keys: Vec<String> = findings
@@ -70,7 +72,7 @@ pub async fn record(
     // Rows are written in key order, so two scans of one target running
     // side by side lock the fingerprints they share in the same order.
     firsts.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
-    let by_key = upsert(db, scan, findings, &keys, &firsts).await?;
+    let by_key = upsert(db, scan_id, user_id, findings, &keys, &firsts).await?;
     keys.iter()
         .map(|key| {
             by_key.get(key).cloned().ok_or_else(|| {
@@ -83,16 +85,16 @@ pub async fn record(
 /// One row per new or seen fingerprint of a page: a fingerprint seen again
 /// moves its last sighting, turns `regressed` when it was fixed, and
 /// reopens a user's `fixed` status or an `accepted_risk` past its date.
-/// `$1` is the scan, `$2` its user and `$3` its target.
-const UPSERT: &str =
-    "INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
+/// `$1` is the scan, locked first (every row written needs its target).
+const UPSERT: &str = "WITH s AS (SELECT target_id FROM scans WHERE id = $1 FOR UPDATE)
+ INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
                                  name, severity, severity_rank, host, matched_at,
                                  first_seen_at, last_seen_at, first_scan_id,
                                  last_scan_id)
- SELECT n.id, $2, $3, n.fingerprint, n.template_id, n.name, n.severity,
+ SELECT n.id, $2, s.target_id, n.fingerprint, n.template_id, n.name, n.severity,
         n.severity_rank, n.host, n.matched_at, now(), now(), $1, $1
- FROM unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
-             $9::smallint[], $10::text[], $11::text[])
+ FROM s, unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                $8::smallint[], $9::text[], $10::text[])
       WITH ORDINALITY AS n(id, fingerprint, template_id, name, severity,
                            severity_rank, host, matched_at, ord)
  ORDER BY n.ord
@@ -115,18 +117,11 @@ const UPSERT: &str =
      state = 'open', fixed_at = NULL, last_scan_id = $1
  RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status";
 
-/// The scan a page of findings belongs to, as [`record`] writes it.
-#[derive(Debug, Clone, Copy)]
-pub struct ScanRef {
-    pub id: Uuid,
-    pub user_id: Uuid,
-    pub target_id: Uuid,
-}
-
 /// The upsert of [`record`] for the findings at `firsts`.
 async fn upsert(
     db: &impl GenericClient,
-    scan: ScanRef,
+    scan_id: Uuid,
+    user_id: Uuid,
     findings: &[&FindingEvent],
     keys: &[String],
     firsts: &[usize],
@@ -155,9 +150,8 @@ async fn upsert(
         .query(
             UPSERT,
             &[
-                &scan.id,
-                &scan.user_id,
-                &scan.target_id,
+                &scan_id,
+                &user_id,
                 &ids,
                 &fps,
                 &templates,
