@@ -594,4 +594,100 @@ async fn the_target_findings_list_names_the_id_that_patch_takes() {
         .await;
     assert_eq!(patched.status, 200, "{}", patched.text);
     assert_eq!(patched.body["fingerprint"], item["fingerprint"]);
+
+/// Regression test for issue 36: the references a finding and a fingerprint
+/// hold to their scan and fingerprint are no longer foreign keys (checked
+/// on every ingested row) but are still cleared when what they name goes,
+/// and a target's deletion still takes its fingerprints and findings along.
+#[tokio::test]
+async fn deleting_a_scan_or_a_fingerprint_clears_the_references_to_it() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let first = new_scan(&app, &user).await;
+    let list = [
+        finding("t-a", Severity::High, "/a"),
+        finding("t-b", Severity::Low, "/b"),
+    ];
+    assert_eq!(insert(&app, first, &user, &list).await, 2);
+    let db = app.state.db.get().await.unwrap();
+    let target: Uuid = db
+        .query_one("SELECT target_id FROM scans WHERE id = $1", &[&first])
+        .await
+        .unwrap()
+        .get(0);
+    let second = Uuid::now_v7();
+    db.execute(
+        "INSERT INTO scans (id, user_id, target_id, engine, status)
+         VALUES ($1, $2, $3, 'full', 'running')",
+        &[&second, &user.id, &target],
+    )
+    .await
+    .unwrap();
+    assert_eq!(insert(&app, second, &user, &list[..1]).await, 1);
+    let scan_refs = |id: Uuid| {
+        let db = &db;
+        async move {
+            let row = db
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE first_scan_id = $1) AS first,
+                            count(*) FILTER (WHERE last_scan_id = $1) AS last
+                     FROM fingerprints",
+                    &[&id],
+                )
+                .await
+                .unwrap();
+            (row.get::<_, i64>("first"), row.get::<_, i64>("last"))
+        }
+    };
+    assert_eq!(scan_refs(first).await, (2, 1));
+    assert_eq!(scan_refs(second).await, (0, 1));
+
+    db.execute("DELETE FROM scans WHERE id = $1", &[&first])
+        .await
+        .unwrap();
+    assert_eq!(scan_refs(first).await, (0, 0));
+    assert_eq!(scan_refs(second).await, (0, 1));
+    let nulls: i64 = db
+        .query_one(
+            "SELECT count(*) FROM fingerprints WHERE target_id = $1 AND first_scan_id IS NULL",
+            &[&target],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        nulls, 2,
+        "both fingerprints outlive the scan that found them"
+    );
+
+    db.execute(
+        "DELETE FROM fingerprints WHERE target_id = $1 AND template_id = 't-a'",
+        &[&target],
+    )
+    .await
+    .unwrap();
+    let row = db
+        .query_one(
+            "SELECT count(*) AS findings, count(fingerprint_id) AS with_fingerprint
+             FROM findings WHERE scan_id = $1",
+            &[&second],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>("findings"), 1, "the finding stays");
+    assert_eq!(row.get::<_, i64>("with_fingerprint"), 0);
+
+    db.execute("DELETE FROM targets WHERE id = $1", &[&target])
+        .await
+        .unwrap();
+    let left: i64 = db
+        .query_one(
+            "SELECT (SELECT count(*) FROM fingerprints WHERE target_id = $1)
+                  + (SELECT count(*) FROM findings WHERE scan_id = $2)",
+            &[&target, &second],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
 }

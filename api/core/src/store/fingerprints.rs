@@ -44,6 +44,11 @@ pub struct Recorded {
 ///
 /// A fingerprint seen again by the same scan (a replayed event, or two
 /// spellings of one URL) keeps the change of its first occurrence there.
+///
+/// The statement takes the scan's row lock before it writes (the ingester
+/// holds it already): it keeps the scan, and so its target, in place until
+/// the commit, which is what lets a fingerprint name its first and last
+/// scans without a foreign key checked on every row (migration 0032).
 pub async fn record(
     db: &impl GenericClient,
     scan_id: Uuid,
@@ -64,6 +69,9 @@ pub async fn record(
             i
         });
     }
+    // Rows are written in key order, so two scans of one target running
+    // side by side lock the fingerprints they share in the same order.
+    firsts.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
     let by_key = upsert(db, scan_id, user_id, findings, &keys, &firsts).await?;
     keys.iter()
         .map(|key| {
@@ -77,18 +85,18 @@ pub async fn record(
 /// One row per new or seen fingerprint of a page: a fingerprint seen again
 /// moves its last sighting, turns `regressed` when it was fixed, and
 /// reopens a user's `fixed` status or an `accepted_risk` past its date.
-const UPSERT: &str =
-    "INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
+/// `$1` is the scan, locked first (every row written needs its target).
+const UPSERT: &str = "WITH s AS (SELECT target_id FROM scans WHERE id = $1 FOR UPDATE)
+ INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
                                  name, severity, severity_rank, host, matched_at,
                                  first_seen_at, last_seen_at, first_scan_id,
                                  last_scan_id)
  SELECT n.id, $2, s.target_id, n.fingerprint, n.template_id, n.name, n.severity,
         n.severity_rank, n.host, n.matched_at, now(), now(), $1, $1
- FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-             $8::smallint[], $9::text[], $10::text[])
+ FROM s, unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                $8::smallint[], $9::text[], $10::text[])
       WITH ORDINALITY AS n(id, fingerprint, template_id, name, severity,
                            severity_rank, host, matched_at, ord)
- JOIN scans s ON s.id = $1
  ORDER BY n.ord
  ON CONFLICT (target_id, fingerprint) DO UPDATE SET
      name = EXCLUDED.name, severity = EXCLUDED.severity,

@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_text_search",
         include_str!("../../migrations/0031_fingerprint_text_search.sql"),
     ),
+    (
+        32,
+        "fingerprint_write_path",
+        include_str!("../../migrations/0032_fingerprint_write_path.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
