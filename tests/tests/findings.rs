@@ -594,6 +594,7 @@ async fn the_target_findings_list_names_the_id_that_patch_takes() {
         .await;
     assert_eq!(patched.status, 200, "{}", patched.text);
     assert_eq!(patched.body["fingerprint"], item["fingerprint"]);
+}
 
 /// Regression test for issue 36: the references a finding and a fingerprint
 /// hold to their scan and fingerprint are no longer foreign keys (checked
