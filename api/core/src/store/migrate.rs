@@ -66,11 +66,6 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0030_finding_status_history.sql"),
     ),
     (
-        31,
-        "fingerprint_text_search",
-        include_str!("../../migrations/0031_fingerprint_text_search.sql"),
-    ),
-    (
         32,
         "fingerprint_write_path",
         include_str!("../../migrations/0032_fingerprint_write_path.sql"),
