@@ -11,7 +11,8 @@
 //!   fingerprints and a user with 1,000,000 findings (10 completed scans of
 //!   100,000 findings, laid with SQL), over several filters and pages.
 //!
-//! `cargo bench -p scanfleet-tests --bench findings`.
+//! `cargo bench -p scanfleet-tests --bench findings`
+//! (`BENCH_INGEST_ONLY=1` for the ingest figures alone).
 
 use std::time::{Duration, Instant};
 
@@ -221,6 +222,11 @@ async fn main() {
     println!("  after, first scan (all new)     {first:>9.0} findings/s");
     println!("  after, second scan (recurring)  {second:>9.0} findings/s");
 
+    // `BENCH_INGEST_ONLY=1`: the ingest figures alone (the list's data
+    // takes minutes to lay).
+    if std::env::var("BENCH_INGEST_ONLY").is_ok_and(|v| v == "1") {
+        return;
+    }
     let big = app.new_target(&user, "big.example.com").await;
     let laying = Instant::now();
     scanfleet_tests::history::lay_history(&app, user.id, big, FINGERPRINTS, SCANS).await;

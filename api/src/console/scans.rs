@@ -3,7 +3,7 @@
 //! scan, and once it ends its changes and reports.
 
 use askama::Template;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use poem::web::sse::{Event, SSE};
 use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
@@ -20,7 +20,7 @@ use scanfleet_core::store::Page;
 const SCANS_PAGE: i64 = 50;
 /// Findings the scan page lists (worst first); the rest are on the
 /// target's page.
-const LIVE_FINDINGS: usize = 200;
+const LIVE_FINDINGS: i64 = 200;
 
 #[derive(Deserialize, Default)]
 pub struct ListQuery {
@@ -128,12 +128,7 @@ async fn scan_page(
         .ok_or(PageError::NotFound)?;
     // The worst first, a page of them: a scan of a large estate holds
     // hundreds of thousands (its target's page lists them all, filtered).
-    let list: Vec<FindingRow> =
-        findings::stream_for_scan(&**db, scan_id, findings::FindingOrder::BySeverity)
-            .await?
-            .take(LIVE_FINDINGS)
-            .try_collect()
-            .await?;
+    let list: Vec<FindingRow> = findings::worst_of_scan(&**db, scan_id, LIVE_FINDINGS).await?;
     let chrome = Chrome::load(state, me, "scans").await?;
     let finished = scan.status.is_terminal();
     let (changes, previous) = if finished {
@@ -161,7 +156,7 @@ async fn scan_page(
     let reports_locked = me.user.tier_slug == "demo";
     page::html(&ScanPage {
         chrome,
-        more_findings: (scan.findings_count as usize).saturating_sub(list.len()),
+        more_findings: (scan.findings_count.max(0) as usize).saturating_sub(list.len()),
         findings: list.iter().map(LiveRow::from).collect(),
         finished,
         changes,

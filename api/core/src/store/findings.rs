@@ -354,6 +354,22 @@ pub async fn stream_for_scan(
         .and_then(|row| std::future::ready(FindingRow::try_from(&row))))
 }
 
+/// The `limit` worst findings of a scan (by severity, then host), as
+/// [`stream_for_scan`] orders them: Postgres keeps only the top rows while
+/// it sorts, so a scan of 100,000 findings costs one pass, not a full sort.
+pub async fn worst_of_scan(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    limit: i64,
+) -> Result<Vec<FindingRow>, Error> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM {FROM} WHERE f.scan_id = $1
+         ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id LIMIT $2"
+    );
+    let rows = db.query(&sql, &[&scan_id, &limit]).await?;
+    rows.iter().map(FindingRow::try_from).collect()
+}
+
 /// One of the user's findings; None when it is not theirs.
 pub async fn find(
     db: &impl GenericClient,
