@@ -187,9 +187,10 @@ contract_string!(
     || one_of(&["new", "recurring", "regressed", "fixed"])
 );
 contract_string!(
-    /// Text to look for: at most 200 characters.
+    /// Text to look for: at most 200 characters, no control characters.
     SearchText,
     || MetaSchema {
+        pattern: Some(r"^[^\x00-\x1f\x7f-\x9f]*$".to_string()),
         max_length: Some(200),
         ..MetaSchema::new("string")
     }

@@ -470,6 +470,16 @@ async fn bulk_triage_answers_the_fragment_and_records_the_history() {
     assert_eq!(history[0]["to_status"], "false_positive");
     assert_eq!(history[0]["reason"], "a test page");
     assert_eq!(history[0]["actor"], email.as_str());
+    // A search with a control character is refused beside the list, not
+    // sent to Postgres (which refuses NUL in text).
+    let reply = app
+        .get(
+            &format!("/api/v1/targets/{target}/findings?q=a%00b"),
+            &user.access_token,
+        )
+        .await;
+    assert_eq!(reply.status, 422, "{}", reply.text);
+    assert_eq!(reply.error_fields(), vec!["q"]);
     // Exactly the filtered list, exported.
     let page = b
         .get(

@@ -239,6 +239,9 @@ pub fn filter_of(
     if text.is_some_and(|t| t.chars().count() > 200) {
         return Err(Error::invalid("q", "must be at most 200 characters"));
     }
+    if text.is_some_and(|t| t.chars().any(char::is_control)) {
+        return Err(Error::invalid("q", "must not contain control characters"));
+    }
     let text = text.map(str::to_string);
     let state = state
         .map(|v| {
