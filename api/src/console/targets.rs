@@ -302,7 +302,7 @@ impl FindingLine {
         let change = if row.state == "fixed" {
             "fixed".to_string()
         } else {
-            String::new()
+            row.last_change.clone()
         };
         FindingLine { row, change }
     }
@@ -394,7 +394,6 @@ async fn findings_block(
             .await?
             .ok_or(PageError::NotFound)?;
     let lines = rows.into_iter().map(FindingLine::of).collect();
-    let lines = with_changes(&db, lines).await?;
     Ok(FindingsBlock {
         target_id,
         lines,
@@ -409,31 +408,6 @@ async fn findings_block(
         notice,
         csrf: csrf.to_string(),
     })
-}
-
-/// Fills each open row's change (as its last scan recorded it).
-async fn with_changes(
-    db: &deadpool_postgres::Client,
-    mut lines: Vec<FindingLine>,
-) -> Result<Vec<FindingLine>, PageError> {
-    let ids: Vec<Uuid> = lines.iter().map(|l| l.row.id).collect();
-    let rows = db
-        .query(
-            "SELECT id, last_change FROM fingerprints WHERE id = ANY($1)",
-            &[&ids],
-        )
-        .await?;
-    for r in rows {
-        let id: Uuid = r.try_get("id")?;
-        let change: String = r.try_get("last_change")?;
-        if let Some(l) = lines
-            .iter_mut()
-            .find(|l| l.row.id == id && l.change.is_empty())
-        {
-            l.change = change;
-        }
-    }
-    Ok(lines)
 }
 
 #[derive(Template)]
@@ -687,8 +661,7 @@ pub async fn row_status(
         .await?
         .filter(|r| r.target_id == target_id && !rows.is_empty())
         .ok_or(PageError::NotFound)?;
-    let lines = with_changes(&db, vec![FindingLine::of(row)]).await?;
-    let line = lines.into_iter().next().ok_or(PageError::NotFound)?;
+    let line = FindingLine::of(row);
     page::html(&RowBlock { line })
 }
 
@@ -728,7 +701,7 @@ pub async fn export(
             break;
         }
     }
-    let lines = with_changes(&db, rows.into_iter().map(FindingLine::of).collect()).await?;
+    let lines: Vec<FindingLine> = rows.into_iter().map(FindingLine::of).collect();
     let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
     let (body, kind, ext) = match q.format.as_str() {
         "json" => (export_json(&lines), "application/json", "json"),

@@ -535,6 +535,8 @@ pub struct FingerprintRow {
     pub last_scan_id: Option<Uuid>,
     pub fixed_at: Option<DateTime<Utc>>,
     pub occurrences: i32,
+    /// What its last scan recorded: `new`, `recurring` or `regressed`.
+    pub last_change: String,
     /// The finding of its last occurrence, for triage and retest.
     pub last_finding_id: Option<Uuid>,
 }
@@ -566,6 +568,7 @@ impl TryFrom<&Row> for FingerprintRow {
             last_scan_id: row.try_get("last_scan_id")?,
             fixed_at: row.try_get("fixed_at")?,
             occurrences: row.try_get("occurrences")?,
+            last_change: row.try_get("last_change")?,
             last_finding_id: row.try_get("last_finding_id")?,
         })
     }
@@ -658,7 +661,7 @@ fn list_page(conditions: &str) -> String {
          SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
                 fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
                 fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
-                fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
+                fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences, fp.last_change,
                 (SELECT f.id FROM findings f
                  WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
                  LIMIT 1) AS last_finding_id
@@ -773,7 +776,7 @@ pub async fn row_of_finding(
                 "SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
                         fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
                         fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
-                        fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences,
+                        fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences, fp.last_change,
                         (SELECT l.id FROM findings l
                          WHERE l.fingerprint_id = fp.id AND l.scan_id = fp.last_scan_id
                          LIMIT 1) AS last_finding_id
