@@ -125,6 +125,78 @@ pub struct FindingEvent {
     pub extracted_results: Vec<String>,
     #[serde(default)]
     pub matcher_name: Option<String>,
+    /// What the template says of the weakness (references, CVE, CWE,
+    /// CVSS); the same for every finding of one template.
+    #[serde(default, skip_serializing_if = "Classification::is_empty")]
+    pub classification: Classification,
+    /// The request sent and the response that matched, as text, each cut
+    /// at [`Evidence::REQUEST_KEPT`] / [`Evidence::RESPONSE_KEPT`] bytes.
+    /// Written by the scanned site: only ever shown escaped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// A template's `reference` list and `classification` block.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Classification {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cve_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cwe_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cvss_score: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cvss_metrics: Option<String>,
+}
+
+impl Classification {
+    pub fn is_empty(&self) -> bool {
+        self.references.is_empty()
+            && self.cve_ids.is_empty()
+            && self.cwe_ids.is_empty()
+            && self.cvss_score.is_none()
+            && self.cvss_metrics.is_none()
+    }
+}
+
+/// The exchange a finding was matched on.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Evidence {
+    pub request: String,
+    pub response: String,
+}
+
+impl Evidence {
+    /// Bytes of the request kept.
+    pub const REQUEST_KEPT: usize = 4 * 1024;
+    /// Bytes of the response kept (status line, headers, then the body).
+    pub const RESPONSE_KEPT: usize = 8 * 1024;
+
+    /// The exchange as text: invalid UTF-8 replaced, each side cut to what
+    /// is kept, with a line saying how much was left out.
+    pub fn of(request: &[u8], response: &[u8]) -> Evidence {
+        Evidence {
+            request: kept_text(request, Self::REQUEST_KEPT),
+            response: kept_text(response, Self::RESPONSE_KEPT),
+        }
+    }
+}
+
+/// Postgres text holds no NUL: one is kept as the replacement character.
+fn kept_text(bytes: &[u8], limit: usize) -> String {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).replace('\0', "\u{FFFD}");
+    if bytes.len() <= limit {
+        return lossy(bytes);
+    }
+    // A cut inside a multi-byte character leaves a replacement character.
+    let mut text = lossy(&bytes[..limit]);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!("[{} more bytes not kept]", bytes.len() - limit));
+    text
 }
 
 impl FindingEvent {
@@ -222,8 +294,25 @@ mod tests {
             remediation: String::new(),
             extracted_results: vec![],
             matcher_name: None,
+            classification: Classification::default(),
+            evidence: None,
         };
         assert_eq!(f.dedup_key(), "git-config:https://a.example/.git/config");
+    }
+
+    #[test]
+    fn evidence_is_cut_to_what_is_kept_and_holds_no_nul() {
+        let e = Evidence::of(b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\n\r\na\0b");
+        assert_eq!(e.request, "GET / HTTP/1.1\r\n\r\n");
+        assert_eq!(e.response, "HTTP/1.1 200 OK\r\n\r\na\u{FFFD}b");
+        let body = vec![b'x'; Evidence::RESPONSE_KEPT + 10];
+        let e = Evidence::of(b"", &body);
+        assert!(e.response.starts_with(&"x".repeat(Evidence::RESPONSE_KEPT)));
+        assert!(
+            e.response.ends_with("\n[10 more bytes not kept]"),
+            "{}",
+            &e.response[e.response.len() - 40..]
+        );
     }
 
     #[test]

@@ -223,6 +223,8 @@ async fn live_latency(app: &TestApp, cookie: &str, token: &str) {
                 remediation: String::new(),
                 extracted_results: vec![],
                 matcher_name: None,
+                classification: Default::default(),
+                evidence: None,
             }),
         );
         sent.insert(matched_at, event.at);

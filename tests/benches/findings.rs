@@ -42,6 +42,8 @@ fn finding(i: usize) -> FindingEvent {
         remediation: "Restrict access to the resource.".into(),
         extracted_results: vec![],
         matcher_name: Some("body".into()),
+        classification: Default::default(),
+        evidence: None,
     }
 }
 

@@ -47,6 +47,8 @@ fn finding(i: usize) -> FindingEvent {
             vec![]
         },
         matcher_name: Some("body".into()),
+        classification: Default::default(),
+        evidence: None,
     }
 }
 

@@ -102,6 +102,8 @@ async fn throughput(fleet: &Fleet, token: &str) {
             remediation: String::new(),
             extracted_results: Vec::new(),
             matcher_name: None,
+            classification: Default::default(),
+            evidence: None,
         };
         lines.push(ScanEvent::new(scan, ScanEventKind::Finding(finding)).to_json());
     }

@@ -2,7 +2,7 @@
 //! and Redis: sessions, CSRF, the security headers, fragments, isolation
 //! between users, and scanned text rendered as text.
 
-use scanfleet_common::events::FindingEvent;
+use scanfleet_common::events::{Classification, Evidence, FindingEvent};
 use scanfleet_common::Severity;
 use scanfleet_core::store::findings;
 use scanfleet_tests::{spawn_app, TestApp, TestUser};
@@ -329,6 +329,21 @@ async fn seeded_finding(app: &TestApp, user: &TestUser, response_text: &str) -> 
         remediation: String::new(),
         extracted_results: vec![response_text.into()],
         matcher_name: None,
+        classification: Classification {
+            references: vec![
+                "https://advisories.example.org/debug-page".into(),
+                "javascript:alert(2)".into(),
+            ],
+            cve_ids: vec!["CVE-2024-0001".into()],
+            cwe_ids: vec!["CWE-200".into()],
+            cvss_score: Some(7.5),
+            cvss_metrics: Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:N/A:N".into()),
+        },
+        evidence: Some(Evidence::of(
+            b"GET /debug HTTP/1.1\r\nHost: shop.example.com\r\n\r\n",
+            format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>{response_text}</p>")
+                .as_bytes(),
+        )),
     };
     findings::insert_findings(&**db, scan, user.id, &[event])
         .await
@@ -357,6 +372,22 @@ async fn scanned_text_is_rendered_as_text_never_as_markup() {
     assert!(unescape(&page.body).contains("<h1>Exposed <b>page</b></h1>"));
     // Inline code of the template's text is code.
     assert!(page.body.contains("<code>debug.php</code>"));
+    // The exchange the match was judged on, escaped too.
+    let text = unescape(&page.body);
+    assert!(
+        text.contains("GET /debug HTTP/1.1\r\nHost: shop.example.com"),
+        "{text}"
+    );
+    assert!(text.contains("<p><script>alert(1)</script></p>"), "{text}");
+    assert!(!page.body.contains("<p><script>"));
+    // References link only when they are web addresses; the classification.
+    assert!(page
+        .body
+        .contains("<a href=\"https://advisories.example.org/debug-page\""));
+    assert!(!page.body.contains("href=\"javascript:"));
+    assert!(page.body.contains("<code>CVE-2024-0001</code>"));
+    assert!(page.body.contains("<code>CWE-200</code>"));
+    assert!(page.body.contains("7.5"));
     let page = b.get(&app, &format!("/targets/{target}")).await;
     assert!(!page.body.contains("<b>page</b>"));
 }

@@ -2,7 +2,7 @@
 //! ingester calls (dedup, severity rule, counters, forward-only status) and
 //! `PATCH /findings/{finding_id}`.
 
-use scanfleet_common::events::{FindingEvent, ScanStatus};
+use scanfleet_common::events::{Classification, Evidence, FindingEvent, ScanStatus};
 use scanfleet_common::Severity;
 use scanfleet_core::store::{findings, fingerprints, scans};
 use scanfleet_tests::{spawn_app, spawn_app_with, Reply, TestApp, TestUser};
@@ -40,6 +40,8 @@ fn finding(template: &str, severity: Severity, path: &str) -> FindingEvent {
         remediation: String::new(),
         extracted_results: vec!["v1".into()],
         matcher_name: Some("m".into()),
+        classification: Default::default(),
+        evidence: None,
     }
 }
 
@@ -247,6 +249,88 @@ async fn another_users_finding_is_a_404() {
     }
     let r = detail(&app, &alice, s).await;
     assert_eq!(r.body["vulnerabilities"][0]["status"], "open");
+}
+
+#[tokio::test]
+async fn a_finding_reads_with_its_references_classification_and_exchange() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let s = new_scan(&app, &alice).await;
+    let mut with = finding("git-config", Severity::High, "/.git/config");
+    with.classification = Classification {
+        references: vec!["https://example.org/advisory".into()],
+        cve_ids: vec![],
+        cwe_ids: vec!["CWE-538".into()],
+        cvss_score: Some(7.5),
+        cvss_metrics: Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:N/A:N".into()),
+    };
+    with.evidence = Some(Evidence::of(
+        b"GET /.git/config HTTP/1.1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\n[core]\0",
+    ));
+    let without = finding("plain", Severity::Low, "/");
+    insert(&app, s, &alice, &[with, without]).await;
+    let list = detail(&app, &alice, s).await.body["vulnerabilities"].clone();
+    let id_of = |template: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["template_id"] == template)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let r = app
+        .get(
+            &format!("/api/v1/findings/{}", id_of("git-config")),
+            &alice.access_token,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["template_id"], "git-config");
+    assert_eq!(r.body["severity"], "high");
+    assert_eq!(
+        r.body["references"],
+        json!(["https://example.org/advisory"])
+    );
+    assert_eq!(r.body["classification"]["cwe_ids"], json!(["CWE-538"]));
+    assert_eq!(r.body["classification"]["cve_ids"], json!([]));
+    assert_eq!(r.body["classification"]["cvss_score"], 7.5);
+    assert_eq!(r.body["request"], "GET /.git/config HTTP/1.1\r\n\r\n");
+    // A NUL cannot be stored as text: it is the replacement character.
+    assert_eq!(r.body["response"], "HTTP/1.1 200 OK\r\n\r\n[core]\u{FFFD}");
+
+    let r = app
+        .get(
+            &format!("/api/v1/findings/{}", id_of("plain")),
+            &alice.access_token,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["references"], json!([]));
+    assert!(
+        r.body.get("request").is_none() && r.body.get("response").is_none(),
+        "{}",
+        r.body
+    );
+    assert!(r.body["classification"].get("cvss_score").is_none());
+
+    let r = app
+        .get(
+            &format!("/api/v1/findings/{}", id_of("git-config")),
+            &bob.access_token,
+        )
+        .await;
+    r.assert_problem(404);
+    let r = app
+        .get(
+            &format!("/api/v1/findings/{}", Uuid::now_v7()),
+            &alice.access_token,
+        )
+        .await;
+    r.assert_problem(404);
 }
 
 #[tokio::test]

@@ -150,12 +150,14 @@ async fn assert_counts_agree(db: &tokio_postgres::Client) {
         .query_one(
             "WITH real AS (
                  SELECT target_id, state, status, severity_rank,
-                        COALESCE(accepted_until, 'infinity') AS accepted_until, count(*) AS n
-                 FROM fingerprints GROUP BY 1, 2, 3, 4, 5),
-             kept AS (SELECT target_id, state, status, severity_rank, accepted_until, n
+                        COALESCE(accepted_until, 'infinity') AS accepted_until, last_change,
+                        count(*) AS n
+                 FROM fingerprints GROUP BY 1, 2, 3, 4, 5, 6),
+             kept AS (SELECT target_id, state, status, severity_rank, accepted_until,
+                             last_change, n
                       FROM fingerprint_counts WHERE n <> 0)
              SELECT (SELECT count(*) FROM real FULL JOIN kept
-                     USING (target_id, state, status, severity_rank, accepted_until)
+                     USING (target_id, state, status, severity_rank, accepted_until, last_change)
                      WHERE real.n IS DISTINCT FROM kept.n) AS differ,
                     (SELECT COALESCE(sum(n), 0)::bigint FROM kept) AS counted",
             &[],
@@ -958,6 +960,8 @@ async fn retests_are_not_counted_in_the_scan_limit_five_run_at_once_and_others_g
             remediation: String::new(),
             extracted_results: vec![],
             matcher_name: None,
+            classification: Default::default(),
+            evidence: None,
         }],
     )
     .await

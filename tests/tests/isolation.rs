@@ -151,6 +151,8 @@ async fn owners_resources(app: &TestApp, a: &TestUser) -> HashMap<&'static str, 
         remediation: String::new(),
         extracted_results: vec![],
         matcher_name: None,
+        classification: Default::default(),
+        evidence: None,
     };
     findings::insert_findings(&**db, scan_id, a.id, &[event])
         .await

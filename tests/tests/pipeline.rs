@@ -111,6 +111,37 @@ async fn a_full_scan_runs_on_two_nodes_and_is_followed_live_to_the_end() {
     let summary = fleet.get("/dashboard/summary", &token).await;
     assert_eq!(summary["high_count"], 3, "{summary}");
 
+    // A finding keeps the exchange the engine matched on and the
+    // template's classification.
+    let git = detail["vulnerabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["template_id"] == "git-config-exposure")
+        .expect("the git finding");
+    let one = fleet
+        .get(
+            &format!("/findings/{}", git["id"].as_str().unwrap()),
+            &token,
+        )
+        .await;
+    assert!(
+        one["request"]
+            .as_str()
+            .unwrap()
+            .starts_with("GET /.git/config HTTP/1.1\r\n"),
+        "{one}"
+    );
+    let response = one["response"].as_str().unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{one}");
+    assert!(response.contains("[core]"), "{one}");
+    assert_eq!(
+        one["classification"]["cwe_ids"],
+        serde_json::json!(["CWE-538"])
+    );
+    assert_eq!(one["classification"]["cvss_score"], 7.5);
+    assert_eq!(one["references"].as_array().unwrap().len(), 1);
+
     let notes = fleet.get("/notifications", &token).await;
     let done: Vec<&Value> = notes
         .as_array()

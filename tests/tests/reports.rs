@@ -40,6 +40,8 @@ fn finding(template: &str, severity: Severity, host: &str, path: &str) -> Findin
         remediation: format!("{template} remediation"),
         extracted_results: vec![],
         matcher_name: None,
+        classification: Default::default(),
+        evidence: None,
     }
 }
 

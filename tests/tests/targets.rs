@@ -342,6 +342,8 @@ async fn deleting_a_target_stops_its_active_scans_and_removes_its_scan_data() {
         remediation: String::new(),
         extracted_results: vec![],
         matcher_name: None,
+        classification: Default::default(),
+        evidence: None,
     };
     scanfleet_core::store::findings::insert_findings(&**db, scan, user.id, &[finding])
         .await

@@ -55,6 +55,8 @@ fn finding(i: usize, severity: Severity) -> ScanEvent {
             remediation: String::new(),
             extracted_results: Vec::new(),
             matcher_name: None,
+            classification: Default::default(),
+            evidence: None,
         }),
     )
 }

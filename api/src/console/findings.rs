@@ -55,6 +55,7 @@ struct FindingPage {
     description: Vec<Span>,
     remediation: Vec<Span>,
     history: Vec<HistoryLine>,
+    detail: findings::FindingDetail,
     status_opts: Vec<Opt>,
     status_label: &'static str,
     retest_error: Option<String>,
@@ -68,7 +69,7 @@ async fn finding_page(
 ) -> PageResult {
     let me = page::signed(visitor)?;
     let db = state.db.get().await?;
-    let finding = findings::find(&**db, me.user.id, finding_id)
+    let (finding, detail) = findings::find_with_detail(&**db, me.user.id, finding_id)
         .await?
         .ok_or(PageError::NotFound)?;
     let fingerprint = fingerprints::row_of_finding(&**db, me.user.id, finding_id).await?;
@@ -90,6 +91,7 @@ async fn finding_page(
             status_label: status_label(&finding.status),
             fingerprint,
             finding,
+            detail,
             retest_error: retest_error.clone(),
         },
         retest_error.is_some(),

@@ -279,10 +279,89 @@ pub enum RetestStarted {
     Accepted(Json<Scan>),
 }
 
+/// A finding as its own page shows it: the vulnerability shape, the
+/// template's references and classification, and the exchange it was
+/// matched on.
+#[derive(Debug, Object)]
+pub struct FindingRecord {
+    #[oai(flatten)]
+    pub finding: Vulnerability,
+    /// The template's references (advisories, write-ups), as it lists them.
+    pub references: Vec<String>,
+    pub classification: FindingClassification,
+    /// The request sent, as text, up to 4 KiB; absent when none was kept
+    /// (findings of the probe stage, or recorded before requests were kept).
+    #[oai(skip_serializing_if_is_none)]
+    pub request: Option<String>,
+    /// The response matched (status line, headers, body), as text, up to
+    /// 8 KiB. Written by the scanned site: show it escaped.
+    #[oai(skip_serializing_if_is_none)]
+    pub response: Option<String>,
+}
+
+/// The template's `classification` block.
+#[derive(Debug, Object)]
+pub struct FindingClassification {
+    /// `CVE-YYYY-N` identifiers.
+    pub cve_ids: Vec<String>,
+    /// `CWE-N` identifiers.
+    pub cwe_ids: Vec<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub cvss_score: Option<f64>,
+    /// The CVSS vector.
+    #[oai(skip_serializing_if_is_none)]
+    pub cvss_metrics: Option<String>,
+}
+
+impl From<(findings::FindingRow, findings::FindingDetail)> for FindingRecord {
+    fn from((row, detail): (findings::FindingRow, findings::FindingDetail)) -> Self {
+        let c = detail.classification;
+        let (request, response) = match detail.evidence {
+            Some(e) => (Some(e.request), Some(e.response)),
+            None => (None, None),
+        };
+        FindingRecord {
+            finding: Vulnerability::from(&row),
+            references: c.references,
+            classification: FindingClassification {
+                cve_ids: c.cve_ids,
+                cwe_ids: c.cwe_ids,
+                cvss_score: c.cvss_score,
+                cvss_metrics: c.cvss_metrics,
+            },
+            request,
+            response,
+        }
+    }
+}
+
 pub struct FindingsApi;
 
 #[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Findings")]
 impl FindingsApi {
+    /// A finding, with its evidence
+    ///
+    /// The vulnerability shape plus the template's references and
+    /// classification (CVE, CWE, CVSS) and the request and response the
+    /// match was judged on. Another user's finding is a 404.
+    #[oai(
+        path = "/findings/:finding_id",
+        method = "get",
+        operation_id = "get_finding"
+    )]
+    async fn get_finding(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanRead>,
+        finding_id: Path<Uuid>,
+    ) -> Result<Json<FindingRecord>> {
+        let db = state.db.get().await?;
+        let found = findings::find_with_detail(&**db, me.user.id, finding_id.0)
+            .await?
+            .ok_or(Error::NotFound("finding"))?;
+        Ok(Json(found.into()))
+    }
+
     /// Set a finding's status
     ///
     /// The status belongs to the finding's fingerprint on its target: the

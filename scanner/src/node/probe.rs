@@ -137,6 +137,8 @@ fn describe(host: &str, url: &str, resp: &Response) -> FindingEvent {
         remediation: String::new(),
         extracted_results: facts,
         matcher_name: None,
+        classification: Default::default(),
+        evidence: None,
     }
 }
 

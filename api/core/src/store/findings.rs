@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt as _;
-use scanfleet_common::events::FindingEvent;
+use scanfleet_common::events::{Classification, Evidence, FindingEvent};
 use scanfleet_common::jobs::Engine;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
@@ -195,16 +195,18 @@ const INSERT_FINDINGS: &str = "WITH inserted AS (
      INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
                            matched_at, description, remediation, matcher_name,
                            extracted_results, dedup_key, fingerprint_id, change,
-                           status)
+                           status, classification, request, response)
      SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
             n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key,
-            n.fingerprint_id, n.change, n.status
+            n.fingerprint_id, n.change, n.status, n.classification, n.request, n.response
      FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
                  $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
-                 $13::text[], $14::uuid[], $15::text[], $16::text[])
+                 $13::text[], $14::uuid[], $15::text[], $16::text[], $17::jsonb[],
+                 $18::text[], $19::text[])
           WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
                                description, remediation, matcher_name, extracted,
-                               dedup_key, fingerprint_id, change, status, ord)
+                               dedup_key, fingerprint_id, change, status,
+                               classification, request, response, ord)
      ORDER BY n.ord
      ON CONFLICT (scan_id, dedup_key) DO NOTHING
      RETURNING severity),
@@ -255,6 +257,18 @@ async fn insert_rows(
     let fingerprint_ids: Vec<Uuid> = recorded.iter().map(|r| r.id).collect();
     let changes: Vec<&str> = recorded.iter().map(|r| r.change.as_str()).collect();
     let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
+    let classifications: Vec<Option<serde_json::Value>> = batch
+        .iter()
+        .map(|(f, _)| (!f.classification.is_empty()).then(|| serde_json::json!(f.classification)))
+        .collect();
+    let requests: Vec<Option<&str>> = batch
+        .iter()
+        .map(|(f, _)| f.evidence.as_ref().map(|e| e.request.as_str()))
+        .collect();
+    let responses: Vec<Option<&str>> = batch
+        .iter()
+        .map(|(f, _)| f.evidence.as_ref().map(|e| e.response.as_str()))
+        .collect();
     let row = db
         .query_opt(
             INSERT_FINDINGS,
@@ -275,6 +289,9 @@ async fn insert_rows(
                 &fingerprint_ids,
                 &changes,
                 &statuses,
+                &classifications,
+                &requests,
+                &responses,
             ],
         )
         .await?;
@@ -383,6 +400,58 @@ pub async fn find(
         )
         .await?;
     row.as_ref().map(FindingRow::try_from).transpose()
+}
+
+/// What a finding's own page shows beyond its row: the template's
+/// references and classification, and the exchange it was matched on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FindingDetail {
+    pub classification: Classification,
+    /// `None` for findings recorded without one (a probe's own, or recorded
+    /// before the exchange was kept).
+    pub evidence: Option<Evidence>,
+}
+
+/// One of the user's findings with its [`FindingDetail`]; `None` when the
+/// user has no such finding.
+pub async fn find_with_detail(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    finding_id: Uuid,
+) -> Result<Option<(FindingRow, FindingDetail)>, Error> {
+    let row = db
+        .query_opt(
+            &format!(
+                "SELECT {COLUMNS}, f.classification, f.request, f.response
+                 FROM {FROM} WHERE f.id = $1 AND f.user_id = $2"
+            ),
+            &[&finding_id, &user_id],
+        )
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let finding = FindingRow::try_from(&row)?;
+    let classification = match row.try_get::<_, Option<serde_json::Value>>("classification")? {
+        Some(v) => serde_json::from_value(v).map_err(|e| {
+            Error::Unexpected(anyhow::Error::new(e).context("classification of a finding"))
+        })?,
+        None => Classification::default(),
+    };
+    let request: Option<String> = row.try_get("request")?;
+    let response: Option<String> = row.try_get("response")?;
+    let evidence = match (request, response) {
+        (None, None) => None,
+        (request, response) => Some(Evidence {
+            request: request.unwrap_or_default(),
+            response: response.unwrap_or_default(),
+        }),
+    };
+    Ok(Some((
+        finding,
+        FindingDetail {
+            classification,
+            evidence,
+        },
+    )))
 }
 
 /// A change of a finding's triage status, as its history records it.

@@ -589,55 +589,58 @@ pub struct FingerprintFilter {
 
 impl FingerprintFilter {
     /// Whether the kept counts answer the total (they are kept per state,
-    /// status and severity only).
+    /// status, severity and last change; text is not counted).
     fn counted(&self) -> bool {
-        self.change.is_none() && self.text.is_none()
+        self.text.is_none()
     }
 }
 
 /// The filters of a target's fingerprint list, on `fp` (a fingerprint or
 /// a count row): target `$1`, state `$2`, status as it stands today `$3`,
-/// severity rank `$4`.
-static LIST_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
+/// severity rank `$4`, and the change in the parameter `change` names:
+/// `new`, `recurring` or `regressed` (open fingerprints whose last scan
+/// recorded that change), or `fixed` (fixed ones).
+fn list_conditions(change: &str) -> String {
     format!(
         "fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
          AND ($3::text IS NULL OR ({EFFECTIVE_STATUS}) = $3)
-         AND ($4::smallint IS NULL OR fp.severity_rank = $4)"
+         AND ($4::smallint IS NULL OR fp.severity_rank = $4)
+         AND ({change}::text IS NULL OR CASE WHEN {change} = 'fixed' THEN fp.state = 'fixed'
+              ELSE fp.state = 'open' AND fp.last_change = {change} END)"
     )
-});
+}
 
-/// [`LIST_CONDITIONS`] and the change (`$7`) and text (`$8`, a `LIKE`
-/// pattern, lower-case) filters, which only the fingerprints themselves
-/// can answer. The text filter reads every fingerprint of the target: a
+/// The list's conditions with the change in `$7` and the text (`$8`, a
+/// `LIKE` pattern, lower-case), which only the fingerprints themselves can
+/// answer. The text filter reads every fingerprint of the target: a
 /// trigram index made it 40 times quicker at 100,000 fingerprints, but cost
 /// the ingester (every new fingerprint is indexed) more than a search
 /// gains, so there is none (docs/figures.md).
 static FILTER_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{} AND ($7::text IS NULL OR CASE WHEN $7 = 'fixed' THEN fp.state = 'fixed'
-                  ELSE fp.state = 'open' AND fp.last_change = $7 END)
-         AND ($8::text IS NULL OR lower(fp.name || ' ' || fp.template_id || ' ' || fp.host
+        "{} AND ($8::text IS NULL OR lower(fp.name || ' ' || fp.template_id || ' ' || fp.host
                                            || ' ' || fp.matched_at) LIKE $8)",
-        *LIST_CONDITIONS
+        list_conditions("$7")
     )
 });
 
 /// Whether the target is the user's (`$5`), and the list's total from the
 /// counts the triggers of `fingerprint_counts` keep (a few dozen rows a
 /// target) rather than from counting up to 100,000 fingerprints; the same
-/// conditions apply, the lapsed-acceptance date being in the count's key.
+/// conditions apply (the change in `$6`), the lapsed-acceptance date being
+/// in the count's key.
 static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $5) AS owned,
                 (SELECT COALESCE(sum(fp.n), 0)::bigint FROM fingerprint_counts fp
                  WHERE {conditions}) AS total",
-        conditions = *LIST_CONDITIONS
+        conditions = list_conditions("$6")
     )
 });
 
 /// The page first: the last finding is looked up for the page's rows only,
-/// not for every row the offset skips.
-static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&LIST_CONDITIONS));
+/// not for every row the offset skips (the change in `$7`).
+static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&list_conditions("$7")));
 
 /// The page with every filter, and its total counted (parameters 7 and 8
 /// as [`FILTER_CONDITIONS`]).
@@ -704,7 +707,14 @@ pub async fn list_for_target(
         let head = db
             .query_one(
                 &stmt,
-                &[&target_id, &filter.state, &filter.status, &rank, &user_id],
+                &[
+                    &target_id,
+                    &filter.state,
+                    &filter.status,
+                    &rank,
+                    &user_id,
+                    &filter.change,
+                ],
             )
             .await?;
         if !head.try_get::<_, bool>("owned")? {
@@ -721,6 +731,7 @@ pub async fn list_for_target(
                     &rank,
                     &limit,
                     &offset,
+                    &filter.change,
                 ],
             )
             .await?;

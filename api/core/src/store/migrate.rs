@@ -66,9 +66,19 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0030_finding_status_history.sql"),
     ),
     (
+        31,
+        "finding_evidence",
+        include_str!("../../migrations/0031_finding_evidence.sql"),
+    ),
+    (
         32,
         "fingerprint_write_path",
         include_str!("../../migrations/0032_fingerprint_write_path.sql"),
+    ),
+    (
+        36,
+        "fingerprint_counts_by_change",
+        include_str!("../../migrations/0036_fingerprint_counts_by_change.sql"),
     ),
 ];
 

@@ -169,6 +169,7 @@ impl CompiledTemplate {
             host: String::new(),
             description: info.description.clone().unwrap_or_default(),
             remediation: info.remediation.clone().unwrap_or_default(),
+            classification: classification_of(info),
         };
         let constants = Arc::new(random_constants(&template));
         // A template with its own random values must send them itself.
@@ -536,5 +537,33 @@ mod tests {
         assert!(starts_with_variable_then_slash("{{BaseURL}}/x"));
         assert!(!starts_with_variable_then_slash("{{BaseURL}}?x"));
         assert!(!starts_with_variable_then_slash("/x"));
+    }
+}
+
+/// The template's references and classification as findings carry them.
+fn classification_of(info: &crate::template::Info) -> scanfleet_common::events::Classification {
+    let class = info.classification.as_ref();
+    let ids = |v: Option<&Vec<String>>| -> Vec<String> {
+        v.map(|v| {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    scanfleet_common::events::Classification {
+        references: info
+            .reference
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect(),
+        cve_ids: ids(class.map(|c| &c.cve_id)),
+        cwe_ids: ids(class.map(|c| &c.cwe_id)),
+        cvss_score: class.and_then(|c| c.cvss_score),
+        cvss_metrics: class
+            .and_then(|c| c.cvss_metrics.clone())
+            .filter(|m| !m.trim().is_empty()),
     }
 }

@@ -27,7 +27,7 @@ use super::compile::{CompiledBlock, CompiledTemplate};
 use super::failure::{TargetError, TargetErrorKind, TargetFailure};
 use super::oob::{placeholders, MarkerLayer, OobRun, Waiting};
 use super::response::{prefixed, Numbered, ResponseVars, RunNames};
-use super::result::{build_results, MatchOutcome, ResultHead, ScanResult};
+use super::result::{build_results, with_evidence, MatchOutcome, ResultHead, ScanResult};
 use super::url::InputUrl;
 use super::vars::{string_value, Layer, RequestLayers, Scope, TargetInput, VarMap};
 use super::Event;
@@ -875,7 +875,7 @@ impl TemplateRun<'_> {
             run.gathered.add(&result);
         }
         if is_final {
-            run.last_response = Some((resp_layer, matched_at.clone()));
+            run.last_response = Some((resp_layer.clone(), matched_at.clone()));
         }
         if block.req_condition {
             return ControlFlow::Continue(());
@@ -889,7 +889,7 @@ impl TemplateRun<'_> {
             return ControlFlow::Continue(());
         }
         run.status |= step_matched(&result, &block.operators);
-        self.emit_results(&matched_at, &result, &block.operators)
+        self.emit_results(&matched_at, &result, &block.operators, &*resp_layer)
             .await;
         // Nuclei stops on a matcher match only: values found by extractors
         // alone do not end the template.
@@ -912,6 +912,7 @@ impl TemplateRun<'_> {
         let block = &tpl.blocks[bi];
         let tpl_job = tpl.clone();
         let history = run.numbered_history.clone();
+        let response = last.clone();
         let last = last.clone();
         let request_scope = self
             .request_layers(None, None)
@@ -935,7 +936,7 @@ impl TemplateRun<'_> {
         );
         self.note_flow_extracts(&result);
         run.status |= step_matched(&result, &block.operators);
-        self.emit_results(matched_at, &result, &block.operators)
+        self.emit_results(matched_at, &result, &block.operators, &response)
             .await;
     }
 
@@ -960,9 +961,16 @@ impl TemplateRun<'_> {
     }
 
     /// Sends the results an evaluation gives, as Nuclei would report them.
-    async fn emit_results(&self, matched_at: &str, result: &OperatorResult, operators: &Operators) {
+    async fn emit_results(
+        &self,
+        matched_at: &str,
+        result: &OperatorResult,
+        operators: &Operators,
+        response: &ResponseVars,
+    ) {
         let outcome = outcome_of(result, operators);
-        for r in build_results(&self.head, matched_at, &outcome) {
+        let results = build_results(&self.head, matched_at, &outcome);
+        for r in with_evidence(results, response) {
             emit(self.shared, Event::Result(r)).await;
         }
     }
@@ -1065,10 +1073,9 @@ fn match_members(
             let mut out = Vec::new();
             for (matched_at, scope) in hops {
                 let result = block.operators.evaluate(scope);
-                out.extend(build_results(
-                    &head,
-                    matched_at,
-                    &outcome_of(&result, &block.operators),
+                out.extend(with_evidence(
+                    build_results(&head, matched_at, &outcome_of(&result, &block.operators)),
+                    scope,
                 ));
                 if result.matched && block.stop_at_first_match {
                     break;

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::build::{Built, Outgoing};
 use super::compile::CompiledTemplate;
-use super::result::{build_results, MatchOutcome, ResultHead};
+use super::result::{build_results, with_evidence, MatchOutcome, ResultHead};
 use super::vars::{string_value, Scope, VarMap};
 use super::Event;
 use crate::dsl::{Value, Vars};
@@ -375,7 +375,8 @@ impl OobRun {
             matched_names: result.matched_names.clone(),
             extracts: result.extracts.clone(),
         };
-        for r in build_results(&waiting.head, &waiting.matched_at, &outcome) {
+        let results = build_results(&waiting.head, &waiting.matched_at, &outcome);
+        for r in with_evidence(results, &waiting.scope) {
             // A closed receiver means nobody wants the rest.
             let _ = self.sink.send(Event::Result(r)).await;
         }

@@ -1,8 +1,11 @@
 //! Findings as the engine reports them, one JSON Lines object each.
 
 use chrono::{DateTime, Utc};
+use scanfleet_common::events::{Classification, Evidence};
 use scanfleet_common::Severity;
 use serde::Serialize;
+
+use crate::dsl::Vars;
 
 /// One finding. Field names are the JSON Lines fields of the design.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -20,6 +23,11 @@ pub struct ScanResult {
     pub matcher_name: Option<String>,
     pub description: String,
     pub remediation: String,
+    #[serde(skip_serializing_if = "Classification::is_empty")]
+    pub classification: Classification,
+    /// The request and response matched on (cut; see [`Evidence`]).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     pub timestamp: DateTime<Utc>,
 }
 
@@ -36,6 +44,8 @@ impl ScanResult {
             remediation: self.remediation.clone(),
             extracted_results: self.extracted_results.clone(),
             matcher_name: self.matcher_name.clone(),
+            classification: self.classification.clone(),
+            evidence: self.evidence.clone(),
         }
     }
 
@@ -71,6 +81,31 @@ pub struct ResultHead {
     pub host: String,
     pub description: String,
     pub remediation: String,
+    pub classification: Classification,
+}
+
+/// `results` with the exchange they were matched on, read once from the
+/// variables of the response (`request` and `response`, as the template's
+/// own matchers read them), and only when there is a result to carry it.
+pub fn with_evidence(mut results: Vec<ScanResult>, vars: &(impl Vars + ?Sized)) -> Vec<ScanResult> {
+    if let Some(first) = results.first_mut() {
+        first.evidence = evidence_of(vars);
+        let evidence = first.evidence.clone();
+        for r in results.iter_mut().skip(1) {
+            r.evidence = evidence.clone();
+        }
+    }
+    results
+}
+
+fn evidence_of(vars: &(impl Vars + ?Sized)) -> Option<Evidence> {
+    let response = vars.get("response")?;
+    let request = vars.get("request");
+    let request = request.as_ref().map(|r| r.as_bytes());
+    Some(Evidence::of(
+        request.as_deref().unwrap_or_default(),
+        &response.as_bytes(),
+    ))
 }
 
 /// Turns one match event into results, with the multiplicity of Nuclei's
@@ -108,6 +143,8 @@ pub fn build_results(
         matcher_name,
         description: head.description.clone(),
         remediation: head.remediation.clone(),
+        classification: head.classification.clone(),
+        evidence: None,
         timestamp: Utc::now(),
     };
     if !outcome.matched_names.is_empty() {
@@ -147,6 +184,7 @@ mod tests {
             host: "http://h".into(),
             description: String::new(),
             remediation: String::new(),
+            classification: Classification::default(),
         }
     }
 
