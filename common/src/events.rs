@@ -127,13 +127,14 @@ pub struct FindingEvent {
     pub matcher_name: Option<String>,
     /// What the template says of the weakness (references, CVE, CWE,
     /// CVSS); the same for every finding of one template.
+    /// Boxed, as `evidence` is, so that a [`ScanEventKind`] stays small.
     #[serde(default, skip_serializing_if = "Classification::is_empty")]
-    pub classification: Classification,
+    pub classification: Box<Classification>,
     /// The request sent and the response that matched, as text, each cut
     /// at [`Evidence::REQUEST_KEPT`] / [`Evidence::RESPONSE_KEPT`] bytes.
     /// Written by the scanned site: only ever shown escaped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Box<Evidence>>,
 }
 
 /// A template's `reference` list and `classification` block.
@@ -294,7 +295,7 @@ mod tests {
             remediation: String::new(),
             extracted_results: vec![],
             matcher_name: None,
-            classification: Classification::default(),
+            classification: Box::default(),
             evidence: None,
         };
         assert_eq!(f.dedup_key(), "git-config:https://a.example/.git/config");

@@ -329,7 +329,7 @@ async fn seeded_finding(app: &TestApp, user: &TestUser, response_text: &str) -> 
         remediation: String::new(),
         extracted_results: vec![response_text.into()],
         matcher_name: None,
-        classification: Classification {
+        classification: Box::new(Classification {
             references: vec![
                 "https://advisories.example.org/debug-page".into(),
                 "javascript:alert(2)".into(),
@@ -338,12 +338,12 @@ async fn seeded_finding(app: &TestApp, user: &TestUser, response_text: &str) -> 
             cwe_ids: vec!["CWE-200".into()],
             cvss_score: Some(7.5),
             cvss_metrics: Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:N/A:N".into()),
-        },
-        evidence: Some(Evidence::of(
+        }),
+        evidence: Some(Box::new(Evidence::of(
             b"GET /debug HTTP/1.1\r\nHost: shop.example.com\r\n\r\n",
             format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>{response_text}</p>")
                 .as_bytes(),
-        )),
+        ))),
     };
     findings::insert_findings(&**db, scan, user.id, &[event])
         .await

@@ -258,17 +258,17 @@ async fn a_finding_reads_with_its_references_classification_and_exchange() {
     let bob = app.new_user().await;
     let s = new_scan(&app, &alice).await;
     let mut with = finding("git-config", Severity::High, "/.git/config");
-    with.classification = Classification {
+    with.classification = Box::new(Classification {
         references: vec!["https://example.org/advisory".into()],
         cve_ids: vec![],
         cwe_ids: vec!["CWE-538".into()],
         cvss_score: Some(7.5),
         cvss_metrics: Some("CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:U/C:H/I:N/A:N".into()),
-    };
-    with.evidence = Some(Evidence::of(
+    });
+    with.evidence = Some(Box::new(Evidence::of(
         b"GET /.git/config HTTP/1.1\r\n\r\n",
         b"HTTP/1.1 200 OK\r\n\r\n[core]\0",
-    ));
+    )));
     let without = finding("plain", Severity::Low, "/");
     insert(&app, s, &alice, &[with, without]).await;
     let list = detail(&app, &alice, s).await.body["vulnerabilities"].clone();

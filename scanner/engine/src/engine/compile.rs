@@ -490,6 +490,34 @@ fn cluster_key(template: &Template, blocks: &[CompiledBlock]) -> Option<String> 
     ))
 }
 
+/// The template's references and classification as findings carry them.
+fn classification_of(info: &crate::template::Info) -> scanfleet_common::events::Classification {
+    let class = info.classification.as_ref();
+    let ids = |v: Option<&Vec<String>>| -> Vec<String> {
+        v.map(|v| {
+            v.iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+    };
+    scanfleet_common::events::Classification {
+        references: info
+            .reference
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect(),
+        cve_ids: ids(class.map(|c| &c.cve_id)),
+        cwe_ids: ids(class.map(|c| &c.cwe_id)),
+        cvss_score: class.and_then(|c| c.cvss_score),
+        cvss_metrics: class
+            .and_then(|c| c.cvss_metrics.clone())
+            .filter(|m| !m.trim().is_empty()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,33 +565,5 @@ mod tests {
         assert!(starts_with_variable_then_slash("{{BaseURL}}/x"));
         assert!(!starts_with_variable_then_slash("{{BaseURL}}?x"));
         assert!(!starts_with_variable_then_slash("/x"));
-    }
-}
-
-/// The template's references and classification as findings carry them.
-fn classification_of(info: &crate::template::Info) -> scanfleet_common::events::Classification {
-    let class = info.classification.as_ref();
-    let ids = |v: Option<&Vec<String>>| -> Vec<String> {
-        v.map(|v| {
-            v.iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
-    };
-    scanfleet_common::events::Classification {
-        references: info
-            .reference
-            .iter()
-            .map(|r| r.trim().to_string())
-            .filter(|r| !r.is_empty())
-            .collect(),
-        cve_ids: ids(class.map(|c| &c.cve_id)),
-        cwe_ids: ids(class.map(|c| &c.cwe_id)),
-        cvss_score: class.and_then(|c| c.cvss_score),
-        cvss_metrics: class
-            .and_then(|c| c.cvss_metrics.clone())
-            .filter(|m| !m.trim().is_empty()),
     }
 }

@@ -889,7 +889,7 @@ impl TemplateRun<'_> {
             return ControlFlow::Continue(());
         }
         run.status |= step_matched(&result, &block.operators);
-        self.emit_results(&matched_at, &result, &block.operators, &*resp_layer)
+        self.emit_results(&matched_at, &result, &block.operators, &resp_layer)
             .await;
         // Nuclei stops on a matcher match only: values found by extractors
         // alone do not end the template.

@@ -23,11 +23,12 @@ pub struct ScanResult {
     pub matcher_name: Option<String>,
     pub description: String,
     pub remediation: String,
+    /// Boxed, as `evidence` is: results travel through channels by value.
     #[serde(skip_serializing_if = "Classification::is_empty")]
-    pub classification: Classification,
+    pub classification: Box<Classification>,
     /// The request and response matched on (cut; see [`Evidence`]).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub evidence: Option<Evidence>,
+    pub evidence: Option<Box<Evidence>>,
     pub timestamp: DateTime<Utc>,
 }
 
@@ -89,7 +90,7 @@ pub struct ResultHead {
 /// own matchers read them), and only when there is a result to carry it.
 pub fn with_evidence(mut results: Vec<ScanResult>, vars: &(impl Vars + ?Sized)) -> Vec<ScanResult> {
     if let Some(first) = results.first_mut() {
-        first.evidence = evidence_of(vars);
+        first.evidence = evidence_of(vars).map(Box::new);
         let evidence = first.evidence.clone();
         for r in results.iter_mut().skip(1) {
             r.evidence = evidence.clone();
@@ -143,7 +144,7 @@ pub fn build_results(
         matcher_name,
         description: head.description.clone(),
         remediation: head.remediation.clone(),
-        classification: head.classification.clone(),
+        classification: Box::new(head.classification.clone()),
         evidence: None,
         timestamp: Utc::now(),
     };
