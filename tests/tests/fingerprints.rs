@@ -324,6 +324,32 @@ async fn findings_are_new_then_recurring_fixed_when_gone_and_regressed_when_back
     )
     .await;
     assert_eq!((page.len(), total), (2, 6));
+    // The change filter, its total from the kept counts: after a rescan of
+    // the same findings every one recurs.
+    let list_of = |q: &str| format!("/targets/{target}/findings?{q}");
+    let (page, total) = get_list(&fleet, &list_of("change=recurring&limit=5"), &token).await;
+    assert_eq!((page.len(), total), (5, 12));
+    let (page, total) = get_list(&fleet, &list_of("change=new"), &token).await;
+    assert_eq!((page.len(), total), (0, 0));
+    let (page, total) = get_list(&fleet, &list_of("change=recurring&severity=high"), &token).await;
+    assert_eq!((page.len(), total), (3, 3));
+    // Text, any case, over name, template, host and URL; the total and the
+    // page from one read, an empty page keeping its total.
+    let (page, total) = get_list(&fleet, &list_of("q=GIT/CONFIG&limit=2"), &token).await;
+    assert_eq!((page.len(), total), (2, 3));
+    assert!(page.iter().all(|f| f["template_id"] == GIT), "{page:?}");
+    let (page, total) = get_list(&fleet, &list_of("q=git/config&offset=5"), &token).await;
+    assert_eq!((page.len(), total), (0, 3));
+    let (page, total) = get_list(&fleet, &list_of("q=no%25such_thing"), &token).await;
+    assert_eq!((page.len(), total), (0, 0));
+    let (page, total) = get_list(
+        &fleet,
+        &list_of(&format!("q={API_HOST}&change=recurring&severity=high")),
+        &token,
+    )
+    .await;
+    assert_eq!((page.len(), total), (1, 1));
+    assert_counts_agree(&fleet.db().await).await;
 
     // The weakness is mended: a full scan fixes the three Git findings.
     lab.set_git_exposed(false);

@@ -642,18 +642,44 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
 /// not for every row the offset skips (the change in `$7`).
 static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&list_conditions("$7")));
 
-/// The page with every filter, and its total counted (parameters 7 and 8
-/// as [`FILTER_CONDITIONS`]).
-static FILTERED_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&FILTER_CONDITIONS));
-static FILTERED_TOTAL: LazyLock<String> = LazyLock::new(|| {
+/// The page with every filter and its total, from one pass over the
+/// target's fingerprints (the text filter reads each of them, so the total
+/// and the page share that read): whether the target is the user's (`$9`)
+/// and the total on every row, and one row with no fingerprint when the
+/// page is empty. Parameters 7 and 8 as [`FILTER_CONDITIONS`].
+static FILTERED: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $5) AS owned,
-                (SELECT count(*) FROM fingerprints fp
-                 -- $6, the page size, keeps the parameters those of the page.
-                 WHERE {} AND $6::bigint IS NOT NULL) AS total",
-        *FILTER_CONDITIONS
+        "WITH matched AS MATERIALIZED (
+             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
+             WHERE {conditions}),
+         page AS (
+             SELECT id FROM matched ORDER BY severity_rank, last_seen_at DESC, id
+             LIMIT $5 OFFSET $6),
+         head AS (
+             SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $9) AS owned,
+                    (SELECT count(*) FROM matched) AS total)
+         SELECT head.owned, head.total, r.*
+         FROM head LEFT JOIN LATERAL ({rows}) r ON true
+         ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
+        conditions = *FILTER_CONDITIONS,
+        rows = page_rows(),
     )
 });
+
+/// The columns of a page's rows (`page` holds their ids).
+fn page_rows() -> String {
+    format!(
+        "SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
+                fp.severity, fp.severity_rank, fp.host, fp.matched_at,
+                {EFFECTIVE_STATUS} AS status,
+                fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
+                fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences, fp.last_change,
+                (SELECT f.id FROM findings f
+                 WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
+                 LIMIT 1) AS last_finding_id
+         FROM page JOIN fingerprints fp ON fp.id = page.id"
+    )
+}
 
 fn list_page(conditions: &str) -> String {
     format!(
@@ -661,15 +687,9 @@ fn list_page(conditions: &str) -> String {
              SELECT fp.id FROM fingerprints fp WHERE {conditions}
              ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
              LIMIT $5 OFFSET $6)
-         SELECT fp.id, fp.target_id, fp.fingerprint, fp.template_id, fp.name,
-                fp.severity, fp.host, fp.matched_at, {EFFECTIVE_STATUS} AS status,
-                fp.accepted_until, fp.state, fp.first_seen_at, fp.last_seen_at,
-                fp.first_scan_id, fp.last_scan_id, fp.fixed_at, fp.occurrences, fp.last_change,
-                (SELECT f.id FROM findings f
-                 WHERE f.fingerprint_id = fp.id AND f.scan_id = fp.last_scan_id
-                 LIMIT 1) AS last_finding_id
-         FROM page JOIN fingerprints fp ON fp.id = page.id
-         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id"
+         {rows}
+         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
+        rows = page_rows()
     )
 }
 
@@ -737,22 +757,7 @@ pub async fn list_for_target(
             .await?;
         (head, rows)
     } else {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
-            &target_id,
-            &filter.state,
-            &filter.status,
-            &rank,
-            &user_id,
-            &limit,
-            &filter.change,
-            &text,
-        ];
-        let stmt = db.prepare_cached(&FILTERED_TOTAL).await?;
-        let head = db.query_one(&stmt, &params).await?;
-        if !head.try_get::<_, bool>("owned")? {
-            return Ok(None);
-        }
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
             &target_id,
             &filter.state,
             &filter.status,
@@ -761,9 +766,20 @@ pub async fn list_for_target(
             &offset,
             &filter.change,
             &text,
+            &user_id,
         ];
-        let stmt = db.prepare_cached(&FILTERED_PAGE).await?;
-        let rows = db.query(&stmt, &params).await?;
+        let stmt = db.prepare_cached(&FILTERED).await?;
+        let mut rows = db.query(&stmt, &params).await?;
+        let Some(head) = rows.first().cloned() else {
+            return Err(Error::Unexpected(anyhow::anyhow!(
+                "the filtered list gave no row"
+            )));
+        };
+        if !head.try_get::<_, bool>("owned")? {
+            return Ok(None);
+        }
+        // An empty page is one row without a fingerprint.
+        rows.retain(|r| matches!(r.try_get::<_, Option<Uuid>>("id"), Ok(Some(_))));
         (head, rows)
     };
     let total: i64 = head.try_get("total")?;
