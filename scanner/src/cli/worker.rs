@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use scanfleet_common::shutdown::shutdown_signal;
 use scanfleet_common::{telemetry, NodeSettings};
 use scanfleet_scanner::node::Node;
 use tokio_util::sync::CancellationToken;
@@ -56,19 +57,4 @@ pub fn worker() -> ExitCode {
     // jobs go back to the queue once this node's heartbeat stops.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
-    }
 }
