@@ -19,6 +19,7 @@ use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
 use crate::guard::problem_guard;
 use crate::hub::Hub;
+use crate::payments::Payments;
 use crate::routes::{self, health};
 use crate::state::AppState;
 use scanfleet_core::ingest::Ingester;
@@ -133,11 +134,12 @@ impl AppState {
         Ok(AppState {
             core,
             hub,
-            settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
             auth_cache: Arc::new(AuthCache::default()),
             detail_cache: Arc::default(),
+            payments: Arc::new(Payments::from_settings(&settings)),
+            settings: Arc::new(settings),
         })
     }
 }
@@ -158,7 +160,7 @@ async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
 }
 
 /// The whole HTTP surface of one api process.
-pub fn endpoint(state: AppState) -> impl Endpoint {
+pub(crate) fn endpoint(state: AppState) -> impl Endpoint {
     let api = routes::openapi_service();
     let allow = Arc::new(crate::allow::AllowTable::from_spec(
         &serde_json::from_str(&api.spec()).unwrap_or_default(),

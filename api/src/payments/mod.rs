@@ -28,8 +28,6 @@ pub mod signature;
 pub mod stripe;
 pub mod webhook;
 
-use std::sync::OnceLock;
-
 use scanfleet_common::settings::PaymentProvider;
 use scanfleet_common::{Secret, Settings};
 use uuid::Uuid;
@@ -181,8 +179,9 @@ pub struct CheckoutRequest<'a> {
     pub customer_id: Option<&'a str>,
 }
 
-/// The configured payment provider. Cheap to build per request: the HTTP
-/// client inside is shared by the process.
+/// The configured payment provider, built once at start-up
+/// ([`Payments::from_settings`]) and carried in the api's state: the HTTP
+/// client inside pools its connections to the provider.
 #[derive(Debug, Clone)]
 pub struct Payments {
     backend: Backend,
@@ -196,12 +195,10 @@ pub const DEV_PRICE_MONTHLY: &str = "price_dev_monthly";
 pub const DEV_PRICE_YEARLY: &str = "price_dev_yearly";
 
 /// The dev stand-in's webhook signing secret when none is configured:
-/// random, once per process (the stand-in is the only sender).
+/// random, made once with the process's [`Payments`] (the stand-in is the
+/// only sender).
 fn dev_webhook_secret() -> Secret {
-    static SECRET: OnceLock<Secret> = OnceLock::new();
-    SECRET
-        .get_or_init(|| Secret::new(crate::auth::tokens::random_token("whsec_dev_")))
-        .clone()
+    Secret::new(crate::auth::tokens::random_token("whsec_dev_"))
 }
 
 impl Payments {
