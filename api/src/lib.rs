@@ -26,6 +26,8 @@
 //! - [`console`]: the web console at `/` (server-rendered pages, htmx).
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
+//! - [`dto`]: the API's scan, finding and schedule shapes, shared by the
+//!   routes and the webhook bodies.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
 //! - [`json_body`]: JSON request bodies whose parse errors name the field.
 //! - [`parse_errors`]: parse errors of parameters and bodies in the
@@ -56,6 +58,7 @@ pub mod body_limit;
 pub mod console;
 pub mod contract;
 pub mod detail_cache;
+mod dto;
 pub mod error;
 pub mod guard;
 pub mod hub;

@@ -14,8 +14,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::routes::scans::{Scan, Vulnerability};
-use crate::routes::schedules::ScheduleOut;
+use crate::dto::{ScheduleOut, Scan, Vulnerability};
 
 /// Slack's limits on one message.
 pub const SLACK_MAX_BLOCKS: usize = 50;
