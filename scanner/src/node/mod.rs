@@ -13,7 +13,7 @@
 //! the ingest index `{prefix}:scan-events`, which the ingesters share
 //! through one consumer group. The node never trims or expires a stream:
 //! the ingester sets the expiry after it committed the terminal event. The
-//! layout and why it was chosen are described in the api's `ingest` module.
+//! layout and why it was chosen are described in [`scanfleet_bus::events`].
 //!
 //! # Jobs
 //! The node takes jobs from the scan queue ([`scanfleet_bus::queue`]) while
