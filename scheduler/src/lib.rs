@@ -242,11 +242,17 @@ async fn listen_for_changes(
     stop: CancellationToken,
 ) {
     let channel = schedules::CHANGED_CHANNEL;
-    listen(&database_url, channel, "scheduler", &stop, |heard| match heard {
-        // On connecting: anything changed before the LISTEN took effect is
-        // covered by one extra pass.
-        Heard::Listening | Heard::Notified(_) => changed.notify_one(),
-        Heard::Lost => {}
-    })
+    listen(
+        &database_url,
+        channel,
+        "scheduler",
+        &stop,
+        |heard| match heard {
+            // On connecting: anything changed before the LISTEN took effect is
+            // covered by one extra pass.
+            Heard::Listening | Heard::Notified(_) => changed.notify_one(),
+            Heard::Lost => {}
+        },
+    )
     .await;
 }

@@ -167,18 +167,24 @@ pub async fn listen(
     database_url: String,
     stop: CancellationToken,
 ) {
-    listen::listen(&database_url, CHANNEL, "auth cache", &stop, |heard| match heard {
-        Heard::Listening => {
-            cache.set_live(true);
-            tracing::debug!("auth cache: listening for credential changes");
-        }
-        Heard::Notified(payload) => match payload.parse::<Uuid>() {
-            Ok(user) => note_change(user),
-            // Not one user: forget everyone.
-            Err(_) => cache.forget_all(),
+    listen::listen(
+        &database_url,
+        CHANNEL,
+        "auth cache",
+        &stop,
+        |heard| match heard {
+            Heard::Listening => {
+                cache.set_live(true);
+                tracing::debug!("auth cache: listening for credential changes");
+            }
+            Heard::Notified(payload) => match payload.parse::<Uuid>() {
+                Ok(user) => note_change(user),
+                // Not one user: forget everyone.
+                Err(_) => cache.forget_all(),
+            },
+            Heard::Lost => cache.set_live(false),
         },
-        Heard::Lost => cache.set_live(false),
-    })
+    )
     .await;
     cache.set_live(false);
 }

@@ -83,7 +83,6 @@ impl Form {
     }
 }
 
-
 /// Provider ids end up in URL paths; refuse anything but Stripe's alphabet.
 fn checked_id(id: &str) -> Result<&str, PaymentsError> {
     if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {

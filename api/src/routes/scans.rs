@@ -14,9 +14,9 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::{page, ApiTags};
-pub use crate::dto::{Scan, Vulnerability};
 use crate::auth::{Caller, CanRead, CanScan};
 use crate::contract::{self, EngineName, PageLimit, PageOffset, ScanStatusName};
+pub use crate::dto::{Scan, Vulnerability};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::payload::{Direct, Serialized};

@@ -13,10 +13,10 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use scanfleet_common::jobs::Engine;
 use uuid::Uuid;
 
-pub use crate::dto::ScheduleOut;
 use super::{page, ApiTags};
 use crate::auth::{Caller, CanRead, CanScan, CanWrite};
 use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
+pub use crate::dto::ScheduleOut;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;

@@ -357,11 +357,17 @@ async fn read_capped(mut response: reqwest::Response) -> String {
 /// connection of its own; reconnects after a failure.
 pub async fn listen(database_url: String, wake: Arc<Notify>, stop: CancellationToken) {
     let channel = webhooks::NOTIFY_CHANNEL;
-    listen::listen(&database_url, channel, "webhooks", &stop, |heard| match heard {
-        // On connecting: whatever was committed while we were not listening.
-        Heard::Listening | Heard::Notified(_) => wake.notify_waiters(),
-        Heard::Lost => {}
-    })
+    listen::listen(
+        &database_url,
+        channel,
+        "webhooks",
+        &stop,
+        |heard| match heard {
+            // On connecting: whatever was committed while we were not listening.
+            Heard::Listening | Heard::Notified(_) => wake.notify_waiters(),
+            Heard::Lost => {}
+        },
+    )
     .await;
 }
 

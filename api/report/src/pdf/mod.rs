@@ -28,9 +28,7 @@ use krilla::page::PageSettings;
 use krilla::Document;
 
 use self::typeset::{draw, fonts, runs, wrap, wrap_runs, Colour, Fonts, Line, Op, Style};
-use super::{
-    display_host, timestamp, Changes, Header, Renderer, ReportError, SEVERITY_LABELS,
-};
+use super::{display_host, timestamp, Changes, Header, Renderer, ReportError, SEVERITY_LABELS};
 use scanfleet_core::store::findings::FindingRow;
 use scanfleet_core::store::fingerprints::ChangedFinding;
 
