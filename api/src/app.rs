@@ -43,11 +43,10 @@ impl Application {
         let bind = settings.api.bind;
         // Installed before anything is counted.
         crate::metrics::handle();
-        let listener =
-            StdTcpListener::bind(bind).map_err(|source| startup::StartupError::Bind {
-                addr: bind.to_string(),
-                source,
-            })?;
+        let listener = StdTcpListener::bind(bind).map_err(|cause| startup::StartupError::Bind {
+            addr: bind.to_string(),
+            cause,
+        })?;
         let state = AppState::connect(settings).await?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();

@@ -22,8 +22,10 @@
 //! - [`keys`]: Redis key names, all under the deployment's prefix.
 //! - [`jobs`], [`events`]: payloads on the queue and on scan event streams.
 //! - [`telemetry`]: tracing set-up shared by the binaries.
+//! - [`chain`]: an error printed with its causes, each once.
 //! - [`shutdown`]: SIGINT / SIGTERM, the one stop signal of every binary.
 
+pub mod chain;
 pub mod events;
 pub mod jobs;
 pub mod keys;

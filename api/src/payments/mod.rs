@@ -49,16 +49,16 @@ pub enum PaymentsError {
     Unreachable(#[source] reqwest::Error),
     /// The provider answered with an error object: 502 (503 when it says it
     /// is overloaded or failing itself).
-    #[error("the payment provider refused the request: {0}")]
+    #[error("the payment provider refused the request")]
     Refused(#[source] ProviderError),
     /// The provider answered with something we cannot read: 502.
     #[error("the payment provider's answer cannot be read")]
     BadResponse(#[source] anyhow::Error),
     /// A webhook delivery whose signature does not check out: 400.
-    #[error("webhook signature refused: {0}")]
+    #[error("webhook signature refused")]
     BadSignature(#[from] SignatureError),
     /// A signed webhook delivery that is not a provider event: 400.
-    #[error("the webhook payload is not a provider event: {0}")]
+    #[error("the webhook payload is not a provider event")]
     BadEvent(#[source] serde_json::Error),
     /// A broken assumption of our own: 500.
     #[error(transparent)]
@@ -87,7 +87,8 @@ impl From<PaymentsError> for crate::error::ApiError {
 impl From<PaymentsError> for scanfleet_core::Error {
     fn from(e: PaymentsError) -> Self {
         use scanfleet_core::Error;
-        let detail = e.to_string();
+        // The problem's detail says the cause too, as it always did.
+        let detail = scanfleet_common::chain::Chain(&e).to_string();
         match e {
             PaymentsError::NotConfigured(_) => Error::Unavailable {
                 code: "payments_not_configured",

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use scanfleet_common::chain::Chain;
 use scanfleet_common::shutdown::shutdown_signal;
 use scanfleet_common::{telemetry, NodeSettings};
 use scanfleet_scanner::node::Node;
@@ -30,7 +31,7 @@ pub fn worker() -> ExitCode {
         let node = match Node::build(settings).await {
             Ok(n) => n,
             Err(e) => {
-                tracing::error!(error = %e, "scanner node could not start");
+                tracing::error!(error = %Chain(&e), "scanner node could not start");
                 return ExitCode::FAILURE;
             }
         };
@@ -48,7 +49,7 @@ pub fn worker() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                tracing::error!(error = %e, "scanner node failed");
+                tracing::error!(error = %Chain(&e), "scanner node failed");
                 ExitCode::FAILURE
             }
         }
