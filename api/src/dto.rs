@@ -128,7 +128,8 @@ impl From<&FindingRow> for Vulnerability {
     }
 }
 
-/// A schedule as the API returns it.
+// A schedule as the API returns it (no doc comment: it would be the
+// contract's description of the schema, which has none).
 #[derive(Debug, Object)]
 pub struct ScheduleOut {
     pub id: Uuid,
