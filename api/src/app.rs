@@ -19,6 +19,7 @@ use crate::auth::tokens::{random_token, JwtKeys};
 use crate::error::Error;
 use crate::guard::problem_guard;
 use crate::hub::Hub;
+use crate::payments::Payments;
 use crate::routes::{self, health};
 use crate::state::AppState;
 use scanfleet_core::ingest::Ingester;
@@ -42,11 +43,10 @@ impl Application {
         let bind = settings.api.bind;
         // Installed before anything is counted.
         crate::metrics::handle();
-        let listener =
-            StdTcpListener::bind(bind).map_err(|source| startup::StartupError::Bind {
-                addr: bind.to_string(),
-                source,
-            })?;
+        let listener = StdTcpListener::bind(bind).map_err(|cause| startup::StartupError::Bind {
+            addr: bind.to_string(),
+            cause,
+        })?;
         let state = AppState::connect(settings).await?;
         listener.set_nonblocking(true)?;
         let port = listener.local_addr()?.port();
@@ -133,11 +133,12 @@ impl AppState {
         Ok(AppState {
             core,
             hub,
-            settings: Arc::new(settings),
             jwt,
             dummy_password_hash,
             auth_cache: Arc::new(AuthCache::default()),
             detail_cache: Arc::default(),
+            payments: Arc::new(Payments::from_settings(&settings)),
+            settings: Arc::new(settings),
         })
     }
 }
@@ -158,7 +159,7 @@ async fn ingester(state: &AppState) -> anyhow::Result<Ingester> {
 }
 
 /// The whole HTTP surface of one api process.
-pub fn endpoint(state: AppState) -> impl Endpoint {
+pub(crate) fn endpoint(state: AppState) -> impl Endpoint {
     let api = routes::openapi_service();
     let allow = Arc::new(crate::allow::AllowTable::from_spec(
         &serde_json::from_str(&api.spec()).unwrap_or_default(),

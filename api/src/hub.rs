@@ -92,7 +92,7 @@ impl Hub {
                 r = read => match r {
                     Ok(r) => r,
                     Err(e) => {
-                        tracing::warn!(error = %e, "websocket hub: read failed; retrying");
+                        tracing::warn!(error = %scanfleet_common::chain::Chain(&e), "websocket hub: read failed; retrying");
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         continue;
                     }

@@ -12,11 +12,19 @@
 //! The api sits on top of the service side: it may import
 //! `scanfleet-core` (store, use cases, ingester), `scanfleet-report`,
 //! `scanfleet-bus`, `scanfleet-common` and the HTTP framework (poem,
-//! poem-openapi) and the Postgres and Redis clients; the scanner's HTTP
-//! client is reached only through the core. It must not import the
+//! poem-openapi) and the Postgres and Redis clients, and the scanner's HTTP
+//! crate (`scanfleet-http`) for its address policy and hosts map alone:
+//! the webhook guard refuses the addresses a scan would. It must not import the
 //! template engine, the scanner node or a command-line parser (no
 //! `scanfleet-engine`, `scanfleet-scanner`, boa, jaq or clap), nor the
 //! scheduler. Only the tests import it.
+//!
+//! # Exports
+//! Only what the binary and the end-to-end tests use: [`Application`] and
+//! [`app::create_admin`], [`state::AppState`] (the tests reach the core
+//! through it), [`openapi_json`], and for tests that forge credentials or
+//! signatures [`auth::tokens`] and [`webhooks::sign`]. Every other module
+//! is private.
 //!
 //! # Layout
 //! - [`access_log`]: the request span and access log, credentials
@@ -26,6 +34,8 @@
 //! - [`console`]: the web console at `/` (server-rendered pages, htmx).
 //! - [`auth`]: passwords, tokens, security schemes, identities.
 //! - [`error`], [`problem`]: error kinds and their RFC 9457 responses.
+//! - [`dto`]: the API's scan, finding and schedule shapes, shared by the
+//!   routes and the webhook bodies.
 //! - [`payload`]: JSON bodies serialised directly (the read hot path).
 //! - [`json_body`]: JSON request bodies whose parse errors name the field.
 //! - [`parse_errors`]: parse errors of parameters and bodies in the
@@ -48,32 +58,33 @@
 //! - [`webhooks`]: outbound webhooks: signing, the SSRF guard, bodies and
 //!   the dispatcher.
 
-pub mod access_log;
-pub mod allow;
+mod access_log;
+mod allow;
 pub mod app;
 pub mod auth;
-pub mod body_limit;
-pub mod console;
-pub mod contract;
-pub mod detail_cache;
-pub mod error;
-pub mod guard;
-pub mod hub;
-pub mod json_body;
-pub mod metrics;
-pub mod parse_errors;
-pub mod payload;
-pub mod payments;
-pub mod problem;
-pub mod ratelimit;
+mod body_limit;
+mod console;
+mod contract;
+mod detail_cache;
+mod dto;
+mod error;
+mod guard;
+mod hub;
+mod json_body;
+mod metrics;
+mod parse_errors;
+mod payload;
+mod payments;
+mod problem;
+mod ratelimit;
 
-pub mod routes;
+mod routes;
 pub mod state;
-pub mod throttle;
-pub mod validate;
+mod throttle;
+mod validate;
 pub mod webhooks;
-pub mod ws;
+mod ws;
 
+// What the binary and the tests use; the rest is the crate's own.
 pub use app::Application;
-pub use error::Error;
 pub use routes::openapi_json;

@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use scanfleet_api::Application;
+use scanfleet_common::shutdown::shutdown_signal;
 use scanfleet_common::{telemetry, Settings};
 
 /// The api allocates many small, short-lived objects per request (rows,
@@ -93,27 +94,4 @@ async fn run() -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutdown signal received");
 }

@@ -88,7 +88,7 @@ pub async fn metrics_endpoint(state: Data<&AppState>) -> Response {
         .body(handle.render())
 }
 
-async fn refresh(state: &AppState) -> Result<(), crate::Error> {
+async fn refresh(state: &AppState) -> Result<(), crate::error::Error> {
     let db = state.db.get().await?;
     for status in scanfleet_common::events::ScanStatus::ALL {
         metrics::gauge!("scanfleet_scans", "status" => status.as_str()).set(0.0);

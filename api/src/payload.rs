@@ -145,6 +145,7 @@ pub fn rfc3339_opt<S: serde::Serializer>(
 
 /// Whether serde and poem-openapi give `value` the same JSON document (key
 /// order aside); for tests of types used with [`Direct`].
+#[cfg(test)]
 pub fn same_json<T: Serialize + poem_openapi::types::ToJSON>(value: &T) -> Result<(), String> {
     let direct = serde_json::to_value(value).map_err(|e| e.to_string())?;
     let contract = value.to_json().unwrap_or(serde_json::Value::Null);

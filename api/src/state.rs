@@ -12,6 +12,7 @@ use scanfleet_core::Core;
 use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
 use crate::hub::Hub;
+use crate::payments::Payments;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -28,6 +29,8 @@ pub struct AppState {
     pub auth_cache: Arc<AuthCache>,
     /// Serialised scan details by revision; see [`crate::detail_cache`].
     pub detail_cache: Arc<crate::detail_cache::DetailCache>,
+    /// The payment provider, built once from the settings at start-up.
+    pub payments: Arc<Payments>,
 }
 
 impl Deref for AppState {

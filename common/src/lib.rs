@@ -8,7 +8,8 @@
 //!
 //! # Imports
 //! The bottom of every process: it imports registry crates only (serde,
-//! chrono, uuid, tracing and the like) and no crate of ours. It must not
+//! chrono, uuid, tracing, tokio for the stop signal and the like) and no
+//! crate of ours. It must not
 //! import a Redis or Postgres client, an HTTP framework or client, or a
 //! command-line parser: every other crate imports it, so what it links every
 //! process links.
@@ -21,13 +22,17 @@
 //! - [`keys`]: Redis key names, all under the deployment's prefix.
 //! - [`jobs`], [`events`]: payloads on the queue and on scan event streams.
 //! - [`telemetry`]: tracing set-up shared by the binaries.
+//! - [`chain`]: an error printed with its causes, each once.
+//! - [`shutdown`]: SIGINT / SIGTERM, the one stop signal of every binary.
 
+pub mod chain;
 pub mod events;
 pub mod jobs;
 pub mod keys;
 pub mod secret;
 pub mod settings;
 pub mod severity;
+pub mod shutdown;
 pub mod telemetry;
 
 pub use secret::Secret;

@@ -40,8 +40,10 @@ use chrono::{DateTime, Utc};
 use scanfleet_common::settings::SchedulerSettings;
 use scanfleet_common::{Secret, Settings};
 use scanfleet_core::cron::CronSpec;
+use scanfleet_core::store::listen::{listen, Heard};
 use scanfleet_core::store::{notifications, schedules, users};
 use scanfleet_core::{Core, Error, Links};
+use tokio_util::sync::CancellationToken;
 
 /// Due schedules claimed per transaction.
 const BATCH: i64 = 100;
@@ -94,9 +96,11 @@ impl Scheduler {
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
         tokio::pin!(shutdown);
         let changed = Arc::new(tokio::sync::Notify::new());
+        let stop_listening = CancellationToken::new();
         let listener = tokio::spawn(listen_for_changes(
             self.database_url.expose().to_string(),
             changed.clone(),
+            stop_listening.clone(),
         ));
         let reap_every = Duration::from_secs(self.config.reap_interval_secs);
         let mut next_reap = tokio::time::Instant::now();
@@ -128,7 +132,8 @@ impl Scheduler {
                 _ = changed.notified() => {}
             }
         }
-        listener.abort();
+        stop_listening.cancel();
+        let _ = listener.await;
         Ok(())
     }
 
@@ -231,44 +236,23 @@ impl Scheduler {
 
 /// Follows `LISTEN scanfleet_schedules` on a connection of its own and
 /// wakes the scheduler on every notification; reconnects after a failure.
-async fn listen_for_changes(database_url: String, changed: Arc<tokio::sync::Notify>) {
-    use futures::StreamExt;
-    loop {
-        match tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await {
-            Ok((client, mut connection)) => {
-                let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-                let statement = format!("LISTEN {}", schedules::CHANGED_CHANNEL);
-                let listen = client.batch_execute(&statement);
-                let driver = async {
-                    while let Some(message) = messages.next().await {
-                        match message {
-                            Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
-                                changed.notify_one()
-                            }
-                            Ok(_) => {}
-                            Err(_) => break,
-                        }
-                    }
-                };
-                // The LISTEN needs the connection driven while it runs.
-                let (listened, ()) = tokio::join!(
-                    async {
-                        let r = listen.await;
-                        if r.is_ok() {
-                            // Anything changed before the LISTEN took effect is
-                            // covered by one extra pass.
-                            changed.notify_one();
-                        }
-                        r
-                    },
-                    driver
-                );
-                if let Err(e) = listened {
-                    tracing::warn!(error = %e, "scheduler: LISTEN failed");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "scheduler: cannot open the LISTEN connection"),
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+async fn listen_for_changes(
+    database_url: String,
+    changed: Arc<tokio::sync::Notify>,
+    stop: CancellationToken,
+) {
+    let channel = schedules::CHANGED_CHANNEL;
+    listen(
+        &database_url,
+        channel,
+        "scheduler",
+        &stop,
+        |heard| match heard {
+            // On connecting: anything changed before the LISTEN took effect is
+            // covered by one extra pass.
+            Heard::Listening | Heard::Notified(_) => changed.notify_one(),
+            Heard::Lost => {}
+        },
+    )
+    .await;
 }

@@ -1,5 +1,6 @@
 //! `scanfleet-scheduler`: runs the scheduler until SIGINT or SIGTERM.
 
+use scanfleet_common::shutdown::shutdown_signal;
 use scanfleet_common::{telemetry, Settings};
 use scanfleet_scheduler::Scheduler;
 
@@ -22,13 +23,4 @@ async fn run() -> anyhow::Result<()> {
     scheduler.run_until_stopped(shutdown_signal()).await?;
     tracing::info!("scheduler stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term.recv() => {},
-    }
 }

@@ -26,8 +26,10 @@
 //! - [`cron`]: five-field cron expressions ([`cron::CronSpec`]).
 //! - [`store`]: SQL and rows; [`store::migrate`] applies the migrations.
 //! - [`scans`]: starting and stopping scans.
-//! - [`targets`]: adding, importing and verifying targets.
-//! - [`triage`]: setting the status of several findings at once.
+//! - [`targets`]: adding, importing, verifying and deleting targets.
+//! - [`triage`]: setting the status of one finding or several at once.
+//! - [`subscriptions`]: applying what the payment provider says a
+//!   subscription is.
 //! - [`ownership`]: proof that a user controls a domain, and the scan gate.
 //! - [`retest`]: retesting one finding (engine `retest`).
 //! - [`ingest`]: scan events from Redis into Postgres.
@@ -47,6 +49,7 @@ pub mod retest;
 pub mod scans;
 pub mod startup;
 pub mod store;
+pub mod subscriptions;
 pub mod targets;
 pub mod triage;
 

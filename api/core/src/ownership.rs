@@ -229,8 +229,8 @@ impl Checker {
 /// for the HTTP method in a failed check.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
-    #[error("{0}")]
-    Http(#[source] HttpError),
+    #[error(transparent)]
+    Http(HttpError),
     #[error("{url} answered {status} without a Location")]
     NoLocation { url: String, status: u16 },
     #[error("{url} redirects to {host}, outside {domain}")]

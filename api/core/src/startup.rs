@@ -12,10 +12,13 @@ use tokio_postgres::error::SqlState;
 /// How long start-up waits for Redis before giving up.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Each message is one sentence with its cause inside it, and the cause is
+/// kept as a field rather than a `source()`: the sentence is printed whole,
+/// and a printed chain says the cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     #[error("DATABASE_URL is not a valid Postgres URL: {0}")]
-    BadDatabaseUrl(#[source] tokio_postgres::Error),
+    BadDatabaseUrl(tokio_postgres::Error),
     #[error(
         "DATABASE_URL: database \"{name}\" does not exist on {server}: create it \
          (createdb {name}) or point DATABASE_URL at an existing one"
@@ -24,35 +27,29 @@ pub enum StartupError {
     #[error(
         "DATABASE_URL: Postgres at {server} refused user \"{user}\" ({}): check the user \
          and password in DATABASE_URL",
-        reason_of(source)
+        reason_of(cause)
     )]
     DatabaseAuth {
         server: String,
         user: String,
-        #[source]
-        source: tokio_postgres::Error,
+        cause: tokio_postgres::Error,
     },
     #[error(
         "DATABASE_URL: cannot reach Postgres at {server} ({}): start Postgres or fix \
          DATABASE_URL",
-        reason_of(source)
+        reason_of(cause)
     )]
     DatabaseUnreachable {
         server: String,
-        #[source]
-        source: tokio_postgres::Error,
+        cause: tokio_postgres::Error,
     },
     #[error("REDIS_URL: cannot reach Redis ({0}): start Redis or fix REDIS_URL")]
-    RedisUnreachable(#[source] RedisUnreachable),
+    RedisUnreachable(RedisUnreachable),
     #[error(
-        "SCANFLEET_API__BIND: cannot listen on {addr} ({source}): choose another address or \
+        "SCANFLEET_API__BIND: cannot listen on {addr} ({cause}): choose another address or \
          stop what uses it"
     )]
-    Bind {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
+    Bind { addr: String, cause: std::io::Error },
 }
 
 /// Why Redis could not be reached at start-up.
@@ -60,12 +57,8 @@ pub enum StartupError {
 pub enum RedisUnreachable {
     /// The plain TCP connection to the server failed: the operating
     /// system's words ("Connection refused").
-    #[error("{addr}: {source}")]
-    Connect {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{addr}: {cause}")]
+    Connect { addr: String, cause: std::io::Error },
     #[error("{addr}: no answer")]
     NoAnswer { addr: String },
     #[error(transparent)]
@@ -99,10 +92,10 @@ pub async fn check_database(settings: &Settings) -> Result<(), StartupError> {
             Err(StartupError::DatabaseAuth {
                 server,
                 user,
-                source: e,
+                cause: e,
             })
         }
-        Err(source) => Err(StartupError::DatabaseUnreachable { server, source }),
+        Err(cause) => Err(StartupError::DatabaseUnreachable { server, cause }),
     }
 }
 
@@ -113,9 +106,9 @@ async fn create_database(
 ) -> Result<(), StartupError> {
     let mut admin = config.clone();
     admin.dbname("postgres");
-    let unreachable = |source: tokio_postgres::Error| StartupError::DatabaseUnreachable {
+    let unreachable = |cause: tokio_postgres::Error| StartupError::DatabaseUnreachable {
         server: server.to_string(),
-        source,
+        cause,
     };
     let (client, conn) = admin
         .connect(tokio_postgres::NoTls)
@@ -164,10 +157,10 @@ pub async fn connect_redis(
     if let Some(addr) = redis_address(url).filter(|_| !target.is_sentinel()) {
         match tokio::time::timeout(REDIS_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(source)) => {
+            Ok(Err(cause)) => {
                 return Err(StartupError::RedisUnreachable(RedisUnreachable::Connect {
                     addr,
-                    source,
+                    cause,
                 }))
             }
             Err(_) => {

@@ -1,5 +1,5 @@
-//! Adding, importing and verifying targets: the steps of each in one
-//! place, for the API and the web console alike.
+//! Adding, importing, verifying and deleting targets: the steps of each in
+//! one place, for the API and the web console alike.
 
 use uuid::Uuid;
 
@@ -7,6 +7,7 @@ use crate::domain::Domain;
 use crate::error::Error;
 use crate::ownership;
 use crate::scans::upgrade_prompt;
+use crate::store::scans;
 use crate::store::targets::{self, AddError, ImportLine, TargetRow};
 use crate::Core;
 
@@ -78,4 +79,28 @@ pub async fn verify(core: &Core, user_id: Uuid, target_id: Uuid) -> Result<Targe
             help: Box::new(ownership::help_for(&target, &own.api_url)),
         }),
     }
+}
+
+/// Deletes one of the user's targets with its scans, findings and
+/// schedules, stopping its active scans first: `NotFound` when it is not
+/// theirs.
+pub async fn delete(core: &Core, user_id: Uuid, target_id: Uuid) -> Result<(), Error> {
+    let mut db = core.db.get().await?;
+    let tx = db.transaction().await?;
+    // Locked first, so a scan created concurrently either commits before
+    // (and is stopped below) or fails on the deleted target.
+    if !targets::lock_owned(&*tx, user_id, target_id).await? {
+        return Err(Error::NotFound("target"));
+    }
+    // Stop before deleting: once the rows are gone the nodes running
+    // these scans would have nowhere to report to.
+    for scan_id in scans::active_ids_of_target(&*tx, target_id).await? {
+        scanfleet_bus::markers::publish_stop(&core.redis, &core.keys, scan_id).await?;
+    }
+    if !targets::delete(&*tx, user_id, target_id).await? {
+        return Err(Error::NotFound("target"));
+    }
+    tx.commit().await?;
+    tracing::info!(%target_id, "target deleted");
+    Ok(())
 }

@@ -1,5 +1,5 @@
-//! Triage: setting the status of several findings in one step, each
-//! change written to the finding's status history in the same
+//! Triage: setting the status of one finding, or of several in one step,
+//! each change written to the finding's status history in the same
 //! transaction.
 
 use uuid::Uuid;
@@ -27,4 +27,29 @@ pub async fn set_statuses(
     }
     tx.commit().await?;
     Ok(rows)
+}
+
+/// Sets `change` on one of the user's findings: `NotFound` when it is not
+/// theirs, then `Invalid(until)` when `until` comes with another status than
+/// `accepted_risk` (another user's finding is a 404 whatever the change).
+pub async fn set_status(
+    core: &Core,
+    user_id: Uuid,
+    finding_id: Uuid,
+    change: &StatusChange<'_>,
+) -> Result<FindingRow, Error> {
+    let mut db = core.db.get().await?;
+    let tx = db.transaction().await?;
+    let finding = findings::set_status(&*tx, user_id, finding_id, change)
+        .await?
+        .ok_or(Error::NotFound("finding"))?;
+    // After the ownership check; the transaction is dropped, not committed.
+    if change.until.is_some() && change.status != "accepted_risk" {
+        return Err(Error::invalid(
+            "until",
+            "is only taken with status accepted_risk",
+        ));
+    }
+    tx.commit().await?;
+    Ok(finding)
 }

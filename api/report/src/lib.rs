@@ -63,7 +63,7 @@ pub const TOOL_NAME: &str = "scanfleet-templates";
 pub enum ReportError {
     /// The PDF library refused the document (a font it cannot embed, a
     /// limit of the PDF format).
-    #[error("the PDF could not be written: {0}")]
+    #[error("the PDF could not be written")]
     Pdf(#[from] krilla::error::KrillaError),
     /// A font shipped in `api/report/fonts` does not parse.
     #[error("the embedded font {0} does not parse")]

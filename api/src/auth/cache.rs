@@ -23,12 +23,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use scanfleet_core::store::api_keys::KeyOwner;
 use scanfleet_core::store::changes::{changed_since, note_change, CHANNEL};
+use scanfleet_core::store::listen::{self, Heard};
 use scanfleet_core::store::sessions::SessionUser;
 
 /// The longest an entry is used without reading the database again.
@@ -167,57 +167,24 @@ pub async fn listen(
     database_url: String,
     stop: CancellationToken,
 ) {
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        let session = async {
-            let (client, mut connection) =
-                tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await?;
-            let mut messages =
-                futures::stream::poll_fn(move |cx| connection.poll_message(cx)).boxed();
-            // The connection makes progress only while its messages are
-            // polled, so the LISTEN is sent while polling them.
-            let sql = format!("LISTEN {CHANNEL}");
-            let listen = client.batch_execute(&sql);
-            tokio::pin!(listen);
-            loop {
-                tokio::select! {
-                    done = &mut listen => { done?; break; }
-                    msg = messages.next() => match msg {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(e),
-                        None => return Ok(()),
-                    },
-                }
+    listen::listen(
+        &database_url,
+        CHANNEL,
+        "auth cache",
+        &stop,
+        |heard| match heard {
+            Heard::Listening => {
+                cache.set_live(true);
+                tracing::debug!("auth cache: listening for credential changes");
             }
-            cache.set_live(true);
-            backoff = Duration::from_millis(200);
-            tracing::debug!("auth cache: listening for credential changes");
-            while let Some(msg) = messages.next().await {
-                if let tokio_postgres::AsyncMessage::Notification(n) = msg? {
-                    match n.payload().parse::<Uuid>() {
-                        Ok(user) => note_change(user),
-                        // Not one user: forget everyone.
-                        Err(_) => cache.forget_all(),
-                    }
-                }
-            }
-            Ok::<(), tokio_postgres::Error>(())
-        };
-        let ended = tokio::select! {
-            _ = stop.cancelled() => { cache.set_live(false); return; }
-            ended = session => ended,
-        };
-        cache.set_live(false);
-        match ended {
-            Ok(()) => tracing::warn!("auth cache: the listening connection closed; reconnecting"),
-            Err(e) => {
-                tracing::warn!(error = %e, "auth cache: the listening connection failed; reconnecting")
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
+            Heard::Notified(payload) => match payload.parse::<Uuid>() {
+                Ok(user) => note_change(user),
+                // Not one user: forget everyone.
+                Err(_) => cache.forget_all(),
+            },
+            Heard::Lost => cache.set_live(false),
+        },
+    )
+    .await;
+    cache.set_live(false);
 }

@@ -54,8 +54,6 @@ pub struct Caller<P: Permission> {
 /// changes).
 pub struct BearerCaller {
     pub identity: Identity,
-    /// The access token as presented (refresh reads its session).
-    pub token: String,
 }
 
 impl<P: Permission> Deref for Caller<P> {
@@ -138,9 +136,6 @@ impl<'a> ApiExtractor<'a> for BearerCaller {
             .authenticate_bearer(&bearer)
             .await
             .map_err(ApiError)?;
-        Ok(BearerCaller {
-            identity,
-            token: bearer.0.token,
-        })
+        Ok(BearerCaller { identity })
     }
 }

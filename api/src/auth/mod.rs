@@ -11,14 +11,14 @@
 //! - [`account`]: register, sign-in check and password change, shared by
 //!   the API and the web console.
 
-pub mod account;
-pub mod cache;
-pub mod caller;
-pub mod identity;
-pub mod password;
-pub mod scheme;
+pub(crate) mod account;
+pub(crate) mod cache;
+pub(crate) mod caller;
+pub(crate) mod identity;
+pub(crate) mod password;
+pub(crate) mod scheme;
 pub mod tokens;
 
-pub use caller::{BearerCaller, Caller, CanRead, CanScan, CanWrite};
-pub use identity::{Access, Identity};
-pub use scheme::{BearerAuth, Credentials};
+pub(crate) use caller::{BearerCaller, Caller, CanRead, CanScan, CanWrite};
+pub(crate) use identity::Identity;
+pub(crate) use scheme::BearerAuth;

@@ -28,8 +28,6 @@ pub mod signature;
 pub mod stripe;
 pub mod webhook;
 
-use std::sync::OnceLock;
-
 use scanfleet_common::settings::PaymentProvider;
 use scanfleet_common::{Secret, Settings};
 use uuid::Uuid;
@@ -51,16 +49,16 @@ pub enum PaymentsError {
     Unreachable(#[source] reqwest::Error),
     /// The provider answered with an error object: 502 (503 when it says it
     /// is overloaded or failing itself).
-    #[error("the payment provider refused the request: {0}")]
+    #[error("the payment provider refused the request")]
     Refused(#[source] ProviderError),
     /// The provider answered with something we cannot read: 502.
     #[error("the payment provider's answer cannot be read")]
     BadResponse(#[source] anyhow::Error),
     /// A webhook delivery whose signature does not check out: 400.
-    #[error("webhook signature refused: {0}")]
+    #[error("webhook signature refused")]
     BadSignature(#[from] SignatureError),
     /// A signed webhook delivery that is not a provider event: 400.
-    #[error("the webhook payload is not a provider event: {0}")]
+    #[error("the webhook payload is not a provider event")]
     BadEvent(#[source] serde_json::Error),
     /// A broken assumption of our own: 500.
     #[error(transparent)]
@@ -89,7 +87,8 @@ impl From<PaymentsError> for crate::error::ApiError {
 impl From<PaymentsError> for scanfleet_core::Error {
     fn from(e: PaymentsError) -> Self {
         use scanfleet_core::Error;
-        let detail = e.to_string();
+        // The problem's detail says the cause too, as it always did.
+        let detail = scanfleet_common::chain::Chain(&e).to_string();
         match e {
             PaymentsError::NotConfigured(_) => Error::Unavailable {
                 code: "payments_not_configured",
@@ -181,8 +180,9 @@ pub struct CheckoutRequest<'a> {
     pub customer_id: Option<&'a str>,
 }
 
-/// The configured payment provider. Cheap to build per request: the HTTP
-/// client inside is shared by the process.
+/// The configured payment provider, built once at start-up
+/// ([`Payments::from_settings`]) and carried in the api's state: the HTTP
+/// client inside pools its connections to the provider.
 #[derive(Debug, Clone)]
 pub struct Payments {
     backend: Backend,
@@ -196,12 +196,10 @@ pub const DEV_PRICE_MONTHLY: &str = "price_dev_monthly";
 pub const DEV_PRICE_YEARLY: &str = "price_dev_yearly";
 
 /// The dev stand-in's webhook signing secret when none is configured:
-/// random, once per process (the stand-in is the only sender).
+/// random, made once with the process's [`Payments`] (the stand-in is the
+/// only sender).
 fn dev_webhook_secret() -> Secret {
-    static SECRET: OnceLock<Secret> = OnceLock::new();
-    SECRET
-        .get_or_init(|| Secret::new(crate::auth::tokens::random_token("whsec_dev_")))
-        .clone()
+    Secret::new(crate::auth::tokens::random_token("whsec_dev_"))
 }
 
 impl Payments {

@@ -11,7 +11,6 @@
 //! change under us when the account's default moves.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
@@ -84,20 +83,6 @@ impl Form {
     }
 }
 
-/// One HTTP client per process: it pools connections to the provider.
-fn http() -> reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .user_agent(concat!("scanfleet/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .expect("the TLS backend initialises")
-        })
-        .clone()
-}
-
 /// Provider ids end up in URL paths; refuse anything but Stripe's alphabet.
 fn checked_id(id: &str) -> Result<&str, PaymentsError> {
     if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -111,6 +96,9 @@ fn checked_id(id: &str) -> Result<&str, PaymentsError> {
 
 #[derive(Clone)]
 pub struct StripeClient {
+    /// Built once with the client at start-up: it pools connections to the
+    /// provider.
+    http: reqwest::Client,
     base: String,
     secret_key: Secret,
     /// A call that has not answered by then is abandoned (503); the
@@ -128,7 +116,13 @@ impl std::fmt::Debug for StripeClient {
 
 impl StripeClient {
     pub fn new(base: &str, secret_key: Secret, timeout: Duration) -> StripeClient {
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .user_agent(concat!("scanfleet/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("the TLS backend initialises");
         StripeClient {
+            http,
             base: base.trim_end_matches('/').to_string(),
             secret_key,
             timeout,
@@ -145,7 +139,7 @@ impl StripeClient {
         idempotency_key: &str,
     ) -> Result<T, PaymentsError> {
         let send = || {
-            http()
+            self.http
                 .post(format!("{}{path}", self.base))
                 .timeout(self.timeout)
                 .bearer_auth(self.secret_key.expose())
@@ -164,7 +158,8 @@ impl StripeClient {
 
     #[tracing::instrument(skip_all, fields(path = %path))]
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, PaymentsError> {
-        let resp = http()
+        let resp = self
+            .http
             .get(format!("{}{path}", self.base))
             .timeout(self.timeout)
             .bearer_auth(self.secret_key.expose())

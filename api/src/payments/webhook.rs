@@ -9,11 +9,12 @@ use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::events::{self, CheckoutCompleted, Event, EventKind};
-use super::{signature, Payments, PaymentsError, Snapshot};
+use super::{signature, Payments, PaymentsError};
 use crate::error::Error;
 use scanfleet_core::store::payments::{self as store, CheckoutStatus};
 use scanfleet_core::store::subscriptions::{self, CheckoutCompletion};
-use scanfleet_core::store::tiers;
+use scanfleet_core::store::{tiers, users};
+use scanfleet_core::subscriptions as subscriptions_use;
 
 /// What a delivery led to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +60,9 @@ pub async fn receive(
 async fn apply(db: &impl GenericClient, event: &Event) -> Result<Option<Uuid>, Error> {
     match &event.kind {
         EventKind::CheckoutCompleted(done) => checkout_completed(db, done, event.created).await,
-        EventKind::SubscriptionChanged(snap) => apply_snapshot(db, snap, event.created).await,
+        EventKind::SubscriptionChanged(snap) => {
+            subscriptions_use::apply_snapshot(db, snap, event.created).await
+        }
         EventKind::PaymentFailed {
             subscription_id: Some(id),
         } => payment_failed(db, id, event.created).await,
@@ -68,53 +71,6 @@ async fn apply(db: &impl GenericClient, event: &Event) -> Result<Option<Uuid>, E
         }
         | EventKind::Ignored => Ok(None),
     }
-}
-
-/// Applies what the provider says a subscription is, dated `at`, unless the
-/// user's row holds newer news (see [`subscriptions::is_newer`]). Our own
-/// calls (upgrade, cancel) use it with the provider's answer too. Returns
-/// the user whose subscription it changed, if it was applied.
-pub async fn apply_snapshot(
-    db: &impl GenericClient,
-    snap: &Snapshot,
-    at: DateTime<Utc>,
-) -> Result<Option<Uuid>, Error> {
-    let row = match subscriptions::lock_by_provider_id(db, &snap.subscription_id).await? {
-        Some(row) => Some(row),
-        None => match snap.user_id {
-            Some(user_id) => subscriptions::lock(db, user_id).await?,
-            None => None,
-        },
-    };
-    let Some(user_id) = row.as_ref().map(|r| r.user_id).or(snap.user_id) else {
-        tracing::warn!(subscription = %snap.subscription_id, "event for a subscription of no known user: ignored");
-        return Ok(None);
-    };
-    let ends = snap.status == subscriptions::SubscriptionStatus::Canceled;
-    if !subscriptions::is_newer(row.as_ref(), &snap.subscription_id, ends, at) {
-        tracing::info!(subscription = %snap.subscription_id, "stale subscription change: ignored");
-        return Ok(None);
-    }
-    let tier = snap
-        .tier_slug
-        .clone()
-        .or_else(|| row.as_ref().map(|r| r.tier_slug.clone()));
-    let Some(tier) = tier.filter(|t| matches!(t.as_str(), "monthly" | "yearly")) else {
-        tracing::warn!(subscription = %snap.subscription_id, price = ?snap.price_id, "subscription price is none of ours: ignored");
-        return Ok(None);
-    };
-    if !users_exists(db, user_id).await? {
-        return Ok(None);
-    }
-    subscriptions::apply_snapshot(db, user_id, &tier, snap, at).await?;
-    Ok(Some(user_id))
-}
-
-async fn users_exists(db: &impl GenericClient, user_id: Uuid) -> Result<bool, Error> {
-    Ok(db
-        .query_opt("SELECT 1 FROM users WHERE id = $1", &[&user_id])
-        .await?
-        .is_some())
 }
 
 /// The user paid: they are on the tier from now on, even before the
@@ -143,7 +99,7 @@ async fn checkout_completed(
         tracing::warn!(session = %done.session_id, "completed checkout names no user, tier or subscription: ignored");
         return Ok(None);
     };
-    if !users_exists(db, user_id).await? {
+    if !users::exists(db, user_id).await? {
         return Ok(None);
     }
     let Some(tier) = tiers::get(db, &tier_slug).await?.filter(|t| t.purchasable) else {

@@ -386,23 +386,15 @@ impl FindingsApi {
             .map(|d| contract::date("until", d))
             .transpose()?;
         let reason = reason_of("reason", body.reason.as_deref())?;
-        let mut db = state.db.get().await?;
-        let tx = db.transaction().await?;
         let change = findings::StatusChange {
             status: &status,
             until,
             reason: &reason,
             actor_email: &me.user.email,
         };
-        let finding = findings::set_status(&*tx, me.user.id, finding_id.0, &change)
-            .await?
-            .ok_or(Error::NotFound("finding"))?;
-        // After the ownership check (another user's finding is a 404
-        // whatever the body); the transaction is dropped, not committed.
-        if until.is_some() && status != "accepted_risk" {
-            return Err(Error::invalid("until", "is only taken with status accepted_risk").into());
-        }
-        tx.commit().await?;
+        let finding =
+            scanfleet_core::triage::set_status(&state.core, me.user.id, finding_id.0, &change)
+                .await?;
         Ok(Json(Vulnerability::from(&finding)))
     }
 

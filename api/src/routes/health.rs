@@ -45,14 +45,7 @@ pub async fn readyz(state: Data<&AppState>) -> Response {
             // Text only here, at the edge.
             let describe = |r: &Result<(), Error>| match r {
                 Ok(()) => "ok".to_string(),
-                Err(e) => {
-                    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
-                        e.source()
-                    })
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(": ")
-                }
+                Err(e) => scanfleet_common::chain::Chain(e).to_string(),
             };
             ApiError(Error::unavailable(format!(
                 "postgres: {}; redis: {}",

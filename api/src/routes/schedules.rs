@@ -16,11 +16,12 @@ use uuid::Uuid;
 use super::{page, ApiTags};
 use crate::auth::{Caller, CanRead, CanScan, CanWrite};
 use crate::contract::{self, CronExpression, EngineName, PageLimit, PageOffset};
+pub use crate::dto::ScheduleOut;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
 use scanfleet_core::cron::CronSpec;
-use scanfleet_core::store::schedules::{self, NewSchedule, Schedule, ScheduleUpdate};
+use scanfleet_core::store::schedules::{self, NewSchedule, ScheduleUpdate};
 
 #[derive(Debug, Object)]
 pub struct ScheduleCreate {
@@ -42,39 +43,6 @@ pub struct ScheduleUpdateRequest {
     pub cron_expression: Option<CronExpression>,
     /// A disabled schedule does not run until enabled again.
     pub enabled: Option<bool>,
-}
-
-#[derive(Debug, Object)]
-pub struct ScheduleOut {
-    pub id: Uuid,
-    pub target_id: Uuid,
-    /// `full`, `quick` or `recon`.
-    pub engine: String,
-    pub cron_expression: String,
-    pub enabled: bool,
-    /// The next firing of the expression, UTC.
-    pub next_run: DateTime<Utc>,
-    /// When a run was last started (by the scheduler or run-now).
-    #[oai(nullable)]
-    pub last_run_at: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<Schedule> for ScheduleOut {
-    fn from(s: Schedule) -> Self {
-        ScheduleOut {
-            id: s.id,
-            target_id: s.target_id,
-            engine: s.engine.as_str().to_string(),
-            cron_expression: s.cron_expression,
-            enabled: s.enabled,
-            next_run: s.next_run,
-            last_run_at: s.last_run_at,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        }
-    }
 }
 
 #[derive(Debug, Object)]

@@ -11,7 +11,7 @@
 //! Hidden from the contract: the dev stand-in's checkout page and the page
 //! the provider sends the user back to.
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem::{FromRequest, Request, RequestBody};
 use poem_openapi::param::{Header, Path, Query};
@@ -26,7 +26,7 @@ use crate::contract::PaidTierSlug;
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::payments::webhook::{self, Receipt};
-use crate::payments::{dev, signature, CheckoutRequest, CheckoutSession, Payments, Snapshot};
+use crate::payments::{dev, signature, CheckoutRequest, CheckoutSession, Snapshot};
 use crate::state::AppState;
 use scanfleet_core::store::payments::{self as checkouts, CheckoutStatus};
 use scanfleet_core::store::subscriptions::{
@@ -273,7 +273,7 @@ impl SubscriptionsApi {
     ) -> Result<Json<CurrentSubscription>> {
         let db = state.db.get().await?;
         let tier = purchasable(&**db, &body.tier_slug).await?;
-        let payments = Payments::from_settings(&state.settings);
+        let payments = &state.payments;
         payments.ensure_configured()?;
         payments.catalog().price_for(&tier.slug)?;
         let sub = live_subscription(&**db, &me).await?;
@@ -305,7 +305,7 @@ impl SubscriptionsApi {
         me: BearerCaller,
     ) -> Result<Json<CurrentSubscription>> {
         let db = state.db.get().await?;
-        let payments = Payments::from_settings(&state.settings);
+        let payments = &state.payments;
         payments.ensure_configured()?;
         let sub = live_subscription(&**db, &me).await?;
         if sub.cancel_at_period_end {
@@ -363,9 +363,8 @@ impl SubscriptionsApi {
         #[oai(name = "Stripe-Signature")] signature: Header<Option<String>>,
         body: SignedEvent,
     ) -> Result<Json<WebhookReceipt>> {
-        let payments = Payments::from_settings(&state.settings);
         let receipt =
-            webhook::receive(&state.db, &payments, &body.0, signature.0.as_deref()).await?;
+            webhook::receive(&state.db, &state.payments, &body.0, signature.0.as_deref()).await?;
         Ok(Json(WebhookReceipt {
             received: true,
             duplicate: receipt == Receipt::Duplicate,
@@ -383,7 +382,7 @@ impl SubscriptionsApi {
         state: Data<&AppState>,
         session_id: Path<String>,
     ) -> Result<Html<String>> {
-        let (_, checkout) = dev_checkout(&state, &session_id).await?;
+        let checkout = dev_checkout(&state, &session_id).await?;
         let db = state.db.get().await?;
         let tier = tiers::get(&**db, &checkout.tier_slug)
             .await?
@@ -415,7 +414,8 @@ impl SubscriptionsApi {
         state: Data<&AppState>,
         session_id: Path<String>,
     ) -> Result<Html<String>> {
-        let (payments, checkout) = dev_checkout(&state, &session_id).await?;
+        let checkout = dev_checkout(&state, &session_id).await?;
+        let payments = &state.payments;
         if checkout.status != CheckoutStatus::Open {
             return Ok(Html(dev::message_page(
                 "Checkout finished",
@@ -442,7 +442,7 @@ impl SubscriptionsApi {
         ) {
             let body = serde_json::to_vec(&event).map_err(anyhow::Error::from)?;
             let header = signature::sign(secret.expose(), now.timestamp(), &body);
-            webhook::receive(&state.db, &payments, &body, Some(&header)).await?;
+            webhook::receive(&state.db, payments, &body, Some(&header)).await?;
         }
         Ok(Html(dev::message_page(
             "Subscribed",
@@ -464,7 +464,7 @@ impl SubscriptionsApi {
         state: Data<&AppState>,
         session_id: Path<String>,
     ) -> Result<Html<String>> {
-        let (_, checkout) = dev_checkout(&state, &session_id).await?;
+        let checkout = dev_checkout(&state, &session_id).await?;
         let db = state.db.get().await?;
         checkouts::finish_checkout(&**db, &checkout.id, CheckoutStatus::Abandoned).await?;
         Ok(Html(dev::message_page(
@@ -500,7 +500,7 @@ pub async fn start_checkout(
 ) -> Result<CheckoutSession> {
     let db = state.db.get().await?;
     let tier = purchasable(&**db, tier_slug).await?;
-    let payments = Payments::from_settings(&state.settings);
+    let payments = &state.payments;
     payments.ensure_configured()?;
     payments.catalog().price_for(&tier.slug)?;
     if user.tier_slug == "admin" {
@@ -571,38 +571,23 @@ async fn live_subscription(
 }
 
 /// Applies the provider's answer to our own call and returns the result.
-/// Dated now, to the second like the provider's event times, so that events
-/// created before the call are stale and the call's own events are not.
 async fn apply_answer(
     state: &AppState,
     user_id: Uuid,
     snap: &Snapshot,
 ) -> Result<Json<CurrentSubscription>> {
-    let mut db = state.db.get().await?;
-    let tx = db.transaction().await?;
-    let now = Utc::now().trunc_subsecs(0);
-    // The row is found by the provider's subscription id, which is the
-    // caller's: it was read from their row.
-    webhook::apply_snapshot(&*tx, snap, now).await?;
-    let sub = subscriptions::find(&*tx, user_id).await?;
-    let tier: String = tx
-        .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&user_id])
-        .await?
-        .try_get("tier_slug")?;
-    tx.commit().await?;
-    scanfleet_core::store::changes::note_change(user_id);
+    let applied = scanfleet_core::subscriptions::apply_change(&state.core, user_id, snap).await?;
     Ok(Json(CurrentSubscription::of(
-        &tier,
-        sub.as_ref(),
+        &applied.tier_slug,
+        applied.subscription.as_ref(),
         Utc::now(),
     )))
 }
 
 /// The open dev-provider session `id`, or 404 (also when the provider is not
 /// the dev stand-in).
-async fn dev_checkout(state: &AppState, id: &str) -> Result<(Payments, checkouts::Checkout)> {
-    let payments = Payments::from_settings(&state.settings);
-    if !payments.is_dev() {
+async fn dev_checkout(state: &AppState, id: &str) -> Result<checkouts::Checkout> {
+    if !state.payments.is_dev() {
         return Err(Error::NotFound("checkout session").into());
     }
     let db = state.db.get().await?;
@@ -610,5 +595,5 @@ async fn dev_checkout(state: &AppState, id: &str) -> Result<(Payments, checkouts
         .await?
         .filter(|c| c.provider == "dev")
         .ok_or(Error::NotFound("checkout session"))?;
-    Ok((payments, checkout))
+    Ok(checkout)
 }

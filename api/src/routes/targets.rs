@@ -16,7 +16,6 @@ use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
-use scanfleet_core::store::scans;
 use scanfleet_core::store::targets::{self, ImportLine, TargetRow};
 
 use crate::contract::bounds::IMPORT_MAX;
@@ -196,23 +195,7 @@ impl TargetsApi {
         me: Caller<CanWrite>,
         target_id: Path<Uuid>,
     ) -> Result<TargetDeleted> {
-        let mut db = state.db.get().await?;
-        let tx = db.transaction().await?;
-        // Locked first, so a scan created concurrently either commits before
-        // (and is stopped below) or fails on the deleted target.
-        if !targets::lock_owned(&*tx, me.user.id, target_id.0).await? {
-            return Err(Error::NotFound("target").into());
-        }
-        // Stop before deleting: once the rows are gone the nodes running
-        // these scans would have nowhere to report to.
-        for scan_id in scans::active_ids_of_target(&*tx, target_id.0).await? {
-            scanfleet_bus::markers::publish_stop(&state.redis, &state.keys, scan_id).await?;
-        }
-        if !targets::delete(&*tx, me.user.id, target_id.0).await? {
-            return Err(Error::NotFound("target").into());
-        }
-        tx.commit().await?;
-        tracing::info!(target_id = %target_id.0, "target deleted");
+        scanfleet_core::targets::delete(&state.core, me.user.id, target_id.0).await?;
         Ok(TargetDeleted::NoContent)
     }
 

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use futures::StreamExt;
 use scanfleet_common::settings::WebhookSettings;
+use scanfleet_core::store::listen::{self, Heard};
 use scanfleet_core::store::webhooks::{self, AttemptRecord, Claimed, Outcome};
 use scanfleet_core::store::Db;
 use tokio::sync::Notify;
@@ -356,50 +356,19 @@ async fn read_capped(mut response: reqwest::Response) -> String {
 /// Wakes the process's dispatchers on every outbox `NOTIFY`, on a
 /// connection of its own; reconnects after a failure.
 pub async fn listen(database_url: String, wake: Arc<Notify>, stop: CancellationToken) {
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        let session = async {
-            let (client, mut connection) =
-                tokio_postgres::connect(&database_url, tokio_postgres::NoTls).await?;
-            let mut messages =
-                futures::stream::poll_fn(move |cx| connection.poll_message(cx)).boxed();
-            // The connection makes progress only while its messages are polled.
-            let sql = format!("LISTEN {}", webhooks::NOTIFY_CHANNEL);
-            let listen = client.batch_execute(&sql);
-            tokio::pin!(listen);
-            loop {
-                tokio::select! {
-                    done = &mut listen => { done?; break; }
-                    msg = messages.next() => match msg {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(e),
-                        None => return Ok(()),
-                    },
-                }
-            }
-            backoff = Duration::from_millis(200);
-            // Whatever was committed while we were not listening.
-            wake.notify_waiters();
-            while let Some(msg) = messages.next().await {
-                if let tokio_postgres::AsyncMessage::Notification(_) = msg? {
-                    wake.notify_waiters();
-                }
-            }
-            Ok::<(), tokio_postgres::Error>(())
-        };
-        let ended = tokio::select! {
-            _ = stop.cancelled() => return,
-            ended = session => ended,
-        };
-        if let Err(e) = ended {
-            tracing::warn!(error = %e, "webhooks: the listening connection failed; reconnecting");
-        }
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
+    let channel = webhooks::NOTIFY_CHANNEL;
+    listen::listen(
+        &database_url,
+        channel,
+        "webhooks",
+        &stop,
+        |heard| match heard {
+            // On connecting: whatever was committed while we were not listening.
+            Heard::Listening | Heard::Notified(_) => wake.notify_waiters(),
+            Heard::Lost => {}
+        },
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@
 //! - [`manage`]: creating, rotating, testing and redelivering, shared by
 //!   the API and the web console.
 
-pub mod dispatch;
-pub mod guard;
-pub mod manage;
-pub mod render;
+pub(crate) mod dispatch;
+pub(crate) mod guard;
+pub(crate) mod manage;
+pub(crate) mod render;
 pub mod sign;
 
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use crate::state::AppState;
 
 /// Starts the process's dispatcher tasks (none when the settings say 0)
 /// and the listener that wakes them.
-pub fn spawn(state: &AppState, stop: CancellationToken) -> Vec<JoinHandle<()>> {
+pub(crate) fn spawn(state: &AppState, stop: CancellationToken) -> Vec<JoinHandle<()>> {
     let settings = &state.settings;
     if settings.webhooks.dispatchers == 0 {
         return Vec::new();

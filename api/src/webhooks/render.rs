@@ -13,9 +13,8 @@ use scanfleet_core::store::webhooks::{self, Claimed};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::dto::{Scan, ScheduleOut, Vulnerability};
 use crate::error::Error;
-use crate::routes::scans::{Scan, Vulnerability};
-use crate::routes::schedules::ScheduleOut;
 
 /// Slack's limits on one message.
 pub const SLACK_MAX_BLOCKS: usize = 50;

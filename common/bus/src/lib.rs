@@ -32,7 +32,7 @@ pub use queue::{JobState, Renewal, ScanQueue};
 /// What a bus operation can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum BusError {
-    #[error("Redis: {0}")]
+    #[error("a Redis command failed")]
     Redis(#[from] fred::error::Error),
     #[error("a record could not be encoded")]
     Encode(#[source] serde_json::Error),

@@ -28,26 +28,12 @@ async fn main() -> anyhow::Result<()> {
         "scanfleet-oob started"
     );
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        scanfleet_common::shutdown::shutdown_signal().await;
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
     app.run_until_stopped(shutdown).await?;
     Ok(())
-}
-
-/// Cancels `shutdown` on SIGINT or SIGTERM.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the server");
-            let _ = tokio::signal::ctrl_c().await;
-            shutdown.cancel();
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
-    shutdown.cancel();
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use scanfleet_common::chain::Chain;
 use scanfleet_engine::engine::load::{self, LoadFailed};
 use scanfleet_engine::template::CheckOptions;
 use scanfleet_interactsh::ClientError;
@@ -173,7 +174,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
         Ok(Some(oob)) => engine.with_interactsh(oob),
         Ok(None) => engine,
         Err(e) => {
-            eprintln!("error: {}", error_chain(&SetupError::Interactsh(e)));
+            eprintln!("error: {}", Chain(&SetupError::Interactsh(e)));
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -225,18 +226,6 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
         return ExitCode::from(EXIT_REFUSED);
     }
     ExitCode::SUCCESS
-}
-
-/// An error and its causes, `: `-separated, for the terminal.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// What a run reported, counted for its summary.

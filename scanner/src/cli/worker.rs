@@ -5,6 +5,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use scanfleet_common::chain::Chain;
+use scanfleet_common::shutdown::shutdown_signal;
 use scanfleet_common::{telemetry, NodeSettings};
 use scanfleet_scanner::node::Node;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +31,7 @@ pub fn worker() -> ExitCode {
         let node = match Node::build(settings).await {
             Ok(n) => n,
             Err(e) => {
-                tracing::error!(error = %e, "scanner node could not start");
+                tracing::error!(error = %Chain(&e), "scanner node could not start");
                 return ExitCode::FAILURE;
             }
         };
@@ -47,7 +49,7 @@ pub fn worker() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                tracing::error!(error = %e, "scanner node failed");
+                tracing::error!(error = %Chain(&e), "scanner node failed");
                 ExitCode::FAILURE
             }
         }
@@ -56,19 +58,4 @@ pub fn worker() -> ExitCode {
     // jobs go back to the queue once this node's heartbeat stops.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        _ = term => {},
-    }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
 use scanfleet_bus::{markers, Renewal, ScanQueue};
+use scanfleet_common::chain::Chain;
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
@@ -163,7 +164,7 @@ pub async fn watchdog(
                 }
                 Ok(Renewal::Restored) => {
                     if let Err(e) = sink.replay().await {
-                        tracing::warn!(%scan_id, error = %e, "could not write the scan's events again");
+                        tracing::warn!(%scan_id, error = %Chain(&e), "could not write the scan's events again");
                     }
                 }
                 Ok(Renewal::TakenOver) => {
@@ -171,7 +172,9 @@ pub async fn watchdog(
                     control.end(EndReason::TakenOver);
                     break;
                 }
-                Err(e) => tracing::warn!(%scan_id, error = %e, "could not renew the scan's lease"),
+                Err(e) => {
+                    tracing::warn!(%scan_id, error = %Chain(&e), "could not renew the scan's lease")
+                }
             }
         }
         if let Ok(true) = markers::is_closed(&watch.redis, &watch.keys, scan_id).await {

@@ -13,7 +13,7 @@
 //! the ingest index `{prefix}:scan-events`, which the ingesters share
 //! through one consumer group. The node never trims or expires a stream:
 //! the ingester sets the expiry after it committed the terminal event. The
-//! layout and why it was chosen are described in the api's `ingest` module.
+//! layout and why it was chosen are described in [`scanfleet_bus::events`].
 //!
 //! # Jobs
 //! The node takes jobs from the scan queue ([`scanfleet_bus::queue`]) while
@@ -66,6 +66,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use metrics_exporter_prometheus::BuildError;
 use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue};
+use scanfleet_common::chain::Chain;
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
@@ -90,30 +91,30 @@ pub const MAX_ATTEMPTS: i64 = 3;
 /// What can stop a node or a scan's reporting.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("Redis: {0}")]
+    #[error("a Redis command failed")]
     Redis(#[from] fred::error::Error),
     #[error(transparent)]
     Bus(#[from] BusError),
     #[error(transparent)]
     RedisUrl(#[from] scanfleet_bus::connect::BadRedisUrl),
     /// The `SCANFLEET_SCANNER__*` client settings do not make a client.
-    #[error("scanner settings: {0}")]
+    #[error("scanner settings: no HTTP client can be built from them")]
     Client(#[source] HttpError),
     /// The engine could not be built from them.
-    #[error("scanner settings: {0}")]
+    #[error("scanner settings: no engine can be built from them")]
     Engine(#[source] EngineError),
     /// `SCANFLEET_SCANNER__METRICS_BIND` could not be served.
-    #[error("scanner settings: SCANFLEET_SCANNER__METRICS_BIND {addr}: {source}")]
+    #[error("scanner settings: SCANFLEET_SCANNER__METRICS_BIND {addr} cannot be served")]
     Metrics {
         addr: SocketAddr,
         #[source]
         source: BuildError,
     },
     /// A named template file could not be loaded.
-    #[error("templates: {0}")]
+    #[error("templates: a named template could not be loaded")]
     Templates(#[from] LoadFailed),
     /// The loading task panicked or was cancelled.
-    #[error("templates: {0}")]
+    #[error("templates: the loading task ended abnormally")]
     LoadingTask(#[from] tokio::task::JoinError),
     /// None of the templates can run.
     #[error("templates: no runnable templates")]
@@ -238,7 +239,7 @@ impl Node {
             scans.shutdown().await;
             for scan_id in left {
                 if let Err(e) = node.queue.release(scan_id, &node.name).await {
-                    tracing::warn!(%scan_id, error = %e, "could not hand the scan back");
+                    tracing::warn!(%scan_id, error = %Chain(&e), "could not hand the scan back");
                 }
             }
         }
@@ -246,7 +247,7 @@ impl Node {
         registered.cancel();
         let _ = heartbeat.await;
         if let Err(e) = scanfleet_bus::nodes::leave(&node.redis, &node.keys, &node.name).await {
-            tracing::warn!(error = %e, "could not leave the fleet's registry");
+            tracing::warn!(error = %Chain(&e), "could not leave the fleet's registry");
         }
         Ok(())
     }
@@ -284,7 +285,7 @@ async fn announce(node: Arc<Node>, shutdown: CancellationToken, registered: Canc
         record.heartbeat_at_ms = now_ms();
         record.draining = shutdown.is_cancelled();
         if let Err(e) = scanfleet_bus::nodes::announce(&node.redis, &node.keys, &record).await {
-            tracing::warn!(error = %e, "could not announce the node");
+            tracing::warn!(error = %Chain(&e), "could not announce the node");
         }
     }
 }
@@ -314,7 +315,9 @@ async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()
                     tracing::warn!(scans = ?ids, "put back the jobs of a silent node")
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "could not look for silent nodes' jobs"),
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "could not look for silent nodes' jobs")
+                }
             }
         }
         let pause = match node.queue.claim(&node.name, node.lease()).await {
@@ -324,7 +327,7 @@ async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()
             }
             Ok(None) => poll,
             Err(e) => {
-                tracing::warn!(error = %e, "could not take a job; retrying");
+                tracing::warn!(error = %Chain(&e), "could not take a job; retrying");
                 Duration::from_millis(500)
             }
         };
@@ -341,7 +344,7 @@ async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()
 async fn handle_job(node: Arc<Node>, job: ScanJob, _slot: OwnedSemaphorePermit) {
     let scan_id = job.scan_id;
     if let Err(e) = run_job(&node, job).await {
-        tracing::error!(%scan_id, error = %e, "scan could not report its outcome");
+        tracing::error!(%scan_id, error = %Chain(&e), "scan could not report its outcome");
     }
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use scanfleet_common::chain::Chain;
 use scanfleet_common::events::{FindingEvent, Stage};
 use scanfleet_common::jobs::ScanJob;
 use tokio_util::sync::CancellationToken;
@@ -249,7 +250,10 @@ async fn probe_hosts(
                 live.push(host);
             }
             // The event stream carries text: this is the edge.
-            Err(miss) => sink.error(Stage::Probe, miss.to_string()).await?,
+            Err(miss) => {
+                let text = Chain(&miss).to_string();
+                sink.error(Stage::Probe, text).await?
+            }
         }
         sink.progress(
             Stage::Probe,

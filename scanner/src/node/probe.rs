@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use regex::Regex;
+use scanfleet_common::chain::Chain;
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 
@@ -27,7 +28,7 @@ pub struct LiveHost {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     /// The host name does not make a URL.
-    #[error("{url}: {source}")]
+    #[error("{url}")]
     BadUrl {
         url: String,
         #[source]
@@ -41,7 +42,7 @@ pub enum ProbeError {
 /// How one scheme failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Miss {
-    #[error("{scheme}: {source}")]
+    #[error("{scheme}")]
     Failed {
         scheme: &'static str,
         #[source]
@@ -55,7 +56,7 @@ pub enum Miss {
 }
 
 fn join(misses: &[Miss]) -> String {
-    let texts: Vec<String> = misses.iter().map(Miss::to_string).collect();
+    let texts: Vec<String> = misses.iter().map(|m| Chain(m).to_string()).collect();
     texts.join("; ")
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use scanfleet_bus::events;
+use scanfleet_common::chain::Chain;
 use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage};
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
@@ -150,7 +151,7 @@ impl EventSink {
                     if failures % 10 == 1 {
                         tracing::warn!(
                             scan_id = %self.scan_id,
-                            error = %e,
+                            error = %Chain(&e),
                             failures,
                             "writing scan events failed; retrying until Redis answers"
                         );

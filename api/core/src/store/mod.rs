@@ -15,6 +15,8 @@
 //!   rule, sticky triage.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
 //!   provider reports them, checkout sessions, applied webhook events.
+//! - [`listen`]: `LISTEN` on a channel, reconnecting: the one loop behind
+//!   every notification a process follows.
 //! - [`webhooks`]: outbound webhooks, their secrets, the outbox, deliveries
 //!   and the attempt log.
 
@@ -23,6 +25,7 @@ pub mod changes;
 pub mod dashboard;
 pub mod findings;
 pub mod fingerprints;
+pub mod listen;
 pub mod migrate;
 pub mod notifications;
 pub mod payments;

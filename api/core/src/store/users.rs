@@ -108,6 +108,22 @@ pub async fn find(db: &impl GenericClient, id: Uuid) -> Result<Option<User>, Err
     row.as_ref().map(User::try_from).transpose()
 }
 
+/// Whether the user `id` exists.
+pub async fn exists(db: &impl GenericClient, id: Uuid) -> Result<bool, Error> {
+    Ok(db
+        .query_opt("SELECT 1 FROM users WHERE id = $1", &[&id])
+        .await?
+        .is_some())
+}
+
+/// The tier the user `id` is on now.
+pub async fn tier_of(db: &impl GenericClient, id: Uuid) -> Result<String, Error> {
+    Ok(db
+        .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&id])
+        .await?
+        .try_get("tier_slug")?)
+}
+
 pub async fn set_full_name(
     db: &impl GenericClient,
     id: Uuid,
