@@ -24,7 +24,9 @@ pub struct QueryCounter {
 impl QueryCounter {
     pub async fn start() -> QueryCounter {
         let upstream = PgProxy::upstream();
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("counter bind");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("counter bind");
         let port = listener.local_addr().expect("counter addr").port();
         let statements = Arc::new(AtomicU64::new(0));
         let counted = statements.clone();
@@ -74,7 +76,11 @@ impl Drop for QueryCounter {
 }
 
 /// Copies both ways; the client's side is parsed into messages to count.
-async fn relay(client: TcpStream, server: TcpStream, counted: Arc<AtomicU64>) -> std::io::Result<()> {
+async fn relay(
+    client: TcpStream,
+    server: TcpStream,
+    counted: Arc<AtomicU64>,
+) -> std::io::Result<()> {
     // One write per message, sent at once: Nagle's delay would add tens of
     // milliseconds to every statement otherwise.
     client.set_nodelay(true)?;
@@ -93,7 +99,9 @@ async fn relay(client: TcpStream, server: TcpStream, counted: Arc<AtomicU64>) ->
             message.resize((len as usize).max(4), 0);
             client_rx.read_exact(&mut message[4..]).await?;
             server_tx.write_all(&message).await?;
-            let code = message.get(4..8).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            let code = message
+                .get(4..8)
+                .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
             // 80877103: SSLRequest, 80877104: GSSENCRequest; anything else
             // is the StartupMessage (protocol 3.0).
             if !matches!(code, Some(80_877_103 | 80_877_104)) {

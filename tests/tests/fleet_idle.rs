@@ -87,8 +87,14 @@ async fn twenty_idle_nodes_cost_redis_under_two_commands_a_second_each_and_take_
     let server = RedisServer::with_args(&[]);
     let fleet = Fleet::new(&[
         ("REDIS_URL".to_string(), server.url()),
-        ("SCANFLEET_SCANNER__HEARTBEAT_SECS".to_string(), "2".to_string()),
-        ("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS".to_string(), "10".to_string()),
+        (
+            "SCANFLEET_SCANNER__HEARTBEAT_SECS".to_string(),
+            "2".to_string(),
+        ),
+        (
+            "SCANFLEET_SCANNER__ORPHAN_AFTER_SECS".to_string(),
+            "10".to_string(),
+        ),
     ])
     .await;
     let keys = Keys::new(fleet.prefix.clone());

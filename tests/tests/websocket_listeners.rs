@@ -47,16 +47,17 @@ async fn round(
     let before = counter.statements();
     // Every listener is in place before a node takes the scan.
     let mut node = fleet.node(&format!("listeners-{listeners}"), &[]);
-    let followed = futures::future::join_all(sockets.into_iter().map(|(mut ws, mut got)| async move {
-        while let Some(m) = ws.next().await {
-            match m {
-                Ok(Message::Text(t)) => got.push(serde_json::from_str(&t).expect("json")),
-                Ok(Message::Close(_)) | Err(_) => break,
-                Ok(_) => {}
+    let followed =
+        futures::future::join_all(sockets.into_iter().map(|(mut ws, mut got)| async move {
+            while let Some(m) = ws.next().await {
+                match m {
+                    Ok(Message::Text(t)) => got.push(serde_json::from_str(&t).expect("json")),
+                    Ok(Message::Close(_)) | Err(_) => break,
+                    Ok(_) => {}
+                }
             }
-        }
-        got
-    }));
+            got
+        }));
     let messages = tokio::time::timeout(Duration::from_secs(120), followed)
         .await
         .expect("every listener closed within 120 s");
