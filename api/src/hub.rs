@@ -202,6 +202,29 @@ impl Hub {
         let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
     }
 
+    /// Reads what the ingester recorded so far into `identities`; the last
+    /// entry id ("0-0" for none), where the hub's read continues.
+    async fn read_recorded(&self, stream: &str, identities: &Identities) -> Result<String, Error> {
+        let mut last_id = "0-0".to_string();
+        loop {
+            let after = if last_id == "0-0" {
+                "-"
+            } else {
+                last_id.as_str()
+            };
+            let page: Vec<Entry> =
+                events::range(&self.redis, stream, after, "+", READ_COUNT).await?;
+            let full = page.len() as u64 == READ_COUNT;
+            for (id, fields) in page {
+                identities.add(events::decode_recorded(&fields));
+                last_id = id;
+            }
+            if !full {
+                return Ok(last_id);
+            }
+        }
+    }
+
     /// Starts following `scan_id`: the history up to where live events begin.
     pub async fn subscribe(&self, scan_id: Uuid) -> Result<Subscription, Error> {
         let stream = self.keys.scan_events_stream(scan_id);
@@ -224,29 +247,8 @@ impl Hub {
                     // after it.
                     let recorded_stream = self.keys.scan_recorded_stream(scan_id);
                     let identities = Arc::new(Identities::default());
-                    let mut recorded_last_id = "0-0".to_string();
-                    loop {
-                        let page: Vec<Entry> = events::range(
-                            &self.redis,
-                            &recorded_stream,
-                            if recorded_last_id == "0-0" {
-                                "-"
-                            } else {
-                                &recorded_last_id
-                            },
-                            "+",
-                            READ_COUNT,
-                        )
-                        .await?;
-                        let full = page.len() as u64 == READ_COUNT;
-                        for (id, fields) in page {
-                            identities.add(events::decode_recorded(&fields));
-                            recorded_last_id = id;
-                        }
-                        if !full {
-                            break;
-                        }
-                    }
+                    let recorded_last_id =
+                        self.read_recorded(&recorded_stream, &identities).await?;
                     let (tx, rx) = broadcast::channel(CHANNEL);
                     watches.insert(
                         scan_id,
