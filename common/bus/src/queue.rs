@@ -495,9 +495,15 @@ impl ScanQueue {
             timeout: Some(timeout + Duration::from_secs(5)),
             ..Options::default()
         });
-        let token: Option<(String, String)> =
-            blocking.blpop(&self.wake, timeout.as_secs_f64()).await?;
-        Ok(token.is_some())
+        // fred answers a `BLPOP` that timed out (nil) with a timeout error.
+        match blocking
+            .blpop::<Option<(String, String)>, _>(&self.wake, timeout.as_secs_f64())
+            .await
+        {
+            Ok(token) => Ok(token.is_some()),
+            Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Every key the queue's scripts touch, in the order the job scripts
