@@ -12,7 +12,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::{KeysInterface, StreamsInterface};
 use scanfleet_bus::events::{self, Entry};
-use scanfleet_common::events::ScanEvent;
+use scanfleet_common::events::{RecordedFinding, ScanEvent};
 use scanfleet_common::keys::Keys;
 use tokio::sync::{broadcast, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -48,12 +48,76 @@ struct Watch {
     last_id: String,
     /// Sender kept by the hub; receivers by each listener.
     tx: broadcast::Sender<Arc<ScanEvent>>,
+    /// The scan's recorded stream, and the last entry id read from it.
+    recorded_stream: String,
+    recorded_last_id: String,
+    identities: Arc<Identities>,
 }
 
-/// A listener's start: the scan's events so far and a receiver of the rest.
+/// What the ingester recorded of one scan's findings, by dedup key, as the
+/// hub read it; shared by the scan's listeners in this process.
+#[derive(Default)]
+pub struct Identities {
+    known: std::sync::Mutex<HashMap<String, RecordedFinding>>,
+    /// Bumped by the hub after each addition; listeners waiting for a
+    /// finding's identity watch it. Never closed while the hub holds it.
+    added: tokio::sync::watch::Sender<u64>,
+    /// Identities read from Postgres when the ingester's note did not come
+    /// in time: one read per finding for the whole process (the first
+    /// listener reads, the others wait for its answer).
+    fallback: std::sync::Mutex<HashMap<String, Arc<tokio::sync::OnceCell<RecordedFinding>>>>,
+}
+
+impl Identities {
+    fn add(&self, findings: Vec<RecordedFinding>) {
+        if findings.is_empty() {
+            return;
+        }
+        {
+            let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+            for f in findings {
+                known.insert(f.dedup_key.clone(), f);
+            }
+        }
+        self.added.send_modify(|n| *n += 1);
+    }
+
+    fn get(&self, dedup_key: &str) -> Option<RecordedFinding> {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        known.get(dedup_key).cloned()
+    }
+
+    /// The identity of the finding `dedup_key` once the ingester published
+    /// it; None when it did not within `within`.
+    pub async fn wait(&self, dedup_key: &str, within: Duration) -> Option<RecordedFinding> {
+        let mut added = self.added.subscribe();
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            added.borrow_and_update();
+            if let Some(found) = self.get(dedup_key) {
+                return Some(found);
+            }
+            match tokio::time::timeout_at(deadline, added.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return self.get(dedup_key),
+            }
+        }
+    }
+
+    /// The cell every listener of this process shares for a finding whose
+    /// identity must be read from Postgres.
+    pub fn fallback(&self, dedup_key: &str) -> Arc<tokio::sync::OnceCell<RecordedFinding>> {
+        let mut cells = self.fallback.lock().unwrap_or_else(|p| p.into_inner());
+        cells.entry(dedup_key.to_string()).or_default().clone()
+    }
+}
+
+/// A listener's start: the scan's events so far, a receiver of the rest,
+/// and the identities of its findings as the ingester recorded them.
 pub struct Subscription {
     pub history: Vec<ScanEvent>,
     pub rx: broadcast::Receiver<Arc<ScanEvent>>,
+    pub identities: Arc<Identities>,
 }
 
 impl Hub {
@@ -81,8 +145,12 @@ impl Hub {
             let (mut keys, mut ids) = {
                 let mut watches = self.watches.lock().await;
                 watches.retain(|_, w| w.tx.receiver_count() > 0);
-                let keys: Vec<String> = watches.values().map(|w| w.stream.clone()).collect();
-                let ids: Vec<String> = watches.values().map(|w| w.last_id.clone()).collect();
+                let mut keys = Vec::with_capacity(watches.len() * 2 + 1);
+                let mut ids = Vec::with_capacity(watches.len() * 2 + 1);
+                for w in watches.values() {
+                    keys.extend([w.stream.clone(), w.recorded_stream.clone()]);
+                    ids.extend([w.last_id.clone(), w.recorded_last_id.clone()]);
+                }
                 (keys, ids)
             };
             keys.push(self.wake_key.clone());
@@ -107,6 +175,15 @@ impl Hub {
                     }
                     continue;
                 }
+                if let Some(watch) = watches.values_mut().find(|w| w.recorded_stream == stream) {
+                    for (id, fields) in entries {
+                        if events::id_after(&id, &watch.recorded_last_id) {
+                            watch.identities.add(events::decode_recorded(&fields));
+                            watch.recorded_last_id = id;
+                        }
+                    }
+                    continue;
+                }
                 let Some(watch) = watches.values_mut().find(|w| w.stream == stream) else {
                     continue;
                 };
@@ -125,19 +202,53 @@ impl Hub {
         let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
     }
 
+    /// Reads what the ingester recorded so far into `identities`; the last
+    /// entry id ("0-0" for none), where the hub's read continues.
+    async fn read_recorded(&self, stream: &str, identities: &Identities) -> Result<String, Error> {
+        let mut last_id = "0-0".to_string();
+        loop {
+            let after = if last_id == "0-0" {
+                "-"
+            } else {
+                last_id.as_str()
+            };
+            let page: Vec<Entry> =
+                events::range(&self.redis, stream, after, "+", READ_COUNT).await?;
+            let full = page.len() as u64 == READ_COUNT;
+            for (id, fields) in page {
+                identities.add(events::decode_recorded(&fields));
+                last_id = id;
+            }
+            if !full {
+                return Ok(last_id);
+            }
+        }
+    }
+
     /// Starts following `scan_id`: the history up to where live events begin.
     pub async fn subscribe(&self, scan_id: Uuid) -> Result<Subscription, Error> {
         let stream = self.keys.scan_events_stream(scan_id);
-        let (rx, upto, added) = {
+        let (rx, upto, added, identities) = {
             let mut watches = self.watches.lock().await;
             match watches.get(&scan_id) {
-                Some(w) => (w.tx.subscribe(), w.last_id.clone(), false),
+                Some(w) => (
+                    w.tx.subscribe(),
+                    w.last_id.clone(),
+                    false,
+                    w.identities.clone(),
+                ),
                 None => {
                     let last: Vec<Entry> = events::latest(&self.redis, &stream, 1).await?;
                     let last_id = last
                         .first()
                         .map(|(id, _)| id.clone())
                         .unwrap_or_else(|| "0-0".to_string());
+                    // What was recorded so far; the hub's read continues
+                    // after it.
+                    let recorded_stream = self.keys.scan_recorded_stream(scan_id);
+                    let identities = Arc::new(Identities::default());
+                    let recorded_last_id =
+                        self.read_recorded(&recorded_stream, &identities).await?;
                     let (tx, rx) = broadcast::channel(CHANNEL);
                     watches.insert(
                         scan_id,
@@ -145,9 +256,12 @@ impl Hub {
                             stream: stream.clone(),
                             last_id: last_id.clone(),
                             tx,
+                            recorded_stream,
+                            recorded_last_id,
+                            identities: identities.clone(),
                         },
                     );
-                    (rx, last_id, true)
+                    (rx, last_id, true, identities)
                 }
             }
         };
@@ -173,6 +287,10 @@ impl Hub {
                 }
             }
         }
-        Ok(Subscription { history, rx })
+        Ok(Subscription {
+            history,
+            rx,
+            identities,
+        })
     }
 }

@@ -4,8 +4,9 @@
 //! Counted as they happen (the `metrics` facade, rendered by
 //! `metrics-exporter-prometheus`): requests by route template, method and
 //! status, with a latency histogram; rate-limit refusals; open WebSocket
-//! connections. Read at scrape time: scans by status, the queue's depth,
-//! and the ingest backlog (index entries not yet applied, and the age of
+//! connections. Read at scrape time: scans by status, the queue's depth
+//! and the age of its oldest waiting scan, the fleet (nodes by state,
+//! slots in all and in use, from the registry), and the ingest backlog (index entries not yet applied, and the age of
 //! the oldest), and the webhook outbox (deliveries waiting, the age of the
 //! oldest due one). Webhook deliveries are counted by outcome
 //! (`scanfleet_webhook_deliveries_total`) by the dispatcher.
@@ -88,6 +89,54 @@ pub async fn metrics_endpoint(state: Data<&AppState>) -> Response {
         .body(handle.render())
 }
 
+/// Seconds since the oldest of the waiting scans was created (scan ids are
+/// UUID v7: their first 48 bits are the creation time in milliseconds); 0
+/// when none waits. A scan put back after its node died counts from its
+/// creation too: it has been waiting to be done that long.
+fn oldest_waiting_secs(waiting: &[uuid::Uuid]) -> f64 {
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    waiting
+        .iter()
+        .filter_map(|id| id.get_timestamp())
+        .map(|ts| {
+            let (secs, nanos) = ts.to_unix();
+            secs as i64 * 1000 + i64::from(nanos / 1_000_000)
+        })
+        .min()
+        .map_or(0.0, |ms| (now_ms - ms).max(0) as f64 / 1000.0)
+}
+
+/// The fleet from its registry: `scanfleet_nodes{state}` (live, draining,
+/// lost), `scanfleet_slots_total` and `scanfleet_slots_used` (of the nodes
+/// not lost).
+async fn fleet_gauges(state: &AppState) -> Result<(), crate::error::Error> {
+    use scanfleet_bus::nodes::NodeState;
+    let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+    let nodes = scanfleet_bus::nodes::list(&state.redis, &state.keys, now_ms).await?;
+    let (mut total, mut used) = (0u64, 0u64);
+    let mut by_state = [
+        (NodeState::Live, 0u64),
+        (NodeState::Draining, 0),
+        (NodeState::Lost, 0),
+    ];
+    for n in &nodes {
+        let node_state = n.state_at(now_ms);
+        if let Some(entry) = by_state.iter_mut().find(|(s, _)| *s == node_state) {
+            entry.1 += 1;
+        }
+        if node_state != NodeState::Lost {
+            total += u64::from(n.slots_total);
+            used += n.running.len() as u64;
+        }
+    }
+    for (node_state, n) in by_state {
+        metrics::gauge!("scanfleet_nodes", "state" => node_state.as_str()).set(n as f64);
+    }
+    metrics::gauge!("scanfleet_slots_total").set(total as f64);
+    metrics::gauge!("scanfleet_slots_used").set(used as f64);
+    Ok(())
+}
+
 async fn refresh(state: &AppState) -> Result<(), crate::error::Error> {
     let db = state.db.get().await?;
     for status in scanfleet_common::events::ScanStatus::ALL {
@@ -104,8 +153,10 @@ async fn refresh(state: &AppState) -> Result<(), crate::error::Error> {
         let n: i64 = row.try_get("n")?;
         metrics::gauge!("scanfleet_scans", "status" => status).set(n as f64);
     }
-    let depth = state.scan_queue.depth().await?;
-    metrics::gauge!("scanfleet_queue_depth").set(depth as f64);
+    let waiting = state.scan_queue.waiting().await?;
+    metrics::gauge!("scanfleet_queue_depth").set(waiting.len() as f64);
+    metrics::gauge!("scanfleet_queue_oldest_waiting_seconds").set(oldest_waiting_secs(&waiting));
+    fleet_gauges(state).await?;
     let index = state.keys.scan_events_index();
     let backlog: i64 = state.redis.xlen(&index).await?;
     metrics::gauge!("scanfleet_ingest_backlog_entries").set(backlog as f64);

@@ -9,12 +9,17 @@
 //!
 //! A `finding` message also carries the finding: `{template_id, name,
 //! severity, host, matched_at, fingerprint, first_seen_at, change}`, its
-//! identity on the target read as the ingester records it
-//! ([`fingerprints::identity`]): `change` is `new`, `recurring` or
-//! `regressed`; `first_seen_at` is when the target first had it, for a new
-//! one the ingester has not recorded yet the event's time. When the
-//! database cannot be read the message still goes out, with those two
-//! `null`.
+//! identity on the target as the ingester recorded it: `change` is `new`,
+//! `recurring` or `regressed`; `first_seen_at` is when the target first
+//! had it. The ingester publishes these after its commit and the process's
+//! hub shares them among the scan's listeners ([`crate::hub::Identities`]),
+//! so a finding costs Postgres no query however many listen; a listener
+//! waits for its finding's identity (up to [`RECORDED_WAIT`], keeping the
+//! messages in order). Should it not come (the ingester far behind, or
+//! its note lost with Redis), the identity is read once per process
+//! ([`fingerprints::identity`]; for a finding not recorded yet: `new`, the
+//! event's time). When that read fails too the message still goes out,
+//! with those two `null`.
 //!
 //! Listeners follow a scan through the process's [`Hub`] (`hub`).
 
@@ -28,20 +33,25 @@ use poem::web::websocket::{CloseCode, Message, WebSocket, WebSocketStream};
 use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
 use poem_openapi::auth::Bearer;
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
+use scanfleet_common::events::{
+    FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::auth::scheme::BearerAuth;
 use crate::error::{ApiError, Error};
-use crate::hub::Hub;
+use crate::hub::{Hub, Identities};
 use crate::state::AppState;
 use scanfleet_core::store::fingerprints;
 use scanfleet_core::store::scans::{self, ScanRow};
 
 /// Ping interval of idle connections.
 const PING_EVERY: Duration = Duration::from_secs(20);
+/// How long a listener waits for the ingester to publish a finding's
+/// identity before it is read from Postgres.
+pub const RECORDED_WAIT: Duration = Duration::from_secs(5);
 
 /// One message to a listener.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -74,26 +84,28 @@ pub struct LiveFinding {
 }
 
 impl LiveFinding {
-    /// The finding with its identity read from the database (see the
+    /// The finding with its identity as the ingester recorded it (see the
     /// module's doc).
-    async fn read(db: &deadpool_postgres::Pool, live: &LiveScan, f: &FindingEvent) -> LiveFinding {
+    async fn of(
+        db: &deadpool_postgres::Pool,
+        identities: &Identities,
+        live: &LiveScan,
+        f: &FindingEvent,
+    ) -> LiveFinding {
         let fingerprint = scanfleet_core::fingerprint::fingerprint(&f.template_id, &f.matched_at);
-        let identity = match db.get().await {
-            Ok(client) => {
-                fingerprints::identity(&**client, live.scan_id, live.target_id, &fingerprint).await
-            }
-            Err(e) => Err(scanfleet_core::Error::from(e)),
+        let key = f.dedup_key();
+        let recorded = match identities.wait(&key, RECORDED_WAIT).await {
+            Some(r) => Some(r),
+            None => identities
+                .fallback(&key)
+                .get_or_try_init(|| read_identity(db, live, &key, &fingerprint))
+                .await
+                .ok()
+                .cloned(),
         };
-        let (first_seen_at, change) = match identity {
-            Ok(i) => (
-                Some(i.first_seen_at.unwrap_or(live.at)),
-                Some(i.change.as_str().to_string()),
-            ),
-            Err(e) => {
-                tracing::warn!(scan_id = %live.scan_id, error = %e,
-                    "websocket: the finding's identity could not be read");
-                (None, None)
-            }
+        let (first_seen_at, change) = match recorded {
+            Some(r) => (Some(r.first_seen_at), Some(r.change)),
+            None => (None, None),
         };
         LiveFinding {
             template_id: f.template_id.clone(),
@@ -104,6 +116,34 @@ impl LiveFinding {
             fingerprint,
             first_seen_at,
             change,
+        }
+    }
+}
+
+/// A finding's identity read from Postgres (the fallback of
+/// [`LiveFinding::of`]).
+async fn read_identity(
+    db: &deadpool_postgres::Pool,
+    live: &LiveScan,
+    dedup_key: &str,
+    fingerprint: &str,
+) -> Result<RecordedFinding, scanfleet_core::Error> {
+    let identity = async {
+        let client = db.get().await?;
+        fingerprints::identity(&**client, live.scan_id, live.target_id, fingerprint).await
+    }
+    .await;
+    match identity {
+        Ok(i) => Ok(RecordedFinding {
+            dedup_key: dedup_key.to_string(),
+            fingerprint: fingerprint.to_string(),
+            first_seen_at: i.first_seen_at.unwrap_or(live.at),
+            change: i.change.as_str().to_string(),
+        }),
+        Err(e) => {
+            tracing::warn!(scan_id = %live.scan_id, error = %e,
+                "websocket: the finding's identity could not be read");
+            Err(e)
         }
     }
 }
@@ -253,6 +293,10 @@ pub async fn live_messages(
     let (mut tx, rx) = futures::channel::mpsc::channel(64);
     tokio::spawn(async move {
         let mut backlog = Vec::new();
+        let identities = subscription
+            .as_ref()
+            .map(|s| s.identities.clone())
+            .unwrap_or_default();
         let mut rx = match subscription {
             Some(s) => {
                 for event in &s.history {
@@ -271,7 +315,7 @@ pub async fn live_messages(
         }
         for f in backlog {
             let mut message = live.message("finding");
-            message.finding = Some(LiveFinding::read(&db, &live, &f).await);
+            message.finding = Some(LiveFinding::of(&db, &identities, &live, &f).await);
             if tx.send(message).await.is_err() {
                 return;
             }
@@ -285,7 +329,7 @@ pub async fn live_messages(
                     };
                     let mut message = live.message(kind);
                     if let ScanEventKind::Finding(f) = &event.kind {
-                        message.finding = Some(LiveFinding::read(&db, &live, f).await);
+                        message.finding = Some(LiveFinding::of(&db, &identities, &live, f).await);
                     }
                     if tx.send(message).await.is_err() || live.status.is_terminal() {
                         return;

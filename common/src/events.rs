@@ -207,6 +207,20 @@ impl FindingEvent {
     }
 }
 
+/// A finding as the ingester recorded it, published after the commit for
+/// WebSocket listeners (the scan's recorded stream,
+/// `Keys::scan_recorded_stream`): its identity on the target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedFinding {
+    /// [`FindingEvent::dedup_key`] of the finding.
+    pub dedup_key: String,
+    pub fingerprint: String,
+    /// When the target first had it.
+    pub first_seen_at: DateTime<Utc>,
+    /// `new`, `recurring` or `regressed` in this scan.
+    pub change: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScanEventKind {

@@ -51,10 +51,36 @@ impl Keys {
         format!("{}:holders", self.scan_queue())
     }
 
+    /// List of wake-up tokens: every push of a job adds one (while there
+    /// are fewer tokens than waiting jobs), and an idle node blocks on it
+    /// (`BLPOP`) instead of polling the queue.
+    pub fn scan_queue_wake(&self) -> String {
+        format!("{}:wake", self.scan_queue())
+    }
+
+    /// Lock (`SET NX PX`) of the lease-expiry sweep: the node whose
+    /// heartbeat takes it puts back the jobs of silent nodes; the others
+    /// do not look.
+    pub fn scan_queue_sweep_lock(&self) -> String {
+        format!("{}:sweep", self.scan_queue())
+    }
+
     /// Hash of node id -> the node's heartbeat record (JSON): the fleet's
     /// registry (`scanfleet-bus`'s `nodes`).
     pub fn nodes(&self) -> String {
         format!("{}:nodes", self.prefix)
+    }
+
+    /// Hash of node id -> when an administrator asked it to drain
+    /// (milliseconds since the epoch); the node reads it at its heartbeat.
+    pub fn node_drains(&self) -> String {
+        format!("{}:nodes:drain", self.prefix)
+    }
+
+    /// Pub/sub channel on which drain requests (a node id) are published to
+    /// scanner nodes.
+    pub fn node_drain_channel(&self) -> String {
+        format!("{}:node-drain", self.prefix)
     }
 
     /// A value written once per Redis data set: when it is missing, Redis
@@ -67,6 +93,13 @@ impl Keys {
     /// Stream of one scan's events (status, stage, progress, findings).
     pub fn scan_events_stream(&self, scan_id: Uuid) -> String {
         format!("{}:scan:{scan_id}:events", self.prefix)
+    }
+
+    /// Stream of what the ingester recorded of one scan's findings (their
+    /// identity on the target), written after each commit: WebSocket
+    /// listeners read it through their process's hub instead of Postgres.
+    pub fn scan_recorded_stream(&self, scan_id: Uuid) -> String {
+        format!("{}:scan:{scan_id}:recorded", self.prefix)
     }
 
     /// Stream that announces which scan streams have new events, read by the
@@ -118,6 +151,12 @@ mod tests {
             k.scan_queue_waiting(),
             k.scan_queue_leases(),
             k.scan_queue_holders(),
+            k.scan_queue_wake(),
+            k.scan_queue_sweep_lock(),
+            k.nodes(),
+            k.node_drains(),
+            k.node_drain_channel(),
+            k.scan_recorded_stream(id),
             k.bus_epoch(),
             k.scan_events_stream(id),
             k.scan_events_index(),

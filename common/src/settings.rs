@@ -77,8 +77,10 @@ pub struct ScannerSettings {
     pub dns_server: Option<SocketAddr>,
     /// Directory of templates replacing the built-in pack, when set.
     pub templates_dir: Option<String>,
-    /// How often an idle node asks the queue for a job.
-    pub poll_interval_ms: u64,
+    /// The longest an idle node waits on the queue's wake-up list before
+    /// it asks the queue anyway (a wake-up lost with Redis's data costs at
+    /// most this); a push wakes a waiting node at once.
+    pub idle_wait_secs: u64,
     /// How often a node renews the lease of each job it holds; a job's
     /// lease lasts `orphan_after_secs`, after which the other nodes put it
     /// back in the queue.
@@ -384,7 +386,7 @@ impl ScannerSettings {
             templates_dir: v
                 .get("SCANFLEET_SCANNER__TEMPLATES_DIR")
                 .map(str::to_string),
-            poll_interval_ms: v.positive("SCANFLEET_SCANNER__POLL_INTERVAL_MS", "50")?,
+            idle_wait_secs: v.positive("SCANFLEET_SCANNER__IDLE_WAIT_SECS", "20")?,
             heartbeat_secs: v.positive("SCANFLEET_SCANNER__HEARTBEAT_SECS", "2")?,
             orphan_after_secs: v.parse("SCANFLEET_SCANNER__ORPHAN_AFTER_SECS", "10")?,
             deadline_full_secs: v.positive("SCANFLEET_SCANNER__DEADLINE_FULL_SECS", "3600")?,

@@ -71,6 +71,11 @@ impl Proc {
         false
     }
 
+    /// Whether the process has exited (and with success).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(status)) if status.success())
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

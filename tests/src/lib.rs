@@ -27,6 +27,7 @@ pub mod fleet;
 pub mod history;
 pub mod lab;
 pub mod oob;
+pub mod pgcount;
 pub mod receiver;
 pub mod redis;
 pub mod site;

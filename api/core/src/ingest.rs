@@ -22,6 +22,14 @@
 //! `scan_complete` or `scan_failed` notification (once: the functions are
 //! idempotent) and closes the scan's stream for ingestion, so nothing the
 //! scan emits after a stop is recorded.
+//!
+//! # Publishing what was recorded
+//! After each commit the ingester appends the identity of every finding it
+//! recorded (fingerprint, first seen, `new`/`recurring`/`regressed`) to the
+//! scan's recorded stream (`events::append_recorded`); the WebSocket hub
+//! reads it, so listeners never query Postgres per finding. A failed
+//! append is logged, not retried: the events are committed, and a
+//! listener that waited in vain reads the identity once for its process.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,7 +37,9 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 use scanfleet_bus::events::{self, Entry, IngestIndex};
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
+use scanfleet_common::events::{
+    FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
+};
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -144,6 +154,7 @@ impl Ingester {
         let mut cursor = position.cursor.clone();
         let mut closed = false;
         let mut applied = 0usize;
+        let mut recorded = Vec::new();
         'pages: loop {
             let page: Vec<Entry> = events::range(&self.redis, &stream, &cursor, "+", PAGE).await?;
             if page.is_empty() {
@@ -158,13 +169,17 @@ impl Ingester {
                     continue;
                 };
                 if let Some(terminal) = changes.add(event) {
-                    changes.flush(&*tx, scan_id, position.user_id).await?;
+                    changes
+                        .flush(&*tx, scan_id, position.user_id, &mut recorded)
+                        .await?;
                     finish(&*tx, scan_id, terminal).await?;
                     closed = true;
                     break 'pages;
                 }
             }
-            changes.flush(&*tx, scan_id, position.user_id).await?;
+            changes
+                .flush(&*tx, scan_id, position.user_id, &mut recorded)
+                .await?;
             if (page.len() as u64) < PAGE {
                 break;
             }
@@ -174,10 +189,21 @@ impl Ingester {
         }
         scans::save_ingest_position(&*tx, scan_id, &cursor, closed).await?;
         tx.commit().await?;
+        if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, &recorded).await {
+            tracing::warn!(error = %e, "could not publish the recorded findings");
+        }
         if closed {
             let _: bool = self
                 .redis
                 .expire(&stream, FINISHED_STREAM_TTL_SECS, None)
+                .await?;
+            let _: bool = self
+                .redis
+                .expire(
+                    self.keys.scan_recorded_stream(scan_id),
+                    FINISHED_STREAM_TTL_SECS,
+                    None,
+                )
                 .await?;
         }
         tracing::debug!(applied, closed, "scan events ingested");
@@ -221,17 +247,22 @@ impl Changes {
         None
     }
 
+    /// Writes what was folded; the identities of the findings recorded go
+    /// to `recorded`.
     async fn flush(
         &mut self,
         db: &impl tokio_postgres::GenericClient,
         scan_id: Uuid,
         user_id: Uuid,
+        recorded: &mut Vec<RecordedFinding>,
     ) -> Result<(), Error> {
         for status in std::mem::take(&mut self.statuses).into_values() {
             scans::set_scan_status(db, scan_id, status, None).await?;
         }
         if !self.findings.is_empty() {
-            findings::insert_findings(db, scan_id, user_id, &self.findings).await?;
+            let (_, identities) =
+                findings::record_findings(db, scan_id, user_id, &self.findings).await?;
+            recorded.extend(identities);
             self.findings.clear();
         }
         if let Some((stage, progress, tool)) = self.progress.take() {

@@ -91,6 +91,10 @@ pub fn endpoint() -> impl Endpoint {
         )
         .at("/admin", get(settings::admin_show))
         .at("/admin/users/:user_id", post(settings::admin_user))
+        .at(
+            "/admin/nodes/:node_id/drain",
+            post(settings::admin_node_drain),
+        )
         .nest(assets::PREFIX.as_str(), assets::endpoint())
         .around(session::guard)
 }

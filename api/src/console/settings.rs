@@ -573,6 +573,23 @@ pub async fn admin_show(state: Data<&AppState>, visitor: Data<&Visitor>) -> Page
     })
 }
 
+/// The Drain button of a node: it finishes its scans, takes no more and
+/// exits (`POST /api/v1/admin/nodes/{id}/drain`).
+#[handler]
+pub async fn admin_node_drain(
+    state: Data<&AppState>,
+    visitor: Data<&Visitor>,
+    Path(node_id): Path<String>,
+) -> PageResult {
+    let me = admin_of(&visitor)?;
+    let node = crate::routes::admin::drain_node(&state, &node_id).await?;
+    if node.is_none() {
+        return Err(PageError::NotFound);
+    }
+    tracing::info!(admin = %me.user.id, node = %node_id, "node drain asked by admin (console)");
+    Ok(page::redirect("/admin"))
+}
+
 #[handler]
 pub async fn admin_user(
     state: Data<&AppState>,

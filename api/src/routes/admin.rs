@@ -78,9 +78,9 @@ pub struct FleetNode {
     pub id: String,
     pub host: String,
     pub version: String,
-    /// `live`, `draining` (finishing its scans, taking no more) or `lost`
-    /// (silent past its lease: its scans go to other nodes; forgotten an
-    /// hour later).
+    /// `live`, `draining` (finishing its scans, taking no more: shutting
+    /// down, or asked to drain) or `lost` (silent past its lease: its scans
+    /// go to other nodes; forgotten an hour later).
     pub state: String,
     /// Scans at once.
     pub slots_total: i64,
@@ -92,15 +92,11 @@ pub struct FleetNode {
     pub heartbeat_age_secs: f64,
 }
 
-/// Every node of the fleet's registry with its state now.
-pub async fn fleet_nodes(state: &AppState) -> Result<Vec<FleetNode>, Error> {
-    let now = Utc::now();
-    let now_ms = now.timestamp_millis().max(0) as u64;
-    let nodes = scanfleet_bus::nodes::list(&state.redis, &state.keys, now_ms).await?;
-    let at = |ms: u64| DateTime::<Utc>::from_timestamp_millis(ms as i64).unwrap_or(now);
-    Ok(nodes
-        .into_iter()
-        .map(|n| FleetNode {
+impl FleetNode {
+    fn of(n: scanfleet_bus::nodes::NodeRecord, now: DateTime<Utc>) -> FleetNode {
+        let now_ms = now.timestamp_millis().max(0) as u64;
+        let at = |ms: u64| DateTime::<Utc>::from_timestamp_millis(ms as i64).unwrap_or(now);
+        FleetNode {
             state: n.state_at(now_ms).as_str().to_string(),
             slots_total: i64::from(n.slots_total),
             slots_used: n.running.len() as i64,
@@ -111,8 +107,34 @@ pub async fn fleet_nodes(state: &AppState) -> Result<Vec<FleetNode>, Error> {
             id: n.id,
             host: n.host,
             version: n.version,
-        })
-        .collect())
+        }
+    }
+}
+
+/// Every node of the fleet's registry with its state now.
+pub async fn fleet_nodes(state: &AppState) -> Result<Vec<FleetNode>, Error> {
+    let now = Utc::now();
+    let now_ms = now.timestamp_millis().max(0) as u64;
+    let nodes = scanfleet_bus::nodes::list(&state.redis, &state.keys, now_ms).await?;
+    Ok(nodes.into_iter().map(|n| FleetNode::of(n, now)).collect())
+}
+
+/// Asks node `id` to drain (see `POST /admin/nodes/{id}/drain`); the node,
+/// `draining`, or None when no such node is registered.
+pub async fn drain_node(state: &AppState, id: &str) -> Result<Option<FleetNode>, Error> {
+    let now = Utc::now();
+    let now_ms = now.timestamp_millis().max(0) as u64;
+    let node = scanfleet_bus::nodes::request_drain(&state.redis, &state.keys, id, now_ms).await?;
+    Ok(node.map(|n| FleetNode::of(n, now)))
+}
+
+#[derive(ApiResponse)]
+pub enum DrainAccepted {
+    /// The node is asked to drain: it takes no more jobs, lets its running
+    /// scans finish, leaves the registry and exits. The node, `draining`
+    /// (or `lost` if it is silent).
+    #[oai(status = 202)]
+    Accepted(Json<FleetNode>),
 }
 
 pub struct AdminApi;
@@ -161,6 +183,33 @@ impl AdminApi {
     ) -> Result<Json<Vec<FleetNode>>> {
         me.require_admin()?;
         Ok(Json(fleet_nodes(&state).await?))
+    }
+
+    /// Drain a scanner node
+    ///
+    /// Asks the node to finish its running scans and take no more, as
+    /// SIGTERM does but without the grace period's limit: it sees the
+    /// request at once (or, if it was cut off from Redis, when it is back),
+    /// lists itself `draining`, and exits when its last scan ends. Unknown
+    /// (or forgotten) node: 404.
+    #[oai(
+        path = "/admin/nodes/:node_id/drain",
+        method = "post",
+        operation_id = "admin_drain_node"
+    )]
+    async fn drain(
+        &self,
+        state: Data<&AppState>,
+        me: BearerCaller,
+        /// The node's id, as `GET /admin/nodes` lists it.
+        node_id: Path<String>,
+    ) -> Result<DrainAccepted> {
+        me.require_admin()?;
+        let node = drain_node(&state, &node_id.0)
+            .await?
+            .ok_or(Error::NotFound("node"))?;
+        tracing::info!(admin = %me.user.id, node = %node.id, "node drain asked by admin");
+        Ok(DrainAccepted::Accepted(Json(node)))
     }
 
     /// Mark any user's target verified, or revoke its proof

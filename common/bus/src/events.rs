@@ -17,6 +17,13 @@
 //!   split the index between them. Index entries are only pointers: the
 //!   ingester reads the scan's own stream from the cursor it saved.
 //!
+//! - **One recorded stream per scan**, `{prefix}:scan:{id}:recorded`:
+//!   after each commit the ingester appends what it recorded of the scan's
+//!   findings (their identity on the target, [`RecordedFinding`]), one
+//!   entry per commit ([`append_recorded`]). The WebSocket hub reads it
+//!   beside the events stream, so listeners never ask Postgres for a
+//!   finding. It expires with the events stream.
+//!
 //! After Redis lost its data the streams start again empty; new entries get
 //! ids from the server's clock, after every id a cursor saved before, so
 //! readers carry on from their cursors.
@@ -26,7 +33,7 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::StreamsInterface;
-use scanfleet_common::events::{ScanEvent, EVENT_FIELD};
+use scanfleet_common::events::{RecordedFinding, ScanEvent, EVENT_FIELD};
 use scanfleet_common::keys::{Keys, INGEST_GROUP};
 use uuid::Uuid;
 
@@ -84,6 +91,46 @@ pub async fn append(
 /// Appends one event (the api's stop, the reaper's failure).
 pub async fn append_event(redis: &Client, keys: &Keys, event: &ScanEvent) -> Result<(), BusError> {
     append(redis, keys, event.scan_id, &[event.to_json()]).await
+}
+
+/// The one field of a recorded stream entry: a JSON array of
+/// [`RecordedFinding`]s.
+pub const RECORDED_FIELD: &str = "findings";
+
+/// How long a recorded stream lives after its last write: longer than any
+/// scan's deadline; the ingester shortens it with the events stream's.
+const RECORDED_TTL_SECS: i64 = 24 * 60 * 60;
+
+/// Appends what the ingester recorded of a scan's findings (after its
+/// commit), in one round trip.
+pub async fn append_recorded(
+    redis: &Client,
+    keys: &Keys,
+    scan_id: Uuid,
+    findings: &[RecordedFinding],
+) -> Result<(), BusError> {
+    use fred::interfaces::KeysInterface;
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let json = serde_json::to_string(findings).map_err(BusError::Encode)?;
+    let stream = keys.scan_recorded_stream(scan_id);
+    let pipeline = redis.pipeline();
+    let _: () = pipeline
+        .xadd(&stream, false, None, "*", (RECORDED_FIELD, json.as_str()))
+        .await?;
+    let _: () = pipeline.expire(&stream, RECORDED_TTL_SECS, None).await?;
+    let _: Vec<fred::types::Value> = pipeline.all().await?;
+    Ok(())
+}
+
+/// The recorded findings of a recorded stream's entry (none for an entry
+/// that is not one).
+pub fn decode_recorded(fields: &HashMap<String, String>) -> Vec<RecordedFinding> {
+    fields
+        .get(RECORDED_FIELD)
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
 }
 
 /// Entries of `stream` after `after` (exclusive; `-` for the start) up to

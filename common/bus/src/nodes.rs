@@ -6,14 +6,32 @@
 //! and forget it an hour after that ([`FORGET_AFTER_MS`]).
 //!
 //! Times are the node's clock, in milliseconds since the Unix epoch.
+//!
+//! # What an idle node costs
+//! A heartbeat is one `HSET` ([`announce`]). An administrator's request to
+//! drain ([`request_drain`]) is written to the hash `{prefix}:nodes:drain`
+//! and published on `{prefix}:node-drain`, which the node follows on the
+//! subscriber it has anyway; it reads the hash only when that subscriber
+//! (re)connects ([`drain_requested`]). The lease-expiry sweep runs on one
+//! node at a time: the holder of the sweep lock ([`take_sweep_lock`], `SET
+//! NX PX`) sweeps and extends it at each of its heartbeats ([`sweep`]);
+//! the others try to take it once per lease, so one takes over within a
+//! lease or two when the sweeper dies. An idle node's wait for work is a
+//! `BLPOP` with a long timeout (`queue::ScanQueue::wait_for_work`).
+
+use std::sync::LazyLock;
 
 use fred::clients::Client;
 use fred::interfaces::HashesInterface;
+use fred::types::scripts::Script;
+use fred::types::Value;
 use scanfleet_common::keys::Keys;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::queue::{ScanQueue, NOW, REQUEUE_BATCH, REQUEUE_EXPIRED_LUA, WAKE_LUA};
 use crate::BusError;
+use fred::interfaces::PubsubInterface;
 
 /// A node silent this long is forgotten.
 pub const FORGET_AFTER_MS: u64 = 3_600_000;
@@ -33,7 +51,9 @@ pub struct NodeRecord {
     pub heartbeat_at_ms: u64,
     /// How long its jobs' leases last: silent longer, it is lost.
     pub lease_ms: u64,
-    /// Shutting down: finishing its scans, taking no more.
+    /// Shutting down or asked to drain: finishing its scans, taking no
+    /// more. [`list`] also sets it for a node an administrator asked to
+    /// drain that has not said so yet.
     pub draining: bool,
 }
 
@@ -68,7 +88,7 @@ impl NodeRecord {
     }
 }
 
-/// Writes the node's record (its heartbeat).
+/// Writes the node's record (its heartbeat): one `HSET`.
 pub async fn announce(redis: &Client, keys: &Keys, record: &NodeRecord) -> Result<(), BusError> {
     let json = serde_json::to_string(record).map_err(BusError::Encode)?;
     let _: i64 = redis
@@ -77,16 +97,123 @@ pub async fn announce(redis: &Client, keys: &Keys, record: &NodeRecord) -> Resul
     Ok(())
 }
 
-/// Takes the node's record away (a shutdown in good order).
+/// The sweeper's round: while the lock is still `ARGV[1]`'s, extends it and
+/// puts back the jobs whose lease ran out. KEYS: sweep lock, then the
+/// queue's leases, holders, jobs, waiting, wake. ARGV: node id, lock ms,
+/// most jobs to put back. Returns the ids put back, or nil when the lock
+/// is not this node's.
+static SWEEP: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(format!(
+        r#"{WAKE_LUA}
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+{NOW}{REQUEUE_EXPIRED_LUA}
+return requeue_expired(KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[3]))
+"#
+    ))
+});
+
+/// Takes the sweep lock for `node` for `ttl` if no node holds it (one
+/// `SET NX PX`); true when taken.
+pub async fn take_sweep_lock(
+    queue: &ScanQueue,
+    keys: &Keys,
+    node: &str,
+    ttl: std::time::Duration,
+) -> Result<bool, BusError> {
+    use fred::interfaces::KeysInterface;
+    use fred::types::{Expiration, SetOptions};
+    let taken: Option<String> = queue
+        .client()
+        .set(
+            keys.scan_queue_sweep_lock(),
+            node,
+            Some(Expiration::PX(ttl.as_millis().max(1) as i64)),
+            Some(SetOptions::NX),
+            false,
+        )
+        .await?;
+    Ok(taken.is_some())
+}
+
+/// The sweep, by the node holding the lock: extends the lock by `ttl` and
+/// puts back the jobs of silent nodes. The ids put back, or None when the
+/// lock is no longer `node`'s (it lapsed and another node took it).
+pub async fn sweep(
+    queue: &ScanQueue,
+    keys: &Keys,
+    node: &str,
+    ttl: std::time::Duration,
+) -> Result<Option<Vec<Uuid>>, BusError> {
+    let lock = keys.scan_queue_sweep_lock();
+    let q = queue.all_keys();
+    // leases, holders, jobs, waiting, wake
+    let script_keys = vec![lock.as_str(), q[1], q[2], q[0], q[3], q[4]];
+    let reply: Value = SWEEP
+        .evalsha_with_reload(
+            queue.client(),
+            script_keys,
+            vec![
+                node.to_string(),
+                ttl.as_millis().max(1).to_string(),
+                REQUEUE_BATCH.to_string(),
+            ],
+        )
+        .await?;
+    Ok(match reply {
+        Value::Array(ids) => Some(
+            ids.iter()
+                .filter_map(Value::as_string)
+                .filter_map(|s| Uuid::parse_str(&s).ok())
+                .collect(),
+        ),
+        _ => None,
+    })
+}
+
+/// Whether an administrator asked node `id` to drain.
+pub async fn drain_requested(redis: &Client, keys: &Keys, id: &str) -> Result<bool, BusError> {
+    Ok(redis.hexists(keys.node_drains(), id).await?)
+}
+
+/// Asks node `id` to drain: it takes no more jobs, finishes its scans and
+/// exits. The node's record, or None when no such node is registered.
+pub async fn request_drain(
+    redis: &Client,
+    keys: &Keys,
+    id: &str,
+    now_ms: u64,
+) -> Result<Option<NodeRecord>, BusError> {
+    let json: Option<String> = redis.hget(keys.nodes(), id).await?;
+    let Some(json) = json else {
+        return Ok(None);
+    };
+    let mut record: NodeRecord = serde_json::from_str(&json).map_err(BusError::Encode)?;
+    let _: i64 = redis
+        .hset(keys.node_drains(), vec![(id, now_ms.to_string())])
+        .await?;
+    // The node follows this channel; the hash is what it reads after a
+    // reconnect, when a message may have been missed.
+    let _: i64 = redis.publish(keys.node_drain_channel(), id).await?;
+    record.draining = true;
+    Ok(Some(record))
+}
+
+/// Takes the node's record away (a shutdown in good order), and the
+/// request to drain it if there was one.
 pub async fn leave(redis: &Client, keys: &Keys, id: &str) -> Result<(), BusError> {
     let _: i64 = redis.hdel(keys.nodes(), id).await?;
+    let _: i64 = redis.hdel(keys.node_drains(), id).await?;
     Ok(())
 }
 
-/// Every node's record, by id; records silent past [`FORGET_AFTER_MS`] at
-/// `now_ms` are removed, and unreadable ones skipped.
+/// Every node's record, by id, `draining` also when an administrator
+/// asked it to; records silent past [`FORGET_AFTER_MS`] at `now_ms` are
+/// removed (with their drain requests), and unreadable ones skipped.
 pub async fn list(redis: &Client, keys: &Keys, now_ms: u64) -> Result<Vec<NodeRecord>, BusError> {
     let all: std::collections::HashMap<String, String> = redis.hgetall(keys.nodes()).await?;
+    let drains: std::collections::HashMap<String, String> =
+        redis.hgetall(keys.node_drains()).await?;
     let mut nodes = Vec::new();
     let mut forgotten = Vec::new();
     for (id, json) in all {
@@ -94,9 +221,20 @@ pub async fn list(redis: &Client, keys: &Keys, now_ms: u64) -> Result<Vec<NodeRe
             Ok(n) if now_ms.saturating_sub(n.heartbeat_at_ms) > FORGET_AFTER_MS => {
                 forgotten.push(id)
             }
-            Ok(n) => nodes.push(n),
+            Ok(mut n) => {
+                n.draining |= drains.contains_key(&n.id);
+                nodes.push(n)
+            }
             Err(e) => tracing::warn!(node = %id, error = %e, "unreadable node record"),
         }
+    }
+    // Requests for nodes no longer registered (gone, or forgotten now).
+    let stale: Vec<&String> = drains
+        .keys()
+        .filter(|id| !nodes.iter().any(|n| &n.id == *id))
+        .collect();
+    if !stale.is_empty() {
+        let _: i64 = redis.hdel(keys.node_drains(), stale).await?;
     }
     if !forgotten.is_empty() {
         let _: i64 = redis.hdel(keys.nodes(), forgotten).await?;

@@ -8,6 +8,15 @@
 //!   milliseconds of the Redis server's own clock (`TIME`), so nodes'
 //!   clocks never matter.
 //! - `holders`: hash, held id -> the node holding it.
+//! - `wake`: list of wake-up tokens, at most one per waiting job: a push
+//!   (or a job put back) adds one, and an idle node blocks on the list
+//!   ([`ScanQueue::wait_for_work`], `BLPOP` on a connection of its own)
+//!   instead of polling; one token wakes one node. Tokens are hints only:
+//!   a claim that finds nothing clears the stale ones, and a node that
+//!   waited its whole timeout claims anyway, so a token lost (Redis lost
+//!   its data, a node died holding one) costs at most one timeout.
+//! - `sweep`: the lock of the lease-expiry sweep (`SET NX PX`, held by one
+//!   node at a time, [`crate::nodes::sweep`]).
 //!
 //! Every change is one Lua script, so a job is always exactly one of
 //! waiting, held or finished, whatever crashes when.
@@ -17,10 +26,10 @@
 //! scan does nothing). A node [`claim`](ScanQueue::claim)s the oldest
 //! waiting job with a lease, [`renew`](ScanQueue::renew)s the lease while
 //! it runs the scan and [`finish`](ScanQueue::finish)es it. A lease that
-//! ran out (its node died) is put back at the head of `waiting` by
-//! [`requeue_expired`](ScanQueue::requeue_expired), which every idle node
-//! runs; the scan's own attempt count (the node's `scan_attempts` key)
-//! limits how often that happens.
+//! ran out (its node died) is put back at the head of `waiting` by the
+//! sweep ([`REQUEUE_EXPIRED_LUA`]), which runs at each heartbeat of the
+//! one node holding the sweep lock ([`crate::nodes::sweep`]); the scan's own attempt count (the node's
+//! `scan_attempts` key) limits how often that happens.
 //!
 //! # After Redis lost data
 //! A renewal tells the node what became of its job: still held, put back
@@ -47,43 +56,75 @@ use uuid::Uuid;
 
 use crate::BusError;
 
-/// Adds a job unless its scan has one; wakes nobody (nodes poll).
-/// KEYS: jobs, waiting. ARGV: id, job. Returns 1 when added.
+/// Adds a wake-up token to `wake` unless there are as many as jobs
+/// waiting in `waiting` already (Lua, for the scripts that make a job wait).
+pub(crate) const WAKE_LUA: &str = r#"
+local function wake_one(waiting, wake)
+  if redis.call('LLEN', wake) < redis.call('LLEN', waiting) then
+    redis.call('RPUSH', wake, '1')
+  end
+end
+"#;
+
+/// Adds a job unless its scan has one, and wakes one idle node.
+/// KEYS: jobs, waiting, wake. ARGV: id, job. Returns 1 when added.
 static PUSH: LazyLock<Script> = LazyLock::new(|| {
-    Script::from_lua(
-        r#"
+    Script::from_lua(format!(
+        r#"{WAKE_LUA}
 if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then
   redis.call('RPUSH', KEYS[2], ARGV[1])
+  wake_one(KEYS[2], KEYS[3])
   return 1
 end
 return 0
-"#,
-    )
+"#
+    ))
 });
 
 /// Milliseconds of the server's clock, as every script reads it.
-const NOW: &str = r#"
+pub(crate) const NOW: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 "#;
 
 /// Takes the oldest waiting job with a lease. KEYS: waiting, jobs, leases,
-/// holders. ARGV: node, lease ms. Returns {id, job} or nil.
+/// holders, wake. ARGV: node, lease ms, "1" when a wake-up token woke the
+/// node. Returns {id, job} or nil.
+///
+/// It also keeps the wake-up tokens at most one per waiting job: none left
+/// when nothing waits (a token that woke a node for nothing goes), and one
+/// passed on when jobs wait but no token does (a burst, or tokens lost).
+/// An idle node's claim after its wait timed out finds nothing and costs
+/// one `LPOP` inside the script.
 static CLAIM: LazyLock<Script> = LazyLock::new(|| {
-    Script::from_lua(format!(
-        r#"{NOW}
+    Script::from_lua(
+        r#"
 while true do
   local id = redis.call('LPOP', KEYS[1])
-  if not id then return false end
+  if not id then
+    if ARGV[3] == '1' then redis.call('DEL', KEYS[5]) end
+    return false
+  end
   local job = redis.call('HGET', KEYS[2], id)
   if job then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), id)
     redis.call('HSET', KEYS[4], id, ARGV[1])
-    return {{id, job}}
+    local left = redis.call('LLEN', KEYS[1])
+    local tokens = redis.call('LLEN', KEYS[5])
+    if left == 0 then
+      if tokens > 0 then redis.call('DEL', KEYS[5]) end
+    elseif tokens > left then
+      redis.call('LTRIM', KEYS[5], 0, left - 1)
+    elseif tokens == 0 then
+      redis.call('RPUSH', KEYS[5], '1')
+    end
+    return {id, job}
   end
 end
-"#
-    ))
+"#,
+    )
 });
 
 /// Extends a lease. KEYS: jobs, leases, holders, waiting. ARGV: id, node,
@@ -128,35 +169,47 @@ return 1
 });
 
 /// Puts a job this node holds back at the head of the queue (a node
-/// leaving). KEYS: jobs, leases, holders, waiting. ARGV: id, node.
+/// leaving), and wakes an idle node for it. KEYS: jobs, leases, holders,
+/// waiting, wake. ARGV: id, node.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::from_lua(
-        r#"
+    Script::from_lua(format!(
+        r#"{WAKE_LUA}
 if redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('LPUSH', KEYS[4], ARGV[1])
+  wake_one(KEYS[4], KEYS[5])
 end
 return 1
-"#,
-    )
+"#
+    ))
 });
 
-/// Puts jobs whose lease ended back at the head of the queue. KEYS: leases,
-/// holders, jobs, waiting. ARGV: most to move. Returns the ids moved.
+/// The sweep, as a Lua function for the scripts that run it: puts jobs
+/// whose lease ended back at the head of the queue and wakes idle nodes
+/// for them; returns the ids moved. Needs [`NOW`] and [`WAKE_LUA`] before.
+pub(crate) const REQUEUE_EXPIRED_LUA: &str = r#"
+local function requeue_expired(leases, holders, jobs, waiting, wake, most)
+  local ids = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, most)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', leases, id)
+    redis.call('HDEL', holders, id)
+    if redis.call('HEXISTS', jobs, id) == 1 then
+      redis.call('LPUSH', waiting, id)
+      wake_one(waiting, wake)
+    end
+  end
+  return ids
+end
+"#;
+
+/// The sweep alone. KEYS: leases, holders, jobs, waiting, wake. ARGV: most
+/// to move. Returns the ids moved.
 static REQUEUE_EXPIRED: LazyLock<Script> = LazyLock::new(|| {
     Script::from_lua(format!(
-        r#"{NOW}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('HDEL', KEYS[2], id)
-  if redis.call('HEXISTS', KEYS[3], id) == 1 then
-    redis.call('LPUSH', KEYS[4], id)
-  end
-end
-return ids
+        r#"{NOW}{WAKE_LUA}{REQUEUE_EXPIRED_LUA}
+return requeue_expired(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], tonumber(ARGV[1]))
 "#
     ))
 });
@@ -180,7 +233,7 @@ return out
 });
 
 /// Most expired leases moved per call.
-const REQUEUE_BATCH: u32 = 100;
+pub(crate) const REQUEUE_BATCH: u32 = 100;
 
 /// What a renewal found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +273,7 @@ pub struct ScanQueue {
     waiting: String,
     leases: String,
     holders: String,
+    wake: String,
 }
 
 impl ScanQueue {
@@ -230,6 +284,7 @@ impl ScanQueue {
             waiting: keys.scan_queue_waiting(),
             leases: keys.scan_queue_leases(),
             holders: keys.scan_queue_holders(),
+            wake: keys.scan_queue_wake(),
         }
     }
 
@@ -245,7 +300,11 @@ impl ScanQueue {
         let added: i64 = PUSH
             .evalsha_with_reload(
                 &self.redis,
-                vec![self.jobs.as_str(), self.waiting.as_str()],
+                vec![
+                    self.jobs.as_str(),
+                    self.waiting.as_str(),
+                    self.wake.as_str(),
+                ],
                 vec![job.scan_id.to_string(), encode(job)?],
             )
             .await?;
@@ -254,6 +313,17 @@ impl ScanQueue {
 
     /// Takes the oldest waiting job for `node`, held for `lease`.
     pub async fn claim(&self, node: &str, lease: Duration) -> Result<Option<ScanJob>, BusError> {
+        self.claim_woken(node, lease, false).await
+    }
+
+    /// [`claim`](Self::claim) by a node a wake-up token woke (`woken`): when
+    /// nothing waits, the stale tokens go.
+    pub async fn claim_woken(
+        &self,
+        node: &str,
+        lease: Duration,
+        woken: bool,
+    ) -> Result<Option<ScanJob>, BusError> {
         let reply: Option<(String, String)> = CLAIM
             .evalsha_with_reload(
                 &self.redis,
@@ -262,8 +332,13 @@ impl ScanQueue {
                     self.jobs.as_str(),
                     self.leases.as_str(),
                     self.holders.as_str(),
+                    self.wake.as_str(),
                 ],
-                vec![node.to_string(), millis(lease)],
+                vec![
+                    node.to_string(),
+                    millis(lease),
+                    if woken { "1" } else { "0" }.to_string(),
+                ],
             )
             .await?;
         let Some((id, json)) = reply else {
@@ -338,6 +413,8 @@ impl ScanQueue {
     }
 
     /// Puts back the jobs whose lease ran out (their node died); the ids.
+    /// Nodes run the sweep under a lock ([`crate::nodes::sweep`]); this one
+    /// runs it unconditionally.
     pub async fn requeue_expired(&self) -> Result<Vec<Uuid>, BusError> {
         let ids: Vec<String> = REQUEUE_EXPIRED
             .evalsha_with_reload(
@@ -347,6 +424,7 @@ impl ScanQueue {
                     self.holders.as_str(),
                     self.jobs.as_str(),
                     self.waiting.as_str(),
+                    self.wake.as_str(),
                 ],
                 vec![REQUEUE_BATCH.to_string()],
             )
@@ -406,12 +484,37 @@ impl ScanQueue {
         Ok(self.redis.hget(&self.holders, scan_id.to_string()).await?)
     }
 
-    fn all_keys(&self) -> Vec<&str> {
+    /// Blocks on `wake` (a client of its own: the connection is held for
+    /// the whole wait) until a wake-up token comes or `timeout` passes;
+    /// true when a token came. The caller claims either way.
+    pub async fn wait_for_work(&self, wake: &Client, timeout: Duration) -> Result<bool, BusError> {
+        use fred::interfaces::{ClientLike, ListInterface};
+        use fred::types::config::Options;
+        // The client's own command timeout is shorter than the wait.
+        let blocking = wake.with_options(&Options {
+            timeout: Some(timeout + Duration::from_secs(5)),
+            ..Options::default()
+        });
+        // fred answers a `BLPOP` that timed out (nil) with a timeout error.
+        match blocking
+            .blpop::<Option<(String, String)>, _>(&self.wake, timeout.as_secs_f64())
+            .await
+        {
+            Ok(token) => Ok(token.is_some()),
+            Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every key the queue's scripts touch, in the order the job scripts
+    /// take them.
+    pub(crate) fn all_keys(&self) -> Vec<&str> {
         vec![
             self.jobs.as_str(),
             self.leases.as_str(),
             self.holders.as_str(),
             self.waiting.as_str(),
+            self.wake.as_str(),
         ]
     }
 }

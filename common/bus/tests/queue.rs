@@ -278,3 +278,75 @@ async fn attempts_count_up_and_a_closed_scan_is_seen_closed() {
     let ttl: i64 = redis.ttl(keys.scan_closed(scan_id)).await.unwrap();
     assert!(ttl > 0 && ttl <= markers::CLOSED_TTL_SECS, "{ttl}");
 }
+
+/// Issue 34, item 3: a push wakes one waiting node (at most one token per
+/// waiting job), a claim keeps the tokens in step, and a wait with nothing
+/// pushed times out.
+#[tokio::test]
+async fn a_push_wakes_one_waiting_node_and_tokens_never_outnumber_waiting_jobs() {
+    use fred::interfaces::ListInterface;
+    let (redis, keys, queue) = setup().await;
+    let mut vars = HashMap::new();
+    if let Ok(url) = std::env::var("REDIS_URL") {
+        vars.insert("REDIS_URL".to_string(), url);
+    }
+    let settings = Settings::from_vars(&vars).expect("settings");
+    let target = RedisTarget::from_settings(&settings.redis).expect("redis url");
+    // The wait blocks its connection: a client of its own.
+    let wake = scanfleet_bus::connect(&target, "test-wake").await.unwrap();
+    let tokens = || async { redis.llen::<u64, _>(keys.scan_queue_wake()).await.unwrap() };
+
+    assert!(!queue
+        .wait_for_work(&wake, Duration::from_millis(200))
+        .await
+        .unwrap());
+    let waiter = {
+        let (queue, wake) = (queue.clone(), wake.clone());
+        tokio::spawn(async move { queue.wait_for_work(&wake, Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let (a, b, c) = (job("a.example"), job("b.example"), job("c.example"));
+    queue.push(&a).await.unwrap();
+    assert!(waiter.await.unwrap().unwrap(), "the push woke the waiter");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    queue.push(&b).await.unwrap();
+    queue.push(&c).await.unwrap();
+    assert_eq!(tokens().await, 2, "one token per job still waiting");
+    // A node claiming without a token: the tokens follow the queue down.
+    assert_eq!(queue.claim("n1", LEASE).await.unwrap(), Some(a));
+    assert_eq!(queue.claim("n1", LEASE).await.unwrap(), Some(b));
+    assert_eq!(tokens().await, 1);
+    assert_eq!(queue.claim("n1", LEASE).await.unwrap(), Some(c));
+    assert_eq!(tokens().await, 0, "nothing waits: no token");
+}
+
+/// Issue 34, item 3: one node at a time sweeps expired leases; the lock's
+/// holder sweeps and keeps it, another cannot take it meanwhile.
+#[tokio::test]
+async fn only_the_sweep_locks_holder_puts_back_expired_jobs() {
+    use scanfleet_bus::nodes;
+    let (_, keys, queue) = setup().await;
+    let a = job("a.example");
+    queue.push(&a).await.unwrap();
+    queue.claim("dead", Duration::from_millis(1)).await.unwrap();
+    lapse().await;
+    let ttl = Duration::from_secs(5);
+    assert_eq!(nodes::sweep(&queue, &keys, "n1", ttl).await.unwrap(), None);
+    assert!(nodes::take_sweep_lock(&queue, &keys, "n1", ttl)
+        .await
+        .unwrap());
+    assert!(!nodes::take_sweep_lock(&queue, &keys, "n2", ttl)
+        .await
+        .unwrap());
+    assert_eq!(nodes::sweep(&queue, &keys, "n2", ttl).await.unwrap(), None);
+    assert_eq!(
+        nodes::sweep(&queue, &keys, "n1", ttl).await.unwrap(),
+        Some(vec![a.scan_id])
+    );
+    assert_eq!(queue.waiting().await.unwrap(), vec![a.scan_id]);
+    assert_eq!(
+        nodes::sweep(&queue, &keys, "n1", ttl).await.unwrap(),
+        Some(vec![])
+    );
+}

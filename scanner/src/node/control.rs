@@ -92,24 +92,79 @@ impl Running {
     }
 }
 
-/// Follows the stop channel and ends the named scan when it runs here.
-/// The subscriber reconnects and subscribes again by itself; returns when
-/// `shutdown` fires.
+/// What the stop listener needs.
+pub struct Listening {
+    pub keys: Keys,
+    pub running: Arc<Running>,
+    /// Short commands: the drain marker's read.
+    pub redis: Client,
+    pub node_name: String,
+    /// Cancelled here when an administrator asks this node to drain; the
+    /// job loop then takes no more jobs.
+    pub drain: CancellationToken,
+}
+
+/// Follows the stop channel and ends the named scan when it runs here, and
+/// the drain channel for this node's name. The subscriber reconnects and
+/// subscribes again by itself; a drain request published while it was
+/// away is found in the drain marker, read after every (re)connect.
+/// Returns when `shutdown` fires.
 pub async fn listen_for_stops(
     subscriber: SubscriberClient,
-    keys: Keys,
-    running: Arc<Running>,
+    listening: Listening,
     shutdown: CancellationToken,
 ) -> Result<(), fred::error::Error> {
+    let Listening {
+        keys,
+        running,
+        redis,
+        node_name,
+        drain,
+    } = listening;
     let mut messages = subscriber.message_rx();
-    subscriber.subscribe(keys.scan_stop_channel()).await?;
+    let mut reconnects = subscriber.reconnect_rx();
+    let stop_channel = keys.scan_stop_channel();
+    subscriber
+        .subscribe(vec![stop_channel.clone(), keys.node_drain_channel()])
+        .await?;
+    let drain_asked = |why: &str| {
+        if !drain.is_cancelled() {
+            tracing::info!(source = why, "an administrator asked this node to drain");
+            drain.cancel();
+        }
+    };
+    let check_marker = || async {
+        match scanfleet_bus::nodes::drain_requested(&redis, &keys, &node_name).await {
+            Ok(asked) => asked,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the drain marker");
+                false
+            }
+        }
+    };
+    if check_marker().await {
+        drain_asked("marker");
+    }
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
+            reconnected = reconnects.recv() => match reconnected {
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    if check_marker().await {
+                        drain_asked("marker");
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            },
             message = messages.recv() => match message {
                 Ok(m) => {
-                    if let Some(id) = m.value.as_str().and_then(|s| Uuid::parse_str(&s).ok()) {
-                        running.close(id);
+                    let Some(text) = m.value.as_str() else { continue };
+                    if *m.channel == *stop_channel {
+                        if let Ok(id) = Uuid::parse_str(&text) {
+                            running.close(id);
+                        }
+                    } else if *text == *node_name {
+                        drain_asked("message");
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,

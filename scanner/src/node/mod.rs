@@ -17,13 +17,18 @@
 //!
 //! # Jobs
 //! The node takes jobs from the scan queue ([`scanfleet_bus::queue`]) while
-//! it has a free slot (`SCANFLEET_SCANNER__CONCURRENCY`), asking every
-//! `SCANFLEET_SCANNER__POLL_INTERVAL_MS` (50 ms) while idle. Each job is
+//! it has a free slot (`SCANFLEET_SCANNER__CONCURRENCY`). With nothing to
+//! take it blocks on the queue's wake-up list (`BLPOP`, on a Redis
+//! connection of its own) for up to `SCANFLEET_SCANNER__IDLE_WAIT_SECS`
+//! (20 s): a push wakes one waiting node at once, and an idle node costs
+//! Redis about one command per heartbeat and three per wait. Each job is
 //! held under a lease of `SCANFLEET_SCANNER__ORPHAN_AFTER_SECS` (10 s),
 //! renewed every `SCANFLEET_SCANNER__HEARTBEAT_SECS` (2 s): a node that
-//! dies stops renewing, and any idle node puts its jobs back in the queue
-//! once their lease ran out. When no node is left, the scheduler's reaper
-//! fails the scan once it has been silent for its limit.
+//! dies stops renewing, and the sweep puts its jobs back in the queue once
+//! their lease ran out. The sweep runs at the heartbeat of the one node
+//! holding its lock (`SET NX PX`, extended at each of its beats; the other
+//! nodes try to take it once per lease). When no node is left, the scheduler's reaper fails the scan once
+//! it has been silent for its limit.
 //! - The node counts pick-ups per scan in Redis
 //!   (`{prefix}:scan:{id}:attempts`) and fails the scan on the fourth, that
 //!   is after three crashed attempts.
@@ -39,12 +44,21 @@
 //!   lease before it puts anyone's jobs back, so the nodes running them can
 //!   renew first.
 //!
-//! # The registry
+//! # The registry and draining
 //! Every heartbeat the node writes its record to the fleet's registry
 //! (`scanfleet_bus::nodes`: id, host, version, slots, running scans,
 //! start, heartbeat, draining), which administrators read in the console
 //! and through `GET /api/v1/admin/nodes`; it takes the record away when it
 //! stops in good order.
+//!
+//! A node drains on SIGTERM (running scans get `SCANFLEET_SCANNER__DRAIN_SECS`,
+//! then go back to the queue for the other nodes) or when an administrator
+//! asks (`POST /api/v1/admin/nodes/{id}/drain`, a message on the drain
+//! channel the node follows, and a marker it reads after reconnecting):
+//! then it takes no more jobs, lets its running scans finish
+//! however long they take (each has its engine's deadline), leaves the
+//! registry and exits with status 0. A SIGTERM during that drain applies
+//! the grace period as usual.
 //!
 //! # Layout
 //! - [`engines`]: each engine as data (stages, templates, deadlines).
@@ -131,6 +145,8 @@ pub struct Node {
     redis_target: RedisTarget,
     /// Short commands and event writes.
     pub redis: Client,
+    /// The wait for work only (`BLPOP` holds its connection).
+    wake: Client,
     /// The scan queue, on `redis`.
     pub queue: ScanQueue,
     /// One engine, so every scan of the node shares its connection pool.
@@ -145,6 +161,7 @@ impl Node {
     pub async fn build(settings: NodeSettings) -> Result<Node, NodeError> {
         let redis_target = RedisTarget::from_settings(&settings.redis)?;
         let redis = scanfleet_bus::connect(&redis_target, "scanner").await?;
+        let wake = scanfleet_bus::connect(&redis_target, "scanner-wake").await?;
         let scanner = &settings.scanner;
         let client = ClientConfig::from_settings(&settings.scanner).map_err(NodeError::Client)?;
         let engine = Engine::new(EngineConfig {
@@ -183,6 +200,7 @@ impl Node {
             redis_target,
             settings: Arc::new(settings),
             redis,
+            wake,
             engine,
             templates,
             running: Arc::new(Running::default()),
@@ -199,14 +217,25 @@ impl Node {
 
     /// Takes and runs jobs until `shutdown` fires, then waits up to `grace`
     /// for running scans. Scans still running after that are put back in
-    /// the queue for the other nodes.
+    /// the queue for the other nodes. Asked to drain, it takes no more jobs
+    /// and returns once its running scans are over (or, should `shutdown`
+    /// fire meanwhile, after the grace period as above).
     pub async fn run(self, shutdown: CancellationToken, grace: Duration) -> Result<(), NodeError> {
         let node = Arc::new(self);
         let subscriber = scanfleet_bus::subscriber(&node.redis_target, "scanner-stops").await?;
+        // Cancelled by `shutdown`, or by the stop listener when an
+        // administrator asks the node to drain; the job loop stops taking
+        // jobs then.
+        let taking = shutdown.child_token();
         let stops = tokio::spawn(control::listen_for_stops(
             subscriber,
-            node.keys.clone(),
-            node.running.clone(),
+            control::Listening {
+                keys: node.keys.clone(),
+                running: node.running.clone(),
+                redis: node.redis.clone(),
+                node_name: node.name.clone(),
+                drain: taking.clone(),
+            },
             shutdown.clone(),
         ));
         if let Some(addr) = node.settings.scanner.metrics_bind {
@@ -224,8 +253,18 @@ impl Node {
         );
         // Stopped once the node has finished: it then leaves the registry.
         let registered = CancellationToken::new();
-        let heartbeat = tokio::spawn(announce(node.clone(), shutdown.clone(), registered.clone()));
-        let mut scans = take_jobs(&node, &shutdown).await;
+        let heartbeat = tokio::spawn(announce(node.clone(), taking.clone(), registered.clone()));
+        let mut scans = take_jobs(&node, &taking).await;
+        if !shutdown.is_cancelled() {
+            tracing::info!(
+                running = node.running.count(),
+                "draining as asked: no new jobs; waiting for running scans"
+            );
+            tokio::select! {
+                _ = async { while scans.join_next().await.is_some() {} } => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
         // Running scans get the grace period; past it the node hands them
         // back to the queue for the other nodes and leaves.
         let drained =
@@ -261,8 +300,10 @@ fn now_ms() -> u64 {
 }
 
 /// Announces the node in the fleet's registry every heartbeat until
-/// `registered` is cancelled; once `shutdown` fires it says it is draining.
-async fn announce(node: Arc<Node>, shutdown: CancellationToken, registered: CancellationToken) {
+/// `registered` is cancelled, and sweeps the queue's expired leases while
+/// it holds the sweep lock. Once `taking` is cancelled (a shutdown or a
+/// drain) it says it is draining.
+async fn announce(node: Arc<Node>, taking: CancellationToken, registered: CancellationToken) {
     let scanner = &node.settings.scanner;
     let mut record = scanfleet_bus::nodes::NodeRecord {
         id: node.name.clone(),
@@ -275,6 +316,12 @@ async fn announce(node: Arc<Node>, shutdown: CancellationToken, registered: Canc
         lease_ms: scanner.orphan_after_secs * 1000,
         draining: false,
     };
+    let link = Link::of(&node.redis);
+    // The sweeper extends the lock at each beat; it lapses after three
+    // missed ones, and the others try to take it once per lease.
+    let sweep_lock = node.heartbeat() * 3;
+    let mut sweeper = false;
+    let mut next_try = tokio::time::Instant::now();
     let mut every = tokio::time::interval(node.heartbeat());
     loop {
         tokio::select! {
@@ -283,22 +330,52 @@ async fn announce(node: Arc<Node>, shutdown: CancellationToken, registered: Canc
         }
         record.running = node.running.ids();
         record.heartbeat_at_ms = now_ms();
-        record.draining = shutdown.is_cancelled();
+        record.draining = taking.is_cancelled();
         if let Err(e) = scanfleet_bus::nodes::announce(&node.redis, &node.keys, &record).await {
             tracing::warn!(error = %Chain(&e), "could not announce the node");
+        }
+        // After a reconnect the node waits one lease before it puts anyone's
+        // jobs back, so the nodes running them can renew first.
+        if link.reconnected_within(node.lease()) {
+            continue;
+        }
+        if !sweeper && tokio::time::Instant::now() >= next_try {
+            next_try = tokio::time::Instant::now() + node.lease();
+            sweeper = scanfleet_bus::nodes::take_sweep_lock(
+                &node.queue,
+                &node.keys,
+                &node.name,
+                sweep_lock,
+            )
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %Chain(&e), "could not try the sweep lock");
+                false
+            });
+        }
+        if sweeper {
+            match scanfleet_bus::nodes::sweep(&node.queue, &node.keys, &node.name, sweep_lock).await
+            {
+                Ok(Some(ids)) if !ids.is_empty() => {
+                    tracing::warn!(scans = ?ids, "put back the jobs of a silent node")
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => sweeper = false,
+                Err(e) => tracing::warn!(error = %Chain(&e), "could not look for silent nodes' jobs"),
+            }
         }
     }
 }
 
 /// The node's loop: while a slot is free, claim a job and run it on a task
-/// of its own; while idle, put back the jobs of dead nodes. Returns the
-/// running scans when `shutdown` fires.
-async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()> {
+/// of its own; with nothing to claim, wait on the queue's wake-up list.
+/// Returns the running scans when `taking` is cancelled.
+async fn take_jobs(node: &Arc<Node>, taking: &CancellationToken) -> JoinSet<()> {
     let slots = Arc::new(Semaphore::new(node.settings.scanner.concurrency));
-    let poll = Duration::from_millis(node.settings.scanner.poll_interval_ms);
-    let link = Link::of(&node.redis);
+    let idle_wait = Duration::from_secs(node.settings.scanner.idle_wait_secs);
     let mut scans = JoinSet::new();
-    let mut next_requeue = tokio::time::Instant::now();
+    // Whether the last wait ended with a wake-up token.
+    let mut woken = false;
     loop {
         while scans.try_join_next().is_some() {}
         let permit = tokio::select! {
@@ -306,35 +383,48 @@ async fn take_jobs(node: &Arc<Node>, shutdown: &CancellationToken) -> JoinSet<()
                 Ok(p) => p,
                 Err(_) => break,
             },
-            _ = shutdown.cancelled() => break,
+            _ = taking.cancelled() => break,
         };
-        if tokio::time::Instant::now() >= next_requeue && !link.reconnected_within(node.lease()) {
-            next_requeue = tokio::time::Instant::now() + node.heartbeat();
-            match node.queue.requeue_expired().await {
-                Ok(ids) if !ids.is_empty() => {
-                    tracing::warn!(scans = ?ids, "put back the jobs of a silent node")
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %Chain(&e), "could not look for silent nodes' jobs")
-                }
-            }
-        }
-        let pause = match node.queue.claim(&node.name, node.lease()).await {
+        match node
+            .queue
+            .claim_woken(&node.name, node.lease(), woken)
+            .await
+        {
             Ok(Some(job)) => {
+                woken = false;
                 scans.spawn(handle_job(node.clone(), job, permit));
                 continue;
             }
-            Ok(None) => poll,
+            Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %Chain(&e), "could not take a job; retrying");
-                Duration::from_millis(500)
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                    _ = taking.cancelled() => break,
+                }
             }
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = shutdown.cancelled() => break,
         }
+        // The slot stays held while waiting: the wait is for this slot.
+        let wait = node.queue.wait_for_work(&node.wake, idle_wait);
+        tokio::select! {
+            waited = wait => match waited {
+                Ok(token) => woken = token,
+                Err(e) => {
+                    // Redis away: the client reconnects by itself.
+                    tracing::warn!(error = %Chain(&e), "could not wait for work; retrying");
+                    woken = false;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            },
+            _ = taking.cancelled() => {
+                // The server still holds the abandoned `BLPOP`, which would
+                // take a wake-up meant for another node: end it.
+                use fred::interfaces::ClientInterface;
+                let _ = node.wake.unblock_self(None).await;
+                break;
+            }
+        }
+        drop(permit);
     }
     scans
 }

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt as _;
-use scanfleet_common::events::{Classification, Evidence, FindingEvent};
+use scanfleet_common::events::{Classification, Evidence, FindingEvent, RecordedFinding};
 use scanfleet_common::jobs::Engine;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
@@ -173,6 +173,17 @@ pub async fn insert_findings(
     user_id: Uuid,
     findings: &[FindingEvent],
 ) -> Result<u64, Error> {
+    Ok(record_findings(db, scan_id, user_id, findings).await?.0)
+}
+
+/// [`insert_findings`], also answering each distinct finding's identity on
+/// the target as recorded (for the WebSocket listeners, once committed).
+pub async fn record_findings(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    findings: &[FindingEvent],
+) -> Result<(u64, Vec<RecordedFinding>), Error> {
     let mut keys = HashSet::new();
     let batch: Vec<(&FindingEvent, String)> = findings
         .iter()
@@ -180,11 +191,22 @@ pub async fn insert_findings(
         .filter(|(_, key)| keys.insert(key.clone()))
         .collect();
     if batch.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let events: Vec<&FindingEvent> = batch.iter().map(|(f, _)| *f).collect();
     let recorded = fingerprints::record(db, scan_id, user_id, &events).await?;
-    insert_rows(db, scan_id, user_id, &batch, &recorded).await
+    let inserted = insert_rows(db, scan_id, user_id, &batch, &recorded).await?;
+    let identities = batch
+        .iter()
+        .zip(&recorded)
+        .map(|((f, dedup_key), r)| RecordedFinding {
+            dedup_key: dedup_key.clone(),
+            fingerprint: crate::fingerprint::fingerprint(&f.template_id, &f.matched_at),
+            first_seen_at: r.first_seen_at,
+            change: r.change.as_str().to_string(),
+        })
+        .collect();
+    Ok((inserted, identities))
 }
 
 /// The insert of [`insert_rows`] and the scan's counters: WITH ORDINALITY

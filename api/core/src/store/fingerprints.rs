@@ -32,6 +32,8 @@ pub struct Recorded {
     pub id: Uuid,
     pub change: Change,
     pub status: String,
+    /// When the target first had it.
+    pub first_seen_at: DateTime<Utc>,
 }
 
 /// Records the fingerprints of a batch of one scan's findings (upserting
@@ -115,7 +117,7 @@ const UPSERT: &str = "WITH s AS (SELECT target_id FROM scans WHERE id = $1 FOR U
          WHEN fp.accepted_until < current_date THEN NULL
          ELSE fp.accepted_until END,
      state = 'open', fixed_at = NULL, last_scan_id = $1
- RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status";
+ RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status, fp.first_seen_at";
 
 /// The upsert of [`record`] for the findings at `firsts`.
 async fn upsert(
@@ -175,6 +177,7 @@ async fn upsert(
                 id: row.try_get("id")?,
                 change,
                 status: row.try_get("status")?,
+                first_seen_at: row.try_get("first_seen_at")?,
             },
         );
     }
