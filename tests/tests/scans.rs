@@ -87,6 +87,7 @@ async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
             domain: "example.com".into(),
             engine: Engine::Full,
             templates: vec![],
+            max_rps_per_host: None,
         }]
     );
 }

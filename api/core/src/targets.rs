@@ -29,10 +29,13 @@ pub async fn add(
     user_id: Uuid,
     domain: &Domain,
     organization: &str,
+    max_rps_per_host: Option<u32>,
 ) -> Result<TargetRow, Error> {
     let mut db = core.db.get().await?;
     let tx = db.transaction().await?;
-    let target = match targets::create(&*tx, user_id, domain, organization).await? {
+    let target = match targets::create(&*tx, user_id, domain, organization, max_rps_per_host)
+        .await?
+    {
         Ok(t) => t,
         Err(AddError::Duplicate) => {
             return Err(Error::conflict(

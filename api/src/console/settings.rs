@@ -163,7 +163,7 @@ pub async fn schedules_list(
 fn engine_of(raw: &str) -> Result<Engine, crate::error::Error> {
     Engine::parse(raw)
         .filter(|e| Engine::ALL.contains(e))
-        .ok_or_else(|| crate::error::Error::invalid("engine", "must be full, quick or recon"))
+        .ok_or_else(|| crate::error::Error::invalid("engine", "must be full, quick, recon or auto"))
 }
 
 fn cron_of(raw: &str) -> Result<(CronSpec, DateTime<Utc>), crate::error::Error> {

@@ -237,7 +237,7 @@ mod tests {
         );
         assert_eq!(
             spec["components"]["schemas"]["EngineName"]["enum"],
-            serde_json::json!(["full", "quick", "recon"])
+            serde_json::json!(["full", "quick", "recon", "auto"])
         );
     }
 

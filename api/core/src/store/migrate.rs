@@ -70,6 +70,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_write_path",
         include_str!("../../migrations/0032_fingerprint_write_path.sql"),
     ),
+    (
+        35,
+        "auto_engine",
+        include_str!("../../migrations/0035_auto_engine.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
