@@ -29,13 +29,15 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 use scanfleet_bus::events::{self, Entry, IngestIndex};
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
+use scanfleet_common::events::{
+    CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus,
+};
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::store::{findings, fingerprints, notifications, scans, Db};
+use crate::store::{coverage, findings, fingerprints, notifications, scans, Db};
 
 /// Index entries read at once.
 const BATCH: u64 = 256;
@@ -190,6 +192,7 @@ impl Ingester {
 #[derive(Default)]
 struct Changes {
     findings: Vec<FindingEvent>,
+    coverage: Vec<CoverageEvent>,
     progress: Option<(String, u8, Option<String>)>,
     statuses: BTreeMap<u8, ScanStatus>,
 }
@@ -200,6 +203,7 @@ impl Changes {
     fn add(&mut self, event: ScanEvent) -> Option<(ScanStatus, Option<String>)> {
         match event.kind {
             ScanEventKind::Finding(f) => self.findings.push(f),
+            ScanEventKind::Coverage(c) => self.coverage.push(c),
             ScanEventKind::Progress {
                 stage,
                 progress,
@@ -233,6 +237,10 @@ impl Changes {
         if !self.findings.is_empty() {
             findings::insert_findings(db, scan_id, user_id, &self.findings).await?;
             self.findings.clear();
+        }
+        if !self.coverage.is_empty() {
+            coverage::save(db, scan_id, &self.coverage).await?;
+            self.coverage.clear();
         }
         if let Some((stage, progress, tool)) = self.progress.take() {
             scans::record_progress(db, scan_id, &stage, progress as i16, tool.as_deref()).await?;
