@@ -28,6 +28,7 @@ pub mod history;
 pub mod lab;
 pub mod oob;
 pub mod receiver;
+pub mod stacks;
 pub mod redis;
 pub mod site;
 
