@@ -103,7 +103,9 @@ fn the_products_of_the_lab_map_to_their_own_templates() {
     // A plain `Server: Apache` is the web server, not the foundation.
     let apache = ids("apache");
     assert!(
-        !apache.iter().any(|i| i.contains("struts") || i.contains("solr")),
+        !apache
+            .iter()
+            .any(|i| i.contains("struts") || i.contains("solr")),
         "apache reaches other Apache products"
     );
 }
@@ -140,7 +142,10 @@ fn the_baseline_is_technology_independent_and_the_detection_stage_small() {
     assert!(detect
         .iter()
         .all(|i| !map.facts[*i].dir.contains("wordpress/plugins")));
-    assert!(map.facts.iter().any(|f| f.dir.contains("wordpress/plugins")));
+    assert!(map
+        .facts
+        .iter()
+        .any(|f| f.dir.contains("wordpress/plugins")));
     println!(
         "baseline {} templates, detection stage {}",
         baseline.len(),

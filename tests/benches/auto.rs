@@ -28,8 +28,8 @@ fn corpus() -> PathBuf {
     if let Ok(p) = std::env::var("SCANFLEET_CORPUS") {
         return p.into();
     }
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/corpus/nuclei-templates/http");
+    let beside =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/nuclei-templates/http");
     if beside.is_dir() {
         return beside;
     }
@@ -183,15 +183,14 @@ async fn main() {
     let templates = &loaded.templates;
 
     // Each engine on every host at once: the lab counts per host.
-    let fulls = futures::future::join_all(
+    let fulls =
+        futures::future::join_all(hosts.iter().map(|h| full(&engine, &lab, h, templates))).await;
+    let autos = futures::future::join_all(
         hosts
             .iter()
-            .map(|h| full(&engine, &lab, h, templates)),
+            .map(|h| auto(&engine, &lab, h, &map, &left_out)),
     )
     .await;
-    let autos =
-        futures::future::join_all(hosts.iter().map(|h| auto(&engine, &lab, h, &map, &left_out)))
-            .await;
 
     let per_min = f64::from(rps.unwrap_or(50)) * 60.0;
     println!(
@@ -218,7 +217,11 @@ async fn main() {
             a.detect_requests,
             a.templates,
             f.templates,
-            if f.findings == a.findings { "yes" } else { "NO" },
+            if f.findings == a.findings {
+                "yes"
+            } else {
+                "NO"
+            },
             techs.join(", ")
         );
     }

@@ -28,9 +28,9 @@ pub mod history;
 pub mod lab;
 pub mod oob;
 pub mod receiver;
-pub mod stacks;
 pub mod redis;
 pub mod site;
+pub mod stacks;
 
 use std::collections::HashMap;
 

@@ -420,7 +420,10 @@ pub fn corpus_dir() -> Option<std::path::PathBuf> {
 pub fn corpus_subset(parts: &[&str]) -> Option<std::path::PathBuf> {
     let corpus = corpus_dir()?;
     let root = std::env::temp_dir()
-        .join(format!("scanfleet-subset-{}", uuid::Uuid::new_v4().simple()))
+        .join(format!(
+            "scanfleet-subset-{}",
+            uuid::Uuid::new_v4().simple()
+        ))
         .join("http");
     for part in parts {
         let to = root.join(part);

@@ -117,9 +117,15 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
         let full_c = coverage(&fleet, &token, &full_scan).await;
         // Full runs every runnable template: nothing absent.
         for h in full_c["hosts"].as_array().unwrap() {
-            assert!(h["templates"]["skipped"]["technology_absent"].is_null(), "{h}");
+            assert!(
+                h["templates"]["skipped"]["technology_absent"].is_null(),
+                "{h}"
+            );
         }
-        per_host.insert(host, (vulnerability_keys(&full), vulnerability_keys(&auto), c));
+        per_host.insert(
+            host,
+            (vulnerability_keys(&full), vulnerability_keys(&auto), c),
+        );
     }
 
     let total = per_host[WORDPRESS].2["hosts"][0]["templates"]["total"]
@@ -149,10 +155,18 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
     }
     // What each product's own templates find.
     let has = |host: &str, template: &str| per_host[host].1.iter().any(|k| k.starts_with(template));
-    assert!(has(WORDPRESS, "CVE-2023-6933 "), "{:?}", per_host[WORDPRESS].1);
+    assert!(
+        has(WORDPRESS, "CVE-2023-6933 "),
+        "{:?}",
+        per_host[WORDPRESS].1
+    );
     assert!(has(JENKINS, "jenkins-script "), "{:?}", per_host[JENKINS].1);
     assert!(has(GRAFANA, "CVE-2021-43798 "), "{:?}", per_host[GRAFANA].1);
-    assert!(has(TOMCAT, "public-tomcat-manager "), "{:?}", per_host[TOMCAT].1);
+    assert!(
+        has(TOMCAT, "public-tomcat-manager "),
+        "{:?}",
+        per_host[TOMCAT].1
+    );
     assert!(has(NGINX, "generic-env "), "{:?}", per_host[NGINX].1);
     // Versions extracted where the detectors read one.
     let version = |host: &str, name: &str| -> Value {
@@ -169,7 +183,12 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
     // The blank host: nothing detected, the baseline ran.
     let blank = &per_host[BLANK].2["hosts"][0];
     assert_eq!(blank["technologies"], json!([]), "{blank}");
-    assert!(blank["templates"]["skipped"]["technology_absent"].as_u64().unwrap() > 0);
+    assert!(
+        blank["templates"]["skipped"]["technology_absent"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +223,12 @@ async fn auto_on_a_host_with_nothing_to_detect_runs_the_baseline_and_coverage_is
     // Another user sees neither the scan nor its coverage.
     let other = fleet.user().await;
     let (status, _) = fleet
-        .call(Method::GET, &format!("/scans/{scan}/coverage"), &other, None)
+        .call(
+            Method::GET,
+            &format!("/scans/{scan}/coverage"),
+            &other,
+            None,
+        )
         .await;
     assert_eq!(status, 404);
     let (status, _) = fleet

@@ -29,9 +29,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 use scanfleet_bus::events::{self, Entry, IngestIndex};
-use scanfleet_common::events::{
-    CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus,
-};
+use scanfleet_common::events::{CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus};
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;

@@ -40,7 +40,7 @@ struct Schedules {
     lines: Vec<ScheduleLine>,
     /// The user's targets as (id, domain, chosen).
     targets: Vec<(Uuid, String, bool)>,
-    engines: [(&'static str, &'static str); 3],
+    engines: [(&'static str, &'static str); 4],
     cron: String,
     preview: Vec<String>,
     errors: FormErrors,

@@ -29,7 +29,7 @@ pub const FINDINGS_PAGE: i64 = 50;
 const TARGETS_PAGE: i64 = 50;
 
 /// What each engine runs, in a sentence, for the start-scan form.
-pub const ENGINES: [(&str, &str); 3] = [
+pub const ENGINES: [(&str, &str); 4] = [
     (
         "full",
         "Discovery of subdomains, an HTTP probe of every host found, then every template.",
@@ -423,7 +423,7 @@ struct TargetPage {
     findings: FindingsBlock,
     scans: Vec<ScanRow>,
     schedules: Vec<Schedule>,
-    engines: [(&'static str, &'static str); 3],
+    engines: [(&'static str, &'static str); 4],
     verify_errors: Vec<String>,
     scan_error: Option<String>,
 }

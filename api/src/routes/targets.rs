@@ -188,9 +188,7 @@ impl TargetsApi {
             None => None,
             Some(v @ 1..=1000) => Some(v as u32),
             Some(_) => {
-                return Err(
-                    Error::invalid("max_rps_per_host", "must be between 1 and 1000").into(),
-                )
+                return Err(Error::invalid("max_rps_per_host", "must be between 1 and 1000").into())
             }
         };
         let target =

@@ -25,6 +25,7 @@ pub(crate) struct HostRateLimiter {
 }
 
 impl HostRateLimiter {
+    #[cfg(test)]
     pub(crate) fn new(rps: u32) -> HostRateLimiter {
         HostRateLimiter::with_default(Some(rps))
     }

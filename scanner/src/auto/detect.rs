@@ -208,7 +208,10 @@ mod tests {
 
     #[test]
     fn versions_are_read_from_header_values() {
-        assert_eq!(version_in("nginx/1.25.3 (Ubuntu)").as_deref(), Some("1.25.3"));
+        assert_eq!(
+            version_in("nginx/1.25.3 (Ubuntu)").as_deref(),
+            Some("1.25.3")
+        );
         assert_eq!(version_in("Jetty(9.4.z)"), None);
         assert_eq!(version_in("v2.4"), Some("2.4".into()));
     }

@@ -100,7 +100,10 @@ pub fn auto_plan(
         skipped.insert(BRUTE_FORCE.to_string(), brute);
     }
     HostPlan {
-        templates: chosen.into_iter().map(|i| map.templates[i].clone()).collect(),
+        templates: chosen
+            .into_iter()
+            .map(|i| map.templates[i].clone())
+            .collect(),
         run,
         skipped,
     }

@@ -201,7 +201,9 @@ mod tests {
         assert!(EngineSpec::of(Engine::Recon)
             .stages()
             .contains(&Stage::Discover));
-        assert!(!EngineSpec::of(Engine::Full).stages().contains(&Stage::Detect));
+        assert!(!EngineSpec::of(Engine::Full)
+            .stages()
+            .contains(&Stage::Detect));
         let auto = EngineSpec::of(Engine::Auto).stages();
         assert_eq!(
             auto,

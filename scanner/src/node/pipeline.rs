@@ -110,7 +110,11 @@ pub async fn run(
     }
 
     // DETECT (auto): technologies per host, then each host's own plan.
-    let mut technologies: BTreeMap<String, Vec<TechnologyEvent>> = BTreeMap::new();
+    // What the probe saw, for every engine; `auto` adds its detection.
+    let mut technologies: BTreeMap<String, Vec<TechnologyEvent>> = live
+        .iter()
+        .map(|h| (h.host.clone(), h.seen.clone()))
+        .collect();
     let plans: Vec<(String, HostPlan)> = if spec.selection.detects() {
         timer.next(Stage::Detect);
         technologies = detect_stage(node, &stages, &live, sink, cancel).await?;
