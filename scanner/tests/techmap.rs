@@ -39,26 +39,61 @@ fn loaded() -> Option<&'static (Loaded, TechMap)> {
 }
 
 /// Templates whose id starts with the technology's words
-/// (`apache-tomcat` -> `apache-tomcat-*`), detectors excluded: what a
-/// reader would call that technology's templates by their names alone.
-fn named_after(map: &TechMap, tech: &str) -> Vec<usize> {
+/// (`apache-tomcat` -> `apache-tomcat-*`), detectors and the baseline
+/// excluded: what a reader would call that technology's templates by
+/// their names alone. `ids` is sorted (lower-case id, index).
+fn named_after(map: &TechMap, ids: &[(String, usize)], tech: &str) -> Vec<usize> {
     let prefix = format!("{}-", canonical(tech));
-    (0..map.len())
-        .filter(|i| {
-            let f = &map.facts[*i];
-            !f.detector && f.id.to_ascii_lowercase().starts_with(&prefix)
-        })
+    let start = ids.partition_point(|(id, _)| id.as_str() < prefix.as_str());
+    ids[start..]
+        .iter()
+        .take_while(|(id, _)| id.starts_with(&prefix))
+        .map(|(_, i)| *i)
+        .filter(|i| !map.facts[*i].detector && !map.is_baseline(*i))
         .collect()
 }
+
+/// Names whose "named after" templates are another product that merely
+/// starts with the same word (`digital` / `digital-watchdog-default-login`),
+/// or whose only template carries no product tag at all (`grandstream`).
+/// Each was looked at (issue 35); a new mismatch fails the test.
+const NOT_THE_SAME_PRODUCT: &[&str] = &[
+    "ace",
+    "apex",
+    "attitude",
+    "brute",
+    "content",
+    "digital",
+    "directory",
+    "generic",
+    "grandstream",
+    "news",
+    "qi",
+    "remote",
+    "secure",
+    "squid",
+    "total",
+    "youtube",
+];
 
 #[test]
 fn every_technology_the_detectors_report_reaches_the_templates_named_after_it() {
     let Some((_, map)) = loaded() else { return };
+    let mut ids: Vec<(String, usize)> = map
+        .facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.id.to_ascii_lowercase(), i))
+        .collect();
+    ids.sort();
     let mut missed = Vec::new();
     let mut detect_only = 0;
     for tech in map.reportable() {
+        if NOT_THE_SAME_PRODUCT.contains(&tech.as_str()) {
+            continue;
+        }
         let mapped = map.templates_of(tech);
-        let named = named_after(map, tech);
+        let named = named_after(map, &ids, tech);
         if mapped.is_empty() && named.is_empty() {
             // No template of the corpus is about it beyond its detection.
             detect_only += 1;
@@ -139,13 +174,12 @@ fn the_baseline_is_technology_independent_and_the_detection_stage_small() {
     }
     // WordPress plugin detections wait for WordPress.
     let detect = map.detect_stage();
-    assert!(detect
+    assert!(detect.iter().all(|i| !map.templates[*i]
+        .template
+        .info
+        .tags
         .iter()
-        .all(|i| !map.facts[*i].dir.contains("wordpress/plugins")));
-    assert!(map
-        .facts
-        .iter()
-        .any(|f| f.dir.contains("wordpress/plugins")));
+        .any(|t| t == "wp-plugin" || t == "wp-theme")));
     println!(
         "baseline {} templates, detection stage {}",
         baseline.len(),

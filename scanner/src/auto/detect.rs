@@ -212,7 +212,8 @@ mod tests {
             version_in("nginx/1.25.3 (Ubuntu)").as_deref(),
             Some("1.25.3")
         );
-        assert_eq!(version_in("Jetty(9.4.z)"), None);
+        assert_eq!(version_in("Jetty(9.4.z-SNAPSHOT)").as_deref(), Some("9.4"));
+        assert_eq!(version_in("Jetty"), None);
         assert_eq!(version_in("v2.4"), Some("2.4".into()));
     }
 

@@ -187,16 +187,6 @@ pub const VENDOR_KEYS: &[&str] = &[
     "atlassian",
     "vmware",
     "sap",
-    "huawei",
-    "dell",
-    "hp",
-    "netgear",
-    "dlink",
-    "zyxel",
-    "fortinet",
-    "sophos",
-    "citrix",
-    "ivanti",
 ];
 
 /// Names detectors use that templates spell otherwise: technology (as
@@ -205,10 +195,13 @@ pub const ALIASES: &[(&str, &[&str])] = &[
     // The web server, not the foundation.
     (
         "apache",
-        &["apachehttpserver", "httpserver", "httpd", "apachehttpd"],
+        &["apachehttpserver", "httpd", "apachehttpd"],
     ),
     ("apachehttpserver", &["apache", "httpd"]),
     ("apachetomcat", &["tomcat"]),
+    // Spelled otherwise in the corpus's tags.
+    ("tongdaoa", &["tongda"]),
+    ("pinpoint", &["pippoint"]),
     ("apachecoyote", &["tomcat"]),
     ("microsoftiis", &["iis", "internetinformationservices"]),
     ("iis", &["internetinformationservices", "microsoftiis"]),
@@ -540,9 +533,16 @@ impl TechMap {
             let vendor = VENDOR_KEYS.contains(&key.as_str());
             for &i in self.index.get(&key).into_iter().flatten() {
                 let f = &self.facts[i];
-                // A vendor key reaches a template that names no product,
-                // or names the vendor itself as one.
-                if vendor && f.has_product && !f.products.contains(&key) {
+                // A vendor key reaches a template that names no product
+                // (or the vendor itself as one) and no other product name
+                // among its keys (`apache` + `struts` is Struts).
+                if vendor
+                    && ((f.has_product && !f.products.contains(&key))
+                        || f
+                            .keys
+                            .iter()
+                            .any(|k| k != &key && !VENDOR_KEYS.contains(&k.as_str())))
+                {
                     continue;
                 }
                 out.insert(i);
