@@ -95,7 +95,7 @@ impl From<CoverageRow> for HostCoverage {
 
 pub struct CoverageApi;
 
-#[OpenApi(tag = "ApiTags::Scans")]
+#[OpenApi(prefix_path = "/api/v1", tag = "ApiTags::Scans")]
 impl CoverageApi {
     /// What a scan covered on each host
     ///
