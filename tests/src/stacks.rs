@@ -307,6 +307,15 @@ fn nginx(path: &str) -> Answer {
 
 fn route(host: &str, path: &str, authorization: Option<&str>) -> Answer {
     let path = path.split(['?', '#']).next().unwrap_or("/");
+    // Repeated slashes merged, as nginx and most servers do
+    // (`{{BaseURL}}/.env` on a base ending in `/`).
+    let mut merged = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && merged.ends_with('/')) {
+            merged.push(c);
+        }
+    }
+    let path = merged.as_str();
     match host {
         WORDPRESS => wordpress(path),
         JENKINS => jenkins(path),
