@@ -193,10 +193,7 @@ pub const VENDOR_KEYS: &[&str] = &[
 /// detected, normalised) -> the keys its templates carry.
 pub const ALIASES: &[(&str, &[&str])] = &[
     // The web server, not the foundation.
-    (
-        "apache",
-        &["apachehttpserver", "httpd", "apachehttpd"],
-    ),
+    ("apache", &["apachehttpserver", "httpd", "apachehttpd"]),
     ("apachehttpserver", &["apache", "httpd"]),
     ("apachetomcat", &["tomcat"]),
     // Spelled otherwise in the corpus's tags.
@@ -538,8 +535,7 @@ impl TechMap {
                 // among its keys (`apache` + `struts` is Struts).
                 if vendor
                     && ((f.has_product && !f.products.contains(&key))
-                        || f
-                            .keys
+                        || f.keys
                             .iter()
                             .any(|k| k != &key && !VENDOR_KEYS.contains(&k.as_str())))
                 {
