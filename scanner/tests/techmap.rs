@@ -154,7 +154,7 @@ fn no_technology_pulls_in_more_than_its_share_of_the_corpus() {
         .into_iter()
         .filter(|(_, n)| *n > limit)
         .collect();
-    broad.sort_by(|a, b| b.1.cmp(&a.1));
+    broad.sort_by_key(|b| std::cmp::Reverse(b.1));
     assert!(
         broad.is_empty(),
         "over {limit} templates ({MAX_SHARE} of {}): {broad:?}",

@@ -354,6 +354,41 @@ fn dir_of(path: Option<&Path>) -> String {
     }
 }
 
+/// Whether a detector names its technologies by matcher, and the names a
+/// single-technology detector reports (its product, else its tags).
+fn names_of(
+    tpl: &scanfleet_engine::template::Template,
+    detector: bool,
+    tags: &[String],
+    products: &BTreeSet<String>,
+) -> (bool, Vec<String>) {
+    let info = &tpl.info;
+    let named_matchers: BTreeSet<&str> = tpl
+        .http
+        .iter()
+        .flat_map(|b| b.matchers.iter().filter_map(|m| m.name.as_deref()))
+        .collect();
+    let multi_tech = detector && named_matchers.len() >= MULTI_TECH_MATCHERS;
+    let names = if !detector || multi_tech {
+        Vec::new()
+    } else if let Some(p) = info
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "product")
+        .and_then(|(_, v)| v.as_str())
+    {
+        vec![canonical(p)]
+    } else if let Some(p) = products.iter().next() {
+        vec![p.clone()]
+    } else {
+        tags.iter()
+            .filter(|t| !is_category(t) && !VENDOR_KEYS.contains(&norm(t).as_str()))
+            .map(|t| canonical(t))
+            .collect()
+    };
+    (multi_tech, names)
+}
+
 fn facts_of(t: &CompiledTemplate) -> Facts {
     let tpl = &t.template;
     let info = &tpl.info;
@@ -399,30 +434,8 @@ fn facts_of(t: &CompiledTemplate) -> Facts {
     }
     keys.retain(|k| !k.is_empty());
     let detector = dir.starts_with("technologies") || tags.iter().any(|t| t == "tech");
+    let (multi_tech, names) = names_of(tpl, detector, &tags, &products);
     let dependent = tags.iter().any(|t| t == "wp-plugin" || t == "wp-theme");
-    let named_matchers: BTreeSet<&str> = tpl
-        .http
-        .iter()
-        .flat_map(|b| b.matchers.iter().filter_map(|m| m.name.as_deref()))
-        .collect();
-    let multi_tech = detector && named_matchers.len() >= MULTI_TECH_MATCHERS;
-    let names = if !detector || multi_tech {
-        Vec::new()
-    } else if let Some(p) = info
-        .metadata
-        .iter()
-        .find(|(k, _)| k == "product")
-        .and_then(|(_, v)| v.as_str())
-    {
-        vec![canonical(p)]
-    } else if let Some(p) = products.iter().next() {
-        vec![p.clone()]
-    } else {
-        tags.iter()
-            .filter(|t| !is_category(t) && !VENDOR_KEYS.contains(&norm(t).as_str()))
-            .map(|t| canonical(t))
-            .collect()
-    };
     let max_request = info
         .metadata
         .iter()

@@ -115,32 +115,14 @@ pub async fn run(
         .iter()
         .map(|h| (h.host.clone(), h.seen.clone()))
         .collect();
-    let plans: Vec<(String, HostPlan)> = if spec.selection.detects() {
+    if spec.selection.detects() {
         timer.next(Stage::Detect);
         technologies = detect_stage(node, &stages, &live, sink, cancel).await?;
         if cancel.is_cancelled() {
             return Ok(Outcome::Cancelled);
         }
-        live.iter()
-            .map(|h| {
-                let techs = technologies.get(&h.host).cloned().unwrap_or_default();
-                (
-                    h.host.clone(),
-                    auto_plan(&node.techmap, &techs, &node.left_out),
-                )
-            })
-            .collect()
-    } else {
-        let templates = spec.select(&node.templates, &job.templates);
-        live.iter()
-            .map(|h| {
-                (
-                    h.host.clone(),
-                    fixed_plan(node.templates.len(), templates.clone(), &node.left_out),
-                )
-            })
-            .collect()
-    };
+    }
+    let plans = plan_hosts(node, job, spec, &live, &technologies);
 
     timer.next(Stage::Validate);
     // VALIDATE
@@ -311,6 +293,41 @@ async fn probe_hosts(
     Ok(live)
 }
 
+/// Each live host's templates: `auto` from its technologies, the other
+/// engines their fixed selection.
+fn plan_hosts(
+    node: &Node,
+    job: &ScanJob,
+    spec: EngineSpec,
+    live: &[LiveHost],
+    technologies: &BTreeMap<String, Vec<TechnologyEvent>>,
+) -> Vec<(String, HostPlan)> {
+    if spec.selection.detects() {
+        return live
+            .iter()
+            .map(|h| {
+                let techs = technologies.get(&h.host).cloned().unwrap_or_default();
+                (
+                    h.host.clone(),
+                    auto_plan(&node.techmap, &techs, &node.left_out),
+                )
+            })
+            .collect();
+    }
+    let templates = spec.select(&node.templates, &job.templates);
+    live.iter()
+        .map(|h| {
+            (
+                h.host.clone(),
+                fixed_plan(node.templates.len(), templates.clone(), &node.left_out),
+            )
+        })
+        .collect()
+}
+
+/// Templates and the hosts that run them in one engine run.
+type Group = (Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>);
+
 /// Lifts the target's per-host ceilings when the scan is over.
 struct HostLimits {
     client: scanfleet_http::HttpClient,
@@ -401,12 +418,8 @@ async fn detect_stage(
 
 /// Hosts with the same templates run together (one engine run, so its
 /// clustering and request cache work across them).
-fn group_by_templates(
-    live: &[LiveHost],
-    plans: &[(String, HostPlan)],
-) -> Vec<(Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>)> {
-    let mut groups: BTreeMap<Vec<String>, (Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>)> =
-        BTreeMap::new();
+fn group_by_templates(live: &[LiveHost], plans: &[(String, HostPlan)]) -> Vec<Group> {
+    let mut groups: BTreeMap<Vec<String>, Group> = BTreeMap::new();
     for (host, plan) in plans {
         let Some(h) = live.iter().find(|l| &l.host == host) else {
             continue;
@@ -456,7 +469,7 @@ async fn report_coverage(
 async fn validate(
     node: &Node,
     stages: &[Stage],
-    groups: Vec<(Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>)>,
+    groups: Vec<Group>,
     sink: &EventSink,
     cancel: &CancellationToken,
 ) -> Result<(), NodeError> {
