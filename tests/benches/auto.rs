@@ -87,7 +87,9 @@ async fn full(
     let live = probe(engine.client(), host, Duration::from_secs(15))
         .await
         .expect("probe");
-    let report = engine.run(templates, std::slice::from_ref(&live.base)).await;
+    let report = engine
+        .run(templates, std::slice::from_ref(&live.base))
+        .await;
     Run {
         requests: lab.requests(host) - before,
         detect_requests: 0,
@@ -166,7 +168,8 @@ async fn main() {
         Err(_) => STACK_HOSTS.to_vec(),
     };
     let started = Instant::now();
-    let loaded = load_templates_for(std::slice::from_ref(&corpus), CheckOptions::default()).expect("corpus");
+    let loaded =
+        load_templates_for(std::slice::from_ref(&corpus), CheckOptions::default()).expect("corpus");
     let left_out = left_out_counts(&loaded.left_out);
     let map = TechMap::build(&loaded.templates);
     println!(
