@@ -158,9 +158,10 @@ contract_string!(
     || MetaSchema::new("string")
 );
 contract_string!(
-    /// `full`, `quick` or `recon`.
+    /// `full`, `quick`, `recon` or `auto` (technology detection, then
+    /// each host's own templates plus a baseline).
     EngineName,
-    component || one_of(&["full", "quick", "recon"])
+    component || one_of(&["full", "quick", "recon", "auto"])
 );
 contract_string!(
     /// A scan status.

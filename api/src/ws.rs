@@ -208,7 +208,7 @@ impl LiveScan {
                 Some("progress")
             }
             ScanEventKind::Finding(f) => self.findings.insert(f.dedup_key()).then_some("finding"),
-            ScanEventKind::Error { .. } => None,
+            ScanEventKind::Error { .. } | ScanEventKind::Coverage(_) => None,
         }
     }
 

@@ -71,22 +71,25 @@ impl ScanStatus {
     }
 }
 
-/// Scan stages, in order.
+/// Scan stages, in order. `DETECT` (technology detection) runs in the
+/// `auto` engine only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Stage {
     Resolve,
     Discover,
     Probe,
+    Detect,
     Validate,
     Report,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 6] = [
         Stage::Resolve,
         Stage::Discover,
         Stage::Probe,
+        Stage::Detect,
         Stage::Validate,
         Stage::Report,
     ];
@@ -96,6 +99,7 @@ impl Stage {
             Stage::Resolve => "RESOLVE",
             Stage::Discover => "DISCOVER",
             Stage::Probe => "PROBE",
+            Stage::Detect => "DETECT",
             Stage::Validate => "VALIDATE",
             Stage::Report => "REPORT",
         }
@@ -221,6 +225,39 @@ pub struct RecordedFinding {
     pub change: String,
 }
 
+/// One technology found on a host, and what named it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TechnologyEvent {
+    /// Canonical name, lower-case (`wordpress`, `nginx`, `apache-tomcat`).
+    pub name: String,
+    #[serde(default)]
+    pub version: Option<String>,
+    /// What named it: `template:<id>` (with `:<matcher>` when a matcher
+    /// of a multi-technology template), or `header:<name>: <value>`,
+    /// `cookie:<name>`, `title:<text>`.
+    pub evidence: Vec<String>,
+}
+
+/// What a scan did on one host: the technologies found, the templates the
+/// engine had for it, how many ran and why the others did not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageEvent {
+    pub host: String,
+    #[serde(default)]
+    pub technologies: Vec<TechnologyEvent>,
+    /// Templates the node holds, runnable or not (`run` plus every skip).
+    pub total: u64,
+    pub run: u64,
+    /// Templates not run, by reason (`technology_absent`, `needs_oob`,
+    /// `needs_wordlist`, `unsupported_protocol`, `unsupported_feature`,
+    /// `not_selected`).
+    #[serde(default)]
+    pub skipped: std::collections::BTreeMap<String, u64>,
+    /// Requests the node sent to the host during the scan (probe,
+    /// detection and templates; retries and redirect hops count).
+    pub requests: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScanEventKind {
@@ -244,6 +281,8 @@ pub enum ScanEventKind {
         stage: Option<Stage>,
         message: String,
     },
+    /// One host's coverage, sent once per host when its templates finished.
+    Coverage(CoverageEvent),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

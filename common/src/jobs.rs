@@ -13,19 +13,23 @@ pub enum Engine {
     Quick,
     /// Discovery and probe, technology findings only.
     Recon,
+    /// Discovery, probe, technology detection, then per host the templates
+    /// of its technologies plus a technology-independent baseline.
+    Auto,
     /// One finding's template against its host (the job's `templates`
     /// and `domain`); started by a retest, never by `POST /scans`.
     Retest,
 }
 
 impl Engine {
-    pub const ALL: [Engine; 3] = [Engine::Full, Engine::Quick, Engine::Recon];
+    pub const ALL: [Engine; 4] = [Engine::Full, Engine::Quick, Engine::Recon, Engine::Auto];
 
     pub fn parse(value: &str) -> Option<Engine> {
         match value {
             "full" => Some(Engine::Full),
             "quick" => Some(Engine::Quick),
             "recon" => Some(Engine::Recon),
+            "auto" => Some(Engine::Auto),
             "retest" => Some(Engine::Retest),
             _ => None,
         }
@@ -36,6 +40,7 @@ impl Engine {
             Engine::Full => "full",
             Engine::Quick => "quick",
             Engine::Recon => "recon",
+            Engine::Auto => "auto",
             Engine::Retest => "retest",
         }
     }
@@ -52,6 +57,11 @@ pub struct ScanJob {
     /// selection when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub templates: Vec<String>,
+    /// The target's ceiling on requests a second to any one of its hosts,
+    /// across all of the scan's work; the node's own
+    /// (`SCANFLEET_SCANNER__PER_HOST_RPS`) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rps_per_host: Option<u32>,
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@
 //!
 //! # Layout
 //! - [`node`]: the queue worker, the stages of a scan, the event writes.
+//! - [`auto`]: technology detection, the technology -> templates map and
+//!   the `auto` engine's per-host plans with their coverage.
 //!
 //! The `scanfleet-scanner` binary (`main.rs` and its `cli` module) parses
 //! the command line: `run` and `templates check` call the engine directly,
@@ -20,4 +22,5 @@
 //! scheduler) or a Postgres client: a node reaches the service only
 //! through Redis, which is why it needs no database credentials.
 
+pub mod auto;
 pub mod node;

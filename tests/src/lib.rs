@@ -31,6 +31,7 @@ pub mod pgcount;
 pub mod receiver;
 pub mod redis;
 pub mod site;
+pub mod stacks;
 
 use std::collections::HashMap;
 

@@ -56,6 +56,7 @@ async fn pick_ups(queue: &ScanQueue, keys: &Keys, n: usize) -> Vec<Duration> {
             domain: "idle.example.test".into(),
             engine: Engine::Quick,
             templates: Vec::new(),
+            max_rps_per_host: None,
         };
         let pushed = Instant::now();
         assert!(queue.push(&job).await.expect("push"));

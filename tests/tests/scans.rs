@@ -89,16 +89,18 @@ async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
             domain: "example.com".into(),
             engine: Engine::Full,
             templates: vec![],
+            max_rps_per_host: None,
         }]
     );
 }
 
 #[tokio::test]
-async fn quick_and_recon_engines_are_accepted_and_others_are_a_422_naming_engine() {
+async fn quick_recon_and_auto_engines_are_accepted_and_others_are_a_422_naming_engine() {
     let app = spawn_app().await;
     let user = app.new_user().await;
     let t = app.new_target(&user, "example.com").await;
-    for engine in ["quick", "recon"] {
+    // `auto`: issue 35.
+    for engine in ["quick", "recon", "auto"] {
         let r = start(&app, &user, json!({ "target_id": t, "engine": engine })).await;
         assert_eq!(r.status, 201, "{}", r.text);
         assert_eq!(r.body["engine"], engine);
@@ -109,7 +111,7 @@ async fn quick_and_recon_engines_are_accepted_and_others_are_a_422_naming_engine
         assert_eq!(r.error_fields(), vec!["engine"]);
     }
     let engines: Vec<Engine> = queued_jobs(&app).await.iter().map(|j| j.engine).collect();
-    assert_eq!(engines, vec![Engine::Quick, Engine::Recon]);
+    assert_eq!(engines, vec![Engine::Quick, Engine::Recon, Engine::Auto]);
 }
 
 #[tokio::test]

@@ -38,14 +38,14 @@ use fred::clients::Client;
 use fred::interfaces::KeysInterface;
 use scanfleet_bus::events::{self, Entry, IngestIndex};
 use scanfleet_common::events::{
-    FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
+    CoverageEvent, FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
 };
 use scanfleet_common::keys::Keys;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::store::{findings, fingerprints, notifications, scans, Db};
+use crate::store::{coverage, findings, fingerprints, notifications, scans, Db};
 
 /// Index entries read at once.
 const BATCH: u64 = 256;
@@ -216,6 +216,7 @@ impl Ingester {
 #[derive(Default)]
 struct Changes {
     findings: Vec<FindingEvent>,
+    coverage: Vec<CoverageEvent>,
     progress: Option<(String, u8, Option<String>)>,
     statuses: BTreeMap<u8, ScanStatus>,
 }
@@ -226,6 +227,7 @@ impl Changes {
     fn add(&mut self, event: ScanEvent) -> Option<(ScanStatus, Option<String>)> {
         match event.kind {
             ScanEventKind::Finding(f) => self.findings.push(f),
+            ScanEventKind::Coverage(c) => self.coverage.push(c),
             ScanEventKind::Progress {
                 stage,
                 progress,
@@ -264,6 +266,10 @@ impl Changes {
                 findings::record_findings(db, scan_id, user_id, &self.findings).await?;
             recorded.extend(identities);
             self.findings.clear();
+        }
+        if !self.coverage.is_empty() {
+            coverage::save(db, scan_id, &self.coverage).await?;
+            self.coverage.clear();
         }
         if let Some((stage, progress, tool)) = self.progress.take() {
             scans::record_progress(db, scan_id, &stage, progress as i16, tool.as_deref()).await?;

@@ -48,6 +48,7 @@ pub async fn start_retest(core: &Core, user: &User, finding_id: Uuid) -> Result<
         domain: subject.host.clone(),
         engine: Engine::Retest,
         templates: vec![subject.template_id.clone()],
+        max_rps_per_host: target.max_rps_per_host,
     };
     if let Err(e) = crate::scans::push(core, &job).await {
         tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the retest");

@@ -107,6 +107,7 @@ pub async fn start_scan(
         domain: scan.domain.clone(),
         engine,
         templates: Vec::new(),
+        max_rps_per_host: target.max_rps_per_host,
     };
     if let Err(e) = push(core, &job).await {
         tracing::error!(scan_id = %scan.id, error = %e, "could not enqueue the scan");

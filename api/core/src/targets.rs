@@ -30,21 +30,23 @@ pub async fn add(
     user_id: Uuid,
     domain: &Domain,
     organization: &str,
+    max_rps_per_host: Option<u32>,
 ) -> Result<TargetRow, Error> {
     let mut db = core.db.get().await?;
     let tx = db.transaction().await?;
-    let target = match targets::create(&*tx, user_id, domain, organization).await? {
-        Ok(t) => t,
-        Err(AddError::Duplicate) => {
-            return Err(Error::conflict(
-                "target_exists",
-                format!("you already have the target {domain}"),
-            ))
-        }
-        Err(AddError::LimitReached { tier_slug, limit }) => {
-            return Err(limit_error(core, &tier_slug, limit))
-        }
-    };
+    let target =
+        match targets::create(&*tx, user_id, domain, organization, max_rps_per_host).await? {
+            Ok(t) => t,
+            Err(AddError::Duplicate) => {
+                return Err(Error::conflict(
+                    "target_exists",
+                    format!("you already have the target {domain}"),
+                ))
+            }
+            Err(AddError::LimitReached { tier_slug, limit }) => {
+                return Err(limit_error(core, &tier_slug, limit))
+            }
+        };
     tx.commit().await?;
     Ok(target)
 }

@@ -113,6 +113,48 @@ struct ScanPage {
     /// The tier has no reports: the upgrade prompt instead.
     reports_locked: bool,
     stop_error: Option<String>,
+    /// Per host: technologies, templates run and skipped, requests.
+    coverage: Vec<CoverageLine>,
+}
+
+/// One host's coverage as the scan page shows it.
+pub struct CoverageLine {
+    pub host: String,
+    /// `name version` joined, with the evidence in the title.
+    pub technologies: Vec<(String, String)>,
+    pub total: i64,
+    pub run: i64,
+    /// `reason: count` joined.
+    pub skipped: String,
+    pub requests: i64,
+}
+
+impl From<scanfleet_core::store::coverage::CoverageRow> for CoverageLine {
+    fn from(c: scanfleet_core::store::coverage::CoverageRow) -> Self {
+        CoverageLine {
+            host: c.host,
+            technologies: c
+                .technologies
+                .into_iter()
+                .map(|t| {
+                    let label = match t.version {
+                        Some(v) => format!("{} {v}", t.name),
+                        None => t.name,
+                    };
+                    (label, t.evidence.join("; "))
+                })
+                .collect(),
+            total: c.total,
+            run: c.run,
+            skipped: c
+                .skipped
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            requests: c.requests,
+        }
+    }
 }
 
 async fn scan_page(
@@ -154,7 +196,13 @@ async fn scan_page(
         (None, None)
     };
     let reports_locked = me.user.tier_slug == "demo";
+    let coverage = scanfleet_core::store::coverage::of_scan(&**db, scan_id)
+        .await?
+        .into_iter()
+        .map(CoverageLine::from)
+        .collect();
     page::html(&ScanPage {
+        coverage,
         chrome,
         more_findings: (scan.findings_count.max(0) as usize).saturating_sub(list.len()),
         findings: list.iter().map(LiveRow::from).collect(),

@@ -40,7 +40,7 @@ struct Schedules {
     lines: Vec<ScheduleLine>,
     /// The user's targets as (id, domain, chosen).
     targets: Vec<(Uuid, String, bool)>,
-    engines: [(&'static str, &'static str); 3],
+    engines: [(&'static str, &'static str); 4],
     cron: String,
     preview: Vec<String>,
     errors: FormErrors,
@@ -163,7 +163,7 @@ pub async fn schedules_list(
 fn engine_of(raw: &str) -> Result<Engine, crate::error::Error> {
     Engine::parse(raw)
         .filter(|e| Engine::ALL.contains(e))
-        .ok_or_else(|| crate::error::Error::invalid("engine", "must be full, quick or recon"))
+        .ok_or_else(|| crate::error::Error::invalid("engine", "must be full, quick, recon or auto"))
 }
 
 fn cron_of(raw: &str) -> Result<(CronSpec, DateTime<Utc>), crate::error::Error> {

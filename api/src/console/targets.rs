@@ -29,7 +29,7 @@ pub const FINDINGS_PAGE: i64 = 50;
 const TARGETS_PAGE: i64 = 50;
 
 /// What each engine runs, in a sentence, for the start-scan form.
-pub const ENGINES: [(&str, &str); 3] = [
+pub const ENGINES: [(&str, &str); 4] = [
     (
         "full",
         "Discovery of subdomains, an HTTP probe of every host found, then every template.",
@@ -41,6 +41,11 @@ pub const ENGINES: [(&str, &str); 3] = [
     (
         "recon",
         "Discovery and the HTTP probe, with technology findings only: what runs where.",
+    ),
+    (
+        "auto",
+        "Discovery, the HTTP probe and technology detection, then on each host the templates \
+         of what it runs plus a baseline of technology-independent checks.",
     ),
 ];
 
@@ -169,7 +174,7 @@ pub async fn add(state: Data<&AppState>, visitor: Data<&Visitor>, body: poem::Bo
     let outcome = async {
         let domain = crate::validate::domain(&raw, "domain")?;
         let org = crate::validate::organization(form.opt("organization"))?;
-        scanfleet_core::targets::add(&state.core, me.user.id, &domain, &org).await
+        scanfleet_core::targets::add(&state.core, me.user.id, &domain, &org, None).await
     }
     .await;
     match outcome {
@@ -418,7 +423,7 @@ struct TargetPage {
     findings: FindingsBlock,
     scans: Vec<ScanRow>,
     schedules: Vec<Schedule>,
-    engines: [(&'static str, &'static str); 3],
+    engines: [(&'static str, &'static str); 4],
     verify_errors: Vec<String>,
     scan_error: Option<String>,
 }
@@ -540,7 +545,7 @@ pub async fn start_scan(
     let engine = match Engine::parse(form.get("engine")) {
         Some(e) if Engine::ALL.contains(&e) => e,
         _ => {
-            let message = "engine: must be one of full, quick, recon".to_string();
+            let message = "engine: must be one of full, quick, recon, auto".to_string();
             return target_page(
                 &state,
                 &visitor,

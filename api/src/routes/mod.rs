@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod api_keys;
 pub mod auth;
+pub mod coverage;
 pub mod dashboard;
 pub mod findings;
 pub mod health;
@@ -53,6 +54,7 @@ pub type Apis = (
     auth::AuthApi,
     targets::TargetsApi,
     scans::ScansApi,
+    coverage::CoverageApi,
     reports::ReportsApi,
     findings::FindingsApi,
     dashboard::DashboardApi,
@@ -72,6 +74,7 @@ pub fn openapi_service() -> OpenApiService<Apis, ()> {
             auth::AuthApi,
             targets::TargetsApi,
             scans::ScansApi,
+            coverage::CoverageApi,
             reports::ReportsApi,
             findings::FindingsApi,
             dashboard::DashboardApi,
@@ -237,7 +240,7 @@ mod tests {
         );
         assert_eq!(
             spec["components"]["schemas"]["EngineName"]["enum"],
-            serde_json::json!(["full", "quick", "recon"])
+            serde_json::json!(["full", "quick", "recon", "auto"])
         );
     }
 

@@ -172,7 +172,7 @@ fn parse_engine(raw: Option<&str>) -> Result<Engine, Error> {
         // `retest` is started by POST /findings/{id}/retest only.
         Some(v) => Engine::parse(v)
             .filter(|e| Engine::ALL.contains(e))
-            .ok_or_else(|| Error::invalid("engine", "must be one of full, quick, recon")),
+            .ok_or_else(|| Error::invalid("engine", "must be one of full, quick, recon, auto")),
     }
 }
 

@@ -82,7 +82,7 @@ pub enum RunNowResult {
 fn parse_engine(raw: &str) -> Result<Engine, Error> {
     Engine::parse(raw)
         .filter(|e| Engine::ALL.contains(e))
-        .ok_or_else(|| Error::invalid("engine", "must be full, quick or recon"))
+        .ok_or_else(|| Error::invalid("engine", "must be full, quick, recon or auto"))
 }
 
 /// The spec and its next firing after now.

@@ -30,6 +30,9 @@ pub struct Target {
     pub created_at: DateTime<Utc>,
     /// Proof that the caller controls the domain.
     pub verification: Verification,
+    /// The target's ceiling on requests a second to any one of its hosts;
+    /// null: the scanner's default (50).
+    pub max_rps_per_host: Option<i64>,
 }
 
 /// Ownership proof of a target. Publish `scanfleet-verification=<token>` as
@@ -66,6 +69,7 @@ impl From<TargetRow> for Target {
                 verified_at: t.proof.verified_at,
                 expires_at: t.proof.expires_at,
             },
+            max_rps_per_host: t.max_rps_per_host.map(i64::from),
         }
     }
 }
@@ -77,6 +81,10 @@ pub struct TargetCreate {
     pub domain: DomainName,
     /// Free text, up to 200 characters; empty when absent.
     pub organization: Option<String>,
+    /// At most this many requests a second to any one host of the target,
+    /// across all of a scan's work (1 to 1000); the scanner's default (50)
+    /// when absent.
+    pub max_rps_per_host: Option<i64>,
 }
 
 #[derive(Debug, Object)]
@@ -175,8 +183,16 @@ impl TargetsApi {
     ) -> Result<TargetCreated> {
         let domain = crate::validate::domain(&body.domain, "domain")?;
         let organization = crate::validate::organization(body.organization.as_deref())?;
+        let max_rps = match body.max_rps_per_host {
+            None => None,
+            Some(v @ 1..=1000) => Some(v as u32),
+            Some(_) => {
+                return Err(Error::invalid("max_rps_per_host", "must be between 1 and 1000").into())
+            }
+        };
         let target =
-            scanfleet_core::targets::add(&state.core, me.user.id, &domain, &organization).await?;
+            scanfleet_core::targets::add(&state.core, me.user.id, &domain, &organization, max_rps)
+                .await?;
         Ok(TargetCreated::Created(Json(target.into())))
     }
 

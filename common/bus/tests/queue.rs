@@ -41,6 +41,7 @@ fn job(domain: &str) -> ScanJob {
         domain: domain.to_string(),
         engine: Engine::Quick,
         templates: vec![],
+        max_rps_per_host: None,
     }
 }
 

@@ -75,13 +75,15 @@ struct Inner {
     /// exchange takes a permit after its name is resolved and holds it until
     /// its response is read; waiters queue in order. Never closed.
     permits: Semaphore,
-    rate: Option<HostRateLimiter>,
+    rate: HostRateLimiter,
     dns: DnsCache,
     /// Answers TXT questions: the configured DNS server, else the system
     /// resolver, built on first use; an error when DNS is off.
     txt: std::sync::OnceLock<Result<WireDns, Arc<HttpError>>>,
     /// Requests written to a connection, retries and redirect hops included.
     sent: AtomicU64,
+    /// The same, per host name (lower-case): what each host received.
+    sent_to: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 /// How an exchange uses its connection.
@@ -140,7 +142,8 @@ impl HttpClient {
                 tls: tls::connector()?,
                 pool: Pool::new(POOL_PER_KEY, POOL_TOTAL, POOL_IDLE),
                 permits: Semaphore::new(cfg.max_concurrency),
-                rate: cfg.per_host_rps.map(HostRateLimiter::new),
+                rate: HostRateLimiter::with_default(cfg.per_host_rps),
+                sent_to: std::sync::Mutex::new(std::collections::HashMap::new()),
                 dns: DnsCache::with_server(server),
                 txt,
                 sent: AtomicU64::new(0),
@@ -190,6 +193,30 @@ impl HttpClient {
     /// and redirect hop counts), what the servers received.
     pub fn requests_sent(&self) -> u64 {
         self.inner.sent.load(Ordering::Relaxed)
+    }
+
+    /// Requests written so far to `host` by this client and its clones
+    /// (retries and redirect hops included). Two scans of one host on one
+    /// node share the count.
+    pub fn requests_sent_to(&self, host: &str) -> u64 {
+        let by_host = self.inner.sent_to.lock().unwrap_or_else(|p| p.into_inner());
+        by_host
+            .get(host.to_ascii_lowercase().as_str())
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Caps requests to `host` at `rps` a second from now on, in place of
+    /// the client's own ceiling (`ClientConfig::per_host_rps`), for every
+    /// clone of the client: a target's politeness setting, applied across
+    /// all of a scan's work on the host.
+    pub fn limit_host(&self, host: &str, rps: u32) {
+        self.inner.rate.set_host_rps(host, rps);
+    }
+
+    /// Back to the client's own ceiling for `host`.
+    pub fn unlimit_host(&self, host: &str) {
+        self.inner.rate.clear_host_rps(host);
     }
 
     /// Idle pooled connections (for tests and metrics).
@@ -337,9 +364,7 @@ impl HttpClient {
         let budget = cfg.timeout.saturating_sub(resolving.elapsed());
         // The rate wait comes before the permit so that requests sleeping
         // for one slow-rated host do not hold slots other hosts could use.
-        if let Some(rate) = &self.inner.rate {
-            rate.acquire(&url.host).await;
-        }
+        self.inner.rate.acquire(&url.host).await;
         let _permit = self
             .inner
             .permits
@@ -424,6 +449,15 @@ impl HttpClient {
         conn_use: ConnUse,
     ) -> RoundTrip {
         self.inner.sent.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut by_host = self.inner.sent_to.lock().unwrap_or_else(|p| p.into_inner());
+            match by_host.get_mut(url.host.as_str()) {
+                Some(n) => *n += 1,
+                None => {
+                    by_host.insert(url.host.to_ascii_lowercase(), 1);
+                }
+            }
+        }
         if let Err(source) = conn.write_all(wire).await {
             return RoundTrip::Stale(HttpError::Io {
                 host: url.host.clone(),

@@ -4,8 +4,10 @@
 //! - [`oob`]: the out-of-band (interactsh) flags.
 //! - [`run`]: `run -t TEMPLATES -u URL`: templates in, findings out.
 //! - [`templates`]: `templates check DIR [--json]`.
+//! - [`map`]: `templates map [DIR...]`: the `auto` engine's technology map.
 //! - [`worker`]: the scanner node.
 
+pub mod map;
 pub mod oob;
 pub mod run;
 pub mod templates;
@@ -40,6 +42,8 @@ pub enum Command {
 pub enum TemplatesCommand {
     /// Load every template under a directory and report which ones can run.
     Check(templates::CheckArgs),
+    /// Print the technology -> templates map the `auto` engine uses.
+    Map(map::MapArgs),
 }
 
 /// Dispatches a parsed command line.
@@ -50,5 +54,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Templates {
             command: TemplatesCommand::Check(args),
         } => templates::check(&args),
+        Command::Templates {
+            command: TemplatesCommand::Map(args),
+        } => map::map(&args),
     }
 }

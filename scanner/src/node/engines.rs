@@ -23,6 +23,9 @@ pub enum Selection {
     Technology,
     /// None but those the job names (a retest).
     Named,
+    /// Per host: the templates of its detected technologies plus the
+    /// baseline (`crate::auto`); `admits` does not decide it.
+    PerHost,
 }
 
 impl Selection {
@@ -33,7 +36,7 @@ impl Selection {
             // Severity ranks run from critical (0) to info (4).
             Selection::AtLeast(floor) => info.severity.rank() <= floor.rank(),
             Selection::Technology => info.tags.iter().any(|t| t.eq_ignore_ascii_case("tech")),
-            Selection::Named => false,
+            Selection::Named | Selection::PerHost => false,
         }
     }
 }
@@ -46,6 +49,13 @@ pub struct EngineSpec {
     /// domain itself is scanned.
     pub discover: bool,
     pub selection: Selection,
+}
+
+impl Selection {
+    /// Runs `DETECT` (technology detection) before `VALIDATE`.
+    pub fn detects(self) -> bool {
+        self == Selection::PerHost
+    }
 }
 
 impl EngineSpec {
@@ -66,6 +76,12 @@ impl EngineSpec {
                 discover: true,
                 selection: Selection::Technology,
             },
+            // Discovery like `full`, so that it finds what `full` finds.
+            Engine::Auto => EngineSpec {
+                engine,
+                discover: true,
+                selection: Selection::PerHost,
+            },
             // The job's domain is the finding's host.
             Engine::Retest => EngineSpec {
                 engine,
@@ -78,7 +94,7 @@ impl EngineSpec {
     /// The whole scan's deadline, from the node's settings.
     pub fn deadline(&self, settings: &ScannerSettings) -> Duration {
         Duration::from_secs(match self.engine {
-            Engine::Full => settings.deadline_full_secs,
+            Engine::Full | Engine::Auto => settings.deadline_full_secs,
             Engine::Quick => settings.deadline_quick_secs,
             Engine::Recon => settings.deadline_recon_secs,
             Engine::Retest => settings.deadline_quick_secs,
@@ -90,6 +106,7 @@ impl EngineSpec {
         Stage::ALL
             .into_iter()
             .filter(|s| *s != Stage::Discover || self.discover)
+            .filter(|s| *s != Stage::Detect || self.selection.detects())
             .collect()
     }
 
@@ -119,6 +136,7 @@ fn weight(stage: Stage) -> u32 {
         Stage::Resolve => 5,
         Stage::Discover => 20,
         Stage::Probe => 10,
+        Stage::Detect => 10,
         Stage::Validate => 60,
         Stage::Report => 5,
     }
@@ -149,6 +167,7 @@ pub fn stage_deadline(stage: Stage) -> Duration {
         Stage::Resolve => Duration::from_secs(15),
         Stage::Discover => Duration::from_secs(120),
         Stage::Probe => Duration::from_secs(120),
+        Stage::Detect => Duration::from_secs(600),
         Stage::Validate | Stage::Report => Duration::MAX,
     }
 }
@@ -175,11 +194,27 @@ mod tests {
     #[test]
     fn quick_skips_discovery_and_full_runs_every_stage() {
         assert_eq!(EngineSpec::of(Engine::Full).stages().len(), 5);
+        assert_eq!(EngineSpec::of(Engine::Auto).stages().len(), 6);
         assert!(!EngineSpec::of(Engine::Quick)
             .stages()
             .contains(&Stage::Discover));
         assert!(EngineSpec::of(Engine::Recon)
             .stages()
             .contains(&Stage::Discover));
+        assert!(!EngineSpec::of(Engine::Full)
+            .stages()
+            .contains(&Stage::Detect));
+        let auto = EngineSpec::of(Engine::Auto).stages();
+        assert_eq!(
+            auto,
+            vec![
+                Stage::Resolve,
+                Stage::Discover,
+                Stage::Probe,
+                Stage::Detect,
+                Stage::Validate,
+                Stage::Report
+            ]
+        );
     }
 }

@@ -152,6 +152,11 @@ pub struct Node {
     /// One engine, so every scan of the node shares its connection pool.
     pub engine: Engine,
     pub templates: Vec<Arc<CompiledTemplate>>,
+    /// The templates' technology map, built once at load (the `auto`
+    /// engine's detection and per-host choice).
+    pub techmap: Arc<crate::auto::techmap::TechMap>,
+    /// Templates left out at load, by coverage reason (`needs_oob`, ...).
+    pub left_out: std::collections::BTreeMap<String, u64>,
     pub running: Arc<Running>,
 }
 
@@ -186,10 +191,22 @@ impl Node {
             seconds = loaded.elapsed.as_secs_f64(),
             "templates loaded"
         );
+        let left_out = crate::auto::plan::left_out_counts(&loaded.left_out);
         let templates = loaded.templates;
         if templates.is_empty() {
             return Err(NodeError::NoTemplates);
         }
+        let techmap = {
+            let templates = templates.clone();
+            tokio::task::spawn_blocking(move || crate::auto::techmap::TechMap::build(&templates))
+                .await?
+        };
+        tracing::info!(
+            detectors = techmap.detect_stage().len(),
+            baseline = techmap.baseline().len(),
+            technologies = techmap.reportable().len(),
+            "technology map built"
+        );
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "node".into());
         let keys = Keys::new(settings.redis.prefix.clone());
         Ok(Node {
@@ -203,6 +220,8 @@ impl Node {
             wake,
             engine,
             templates,
+            techmap: Arc::new(techmap),
+            left_out,
             running: Arc::new(Running::default()),
         })
     }
@@ -361,7 +380,9 @@ async fn announce(node: Arc<Node>, taking: CancellationToken, registered: Cancel
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => sweeper = false,
-                Err(e) => tracing::warn!(error = %Chain(&e), "could not look for silent nodes' jobs"),
+                Err(e) => {
+                    tracing::warn!(error = %Chain(&e), "could not look for silent nodes' jobs")
+                }
             }
         }
     }

@@ -1,14 +1,16 @@
 //! One scan, stage by stage: `RESOLVE`, `DISCOVER` (when the engine
-//! discovers), `PROBE`, `VALIDATE`, `REPORT`. Each stage is announced with
-//! its `current_tool`, reports progress as planned versus done work, and
-//! stops at its next step once the scan's token is cancelled.
+//! discovers), `PROBE`, `DETECT` (the `auto` engine), `VALIDATE`, `REPORT`.
+//! Each stage is announced with its `current_tool`, reports progress as
+//! planned versus done work, and stops at its next step once the scan's
+//! token is cancelled. Once `VALIDATE` is over, each live host's coverage
+//! (technologies, templates run and skipped, requests) is reported.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use scanfleet_common::chain::Chain;
-use scanfleet_common::events::{FindingEvent, Stage};
+use scanfleet_common::events::{CoverageEvent, FindingEvent, Stage, TechnologyEvent};
 use scanfleet_common::jobs::ScanJob;
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +21,10 @@ use super::probe::{probe, LiveHost};
 use super::sink::EventSink;
 use super::{Node, NodeError};
 use scanfleet_engine::engine::{CompiledTemplate, Engine, Event, Interactsh, OobTiming};
+use scanfleet_http::TargetUrl;
 use scanfleet_interactsh::{Session, SessionConfig};
+
+use crate::auto::plan::{auto_plan, fixed_plan, HostPlan};
 
 /// How a scan's work ended (the terminal status follows from it).
 #[derive(Debug)]
@@ -82,6 +87,16 @@ pub async fn run(
         }
     }
 
+    // Politeness: the target's ceiling on every host of the scan, for all
+    // of its work (probe, detection, templates), lifted at the end.
+    let _limits = job
+        .max_rps_per_host
+        .map(|rps| HostLimits::apply(client, &hosts, rps));
+    let before: BTreeMap<String, u64> = hosts
+        .iter()
+        .map(|h| (h.to_ascii_lowercase(), client.requests_sent_to(h)))
+        .collect();
+
     timer.next(Stage::Probe);
     // PROBE
     let live = probe_hosts(node, &stages, &hosts, sink, cancel).await?;
@@ -95,13 +110,29 @@ pub async fn run(
         )));
     }
 
+    // DETECT (auto): technologies per host, then each host's own plan.
+    // What the probe saw, for every engine; `auto` adds its detection.
+    let mut technologies: BTreeMap<String, Vec<TechnologyEvent>> = live
+        .iter()
+        .map(|h| (h.host.clone(), h.seen.clone()))
+        .collect();
+    if spec.selection.detects() {
+        timer.next(Stage::Detect);
+        technologies = detect_stage(node, &stages, &live, sink, cancel).await?;
+        if cancel.is_cancelled() {
+            return Ok(Outcome::Cancelled);
+        }
+    }
+    let plans = plan_hosts(node, job, spec, &live, &technologies);
+
     timer.next(Stage::Validate);
     // VALIDATE
-    let templates = spec.select(&node.templates, &job.templates);
-    validate(node, &stages, templates, &live, sink, cancel).await?;
+    let groups = group_by_templates(&live, &plans);
+    validate(node, &stages, groups, sink, cancel).await?;
     if cancel.is_cancelled() {
         return Ok(Outcome::Cancelled);
     }
+    report_coverage(node, &plans, &mut technologies, &before, sink).await?;
 
     timer.next(Stage::Report);
     // REPORT: the counts are the ingester's; the node says it is done.
@@ -266,11 +297,183 @@ async fn probe_hosts(
     Ok(live)
 }
 
+/// Each live host's templates: `auto` from its technologies, the other
+/// engines their fixed selection.
+fn plan_hosts(
+    node: &Node,
+    job: &ScanJob,
+    spec: EngineSpec,
+    live: &[LiveHost],
+    technologies: &BTreeMap<String, Vec<TechnologyEvent>>,
+) -> Vec<(String, HostPlan)> {
+    if spec.selection.detects() {
+        return live
+            .iter()
+            .map(|h| {
+                let techs = technologies.get(&h.host).cloned().unwrap_or_default();
+                (
+                    h.host.clone(),
+                    auto_plan(&node.techmap, &techs, &node.left_out),
+                )
+            })
+            .collect();
+    }
+    let templates = spec.select(&node.templates, &job.templates);
+    live.iter()
+        .map(|h| {
+            (
+                h.host.clone(),
+                fixed_plan(node.templates.len(), templates.clone(), &node.left_out),
+            )
+        })
+        .collect()
+}
+
+/// Templates and the hosts that run them in one engine run.
+type Group = (Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>);
+
+/// Lifts the target's per-host ceilings when the scan is over.
+struct HostLimits {
+    client: scanfleet_http::HttpClient,
+    hosts: Vec<String>,
+}
+
+impl HostLimits {
+    fn apply(client: &scanfleet_http::HttpClient, hosts: &[String], rps: u32) -> HostLimits {
+        for h in hosts {
+            client.limit_host(h, rps);
+        }
+        HostLimits {
+            client: client.clone(),
+            hosts: hosts.to_vec(),
+        }
+    }
+}
+
+impl Drop for HostLimits {
+    fn drop(&mut self) {
+        for h in &self.hosts {
+            self.client.unlimit_host(h);
+        }
+    }
+}
+
+/// DETECT: the detection templates on every live host, joined with what
+/// the probe saw; their results are findings like any other.
+async fn detect_stage(
+    node: &Node,
+    stages: &[Stage],
+    live: &[LiveHost],
+    sink: &EventSink,
+    cancel: &CancellationToken,
+) -> Result<BTreeMap<String, Vec<TechnologyEvent>>, NodeError> {
+    let tool = "tech-detect";
+    sink.progress(Stage::Detect, progress(stages, Stage::Detect, 0, 1), tool)
+        .await?;
+    let hosts: Vec<(String, TargetUrl, Vec<TechnologyEvent>)> = live
+        .iter()
+        .map(|h| (h.host.clone(), h.base.clone(), h.seen.clone()))
+        .collect();
+    let mut last = (0, 1);
+    let found = tokio::time::timeout(
+        stage_deadline(Stage::Detect),
+        crate::auto::detect(
+            &node.engine,
+            &node.techmap,
+            &hosts,
+            cancel.child_token(),
+            |done, total| last = (done, total),
+        ),
+    )
+    .await;
+    let detection = match found {
+        Ok(d) => d,
+        Err(_) => {
+            sink.error(
+                Stage::Detect,
+                "detection ran out of time; the hosts get the baseline and what the probe saw"
+                    .into(),
+            )
+            .await?;
+            crate::auto::Detection {
+                technologies: hosts.into_iter().map(|(h, _, seen)| (h, seen)).collect(),
+                results: Vec::new(),
+            }
+        }
+    };
+    let findings = detection
+        .results
+        .iter()
+        .map(|r| {
+            let mut f = r.to_finding_event();
+            f.host = host_name(&f.host);
+            f
+        })
+        .collect();
+    sink.findings(findings).await?;
+    sink.progress(
+        Stage::Detect,
+        progress(stages, Stage::Detect, last.0.max(1), last.1.max(1)),
+        tool,
+    )
+    .await?;
+    Ok(detection.technologies)
+}
+
+/// Hosts with the same templates run together (one engine run, so its
+/// clustering and request cache work across them).
+fn group_by_templates(live: &[LiveHost], plans: &[(String, HostPlan)]) -> Vec<Group> {
+    let mut groups: BTreeMap<Vec<String>, Group> = BTreeMap::new();
+    for (host, plan) in plans {
+        let Some(h) = live.iter().find(|l| &l.host == host) else {
+            continue;
+        };
+        let key: Vec<String> = plan
+            .templates
+            .iter()
+            .map(|t| t.template.id.clone())
+            .collect();
+        groups
+            .entry(key)
+            .or_insert_with(|| (plan.templates.clone(), Vec::new()))
+            .1
+            .push(h.base.clone());
+    }
+    groups
+        .into_values()
+        .filter(|(t, _)| !t.is_empty())
+        .collect()
+}
+
+/// One coverage event per live host, once its templates finished.
+async fn report_coverage(
+    node: &Node,
+    plans: &[(String, HostPlan)],
+    technologies: &mut BTreeMap<String, Vec<TechnologyEvent>>,
+    before: &BTreeMap<String, u64>,
+    sink: &EventSink,
+) -> Result<(), NodeError> {
+    let client = node.engine.client();
+    for (host, plan) in plans {
+        let sent = client.requests_sent_to(host);
+        let requests = sent.saturating_sub(before.get(host).copied().unwrap_or(0));
+        sink.coverage(CoverageEvent {
+            host: host.clone(),
+            technologies: technologies.remove(host).unwrap_or_default(),
+            total: plan.total(),
+            run: plan.run,
+            skipped: plan.skipped.clone(),
+            requests,
+        })
+        .await?;
+    }
+    Ok(())
+}
+
 async fn validate(
     node: &Node,
     stages: &[Stage],
-    templates: Vec<Arc<CompiledTemplate>>,
-    live: &[LiveHost],
+    groups: Vec<Group>,
     sink: &EventSink,
     cancel: &CancellationToken,
 ) -> Result<(), NodeError> {
@@ -281,12 +484,37 @@ async fn validate(
         tool,
     )
     .await?;
-    let targets = live.iter().map(|h| h.base.clone()).collect();
     let engine = scan_engine(node).await;
-    let mut events = engine.start(templates, targets, cancel.child_token());
+    // One engine run per group of hosts; their events meet in one channel
+    // (each forwarder holds a sender; it closes when every run is over).
+    let (tx, mut events) = tokio::sync::mpsc::channel::<(usize, Event)>(1024);
+    let runs = groups.len();
+    for (gi, (templates, targets)) in groups.into_iter().enumerate() {
+        let mut rx = engine.start(templates, targets, cancel.child_token());
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(e) = rx.recv().await {
+                if tx.send((gi, e)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut counts: Vec<(usize, usize)> = vec![(0, 0); runs];
     let mut batch: Vec<FindingEvent> = Vec::new();
     let mut failed_requests = 0usize;
-    while let Some(event) = events.recv().await {
+    while let Some((gi, event)) = events.recv().await {
+        let event = match event {
+            Event::Progress { done, total } => {
+                counts[gi] = (done, total);
+                let (done, total) = counts
+                    .iter()
+                    .fold((0, 0), |(d, t), (d1, t1)| (d + d1, t + t1));
+                Event::Progress { done, total }
+            }
+            other => other,
+        };
         match event {
             Event::Result(r) => {
                 let mut finding = r.to_finding_event();
@@ -359,16 +587,7 @@ async fn scan_engine(node: &Node) -> Engine {
     }
 }
 
-/// `http://shop.example.test:8080/x` -> `shop.example.test`.
-fn host_name(input: &str) -> String {
-    let rest = input.split_once("://").map_or(input, |(_, r)| r);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(v6),
-        None => authority.split(':').next().unwrap_or(authority),
-    };
-    host.to_ascii_lowercase()
-}
+use crate::auto::host_name;
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use regex::Regex;
 use scanfleet_common::chain::Chain;
-use scanfleet_common::events::FindingEvent;
+use scanfleet_common::events::{FindingEvent, TechnologyEvent};
 use scanfleet_common::Severity;
 
 use scanfleet_http::{HttpClient, HttpError, Request, Response, SendOptions, TargetUrl};
@@ -22,6 +22,9 @@ pub struct LiveHost {
     pub host: String,
     pub base: TargetUrl,
     pub finding: FindingEvent,
+    /// Technologies the answer showed (headers, cookies, generator, page
+    /// markers, on every hop of the redirect chain), with evidence.
+    pub seen: Vec<TechnologyEvent>,
 }
 
 /// Why a host is not live.
@@ -82,10 +85,15 @@ pub async fn probe(
         match tokio::time::timeout(timeout, client.send(&Request::get(&base), &opts)).await {
             Ok(Ok(resp)) => {
                 let finding = describe(host, &url, &resp);
+                let mut seen = Vec::new();
+                for hop in resp.redirect_responses.iter().chain([&resp]) {
+                    seen.extend(crate::auto::detect::observe(hop, &hop.body_text()));
+                }
                 return Ok(LiveHost {
                     host: host.to_string(),
                     base,
                     finding,
+                    seen: crate::auto::detect::merge(seen),
                 });
             }
             Ok(Err(source)) => misses.push(Miss::Failed { scheme, source }),

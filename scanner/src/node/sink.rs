@@ -13,7 +13,9 @@ use std::time::Duration;
 use fred::clients::Client;
 use scanfleet_bus::events;
 use scanfleet_common::chain::Chain;
-use scanfleet_common::events::{FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage};
+use scanfleet_common::events::{
+    CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage,
+};
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
 
@@ -64,6 +66,11 @@ impl EventSink {
             message,
         }])
         .await
+    }
+
+    /// One host's coverage (kept for a replay, like findings).
+    pub async fn coverage(&self, coverage: CoverageEvent) -> Result<(), NodeError> {
+        self.write(vec![ScanEventKind::Coverage(coverage)]).await
     }
 
     pub async fn findings(&self, findings: Vec<FindingEvent>) -> Result<(), NodeError> {
@@ -177,7 +184,7 @@ impl Kind {
     fn of(kind: &ScanEventKind) -> Kind {
         match kind {
             ScanEventKind::Status { .. } => Kind::Status,
-            ScanEventKind::Finding(_) => Kind::Finding,
+            ScanEventKind::Finding(_) | ScanEventKind::Coverage(_) => Kind::Finding,
             ScanEventKind::Progress { .. } => Kind::Progress,
             ScanEventKind::Error { .. } => Kind::Other,
         }

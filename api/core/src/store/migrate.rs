@@ -76,6 +76,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0032_fingerprint_write_path.sql"),
     ),
     (
+        35,
+        "auto_engine",
+        include_str!("../../migrations/0035_auto_engine.sql"),
+    ),
+    (
         36,
         "fingerprint_counts_by_change",
         include_str!("../../migrations/0036_fingerprint_counts_by_change.sql"),

@@ -11,6 +11,8 @@
 //! - [`scans`]: the counted insert of a scan, stop, listing, the
 //!   forward-only status transition.
 //! - [`findings`]: idempotent insertion for the ingester, triage status.
+//! - [`coverage`]: per-host coverage of a scan (technologies, templates
+//!   run and skipped, requests).
 //! - [`fingerprints`]: findings across scans: identity, change, the fixed
 //!   rule, sticky triage.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
@@ -22,6 +24,7 @@
 
 pub mod api_keys;
 pub mod changes;
+pub mod coverage;
 pub mod dashboard;
 pub mod findings;
 pub mod fingerprints;

@@ -496,6 +496,8 @@ pub struct StaleScan {
     pub requeued: i16,
     /// A retest's one template (its `domain` is then the finding's host).
     pub retest_template: Option<String>,
+    /// The target's per-host request-rate ceiling, when it sets one.
+    pub max_rps_per_host: Option<u32>,
 }
 
 /// `pending` and `running` scans not heard from for `silent_secs`, and
@@ -508,7 +510,8 @@ pub async fn stale_scans(
     let rows = db
         .query(
             "SELECT s.id, s.target_id, COALESCE(rf.host, t.domain) AS domain, s.engine,
-                    s.status, s.requeued, rf.template_id AS retest_template
+                    s.status, s.requeued, rf.template_id AS retest_template,
+                    t.max_rps_per_host
              FROM scans s JOIN targets t ON t.id = s.target_id
              LEFT JOIN fingerprints rf ON rf.id = s.retest_of
              WHERE (s.status IN ('pending', 'running')
@@ -527,7 +530,8 @@ pub async fn queued_scans(db: &impl GenericClient) -> Result<Vec<StaleScan>, Err
     let rows = db
         .query(
             "SELECT s.id, s.target_id, COALESCE(rf.host, t.domain) AS domain, s.engine,
-                    s.status, s.requeued, rf.template_id AS retest_template
+                    s.status, s.requeued, rf.template_id AS retest_template,
+                    t.max_rps_per_host
              FROM scans s JOIN targets t ON t.id = s.target_id
              LEFT JOIN fingerprints rf ON rf.id = s.retest_of
              WHERE s.status = 'queued' ORDER BY s.created_at",
@@ -551,6 +555,9 @@ impl TryFrom<&Row> for StaleScan {
             status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
             requeued: r.try_get("requeued")?,
             retest_template: r.try_get("retest_template")?,
+            max_rps_per_host: r
+                .try_get::<_, Option<i32>>("max_rps_per_host")?
+                .and_then(|v| u32::try_from(v).ok()),
         })
     }
 }
@@ -564,6 +571,7 @@ impl StaleScan {
             domain: self.domain.clone(),
             engine: self.engine,
             templates: self.retest_template.iter().cloned().collect(),
+            max_rps_per_host: self.max_rps_per_host,
         }
     }
 }

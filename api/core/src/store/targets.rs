@@ -22,6 +22,9 @@ pub struct TargetRow {
     pub organization: String,
     pub created_at: DateTime<Utc>,
     pub proof: Proof,
+    /// Requests a second to any one host of the target, at most; None:
+    /// the scanner node's own ceiling.
+    pub max_rps_per_host: Option<u32>,
 }
 
 /// The ownership proof of a target, as stored.
@@ -65,7 +68,8 @@ impl Proof {
 }
 
 const COLUMNS: &str = "id, user_id, domain, organization, created_at, verification_token, \
-                       verification_method, verified_at, verification_expires_at";
+                       verification_method, verified_at, verification_expires_at, \
+                       max_rps_per_host";
 
 /// A row holding [`COLUMNS`], read by name.
 impl TryFrom<&Row> for TargetRow {
@@ -84,6 +88,9 @@ impl TryFrom<&Row> for TargetRow {
                 verified_at: row.try_get("verified_at")?,
                 expires_at: row.try_get("verification_expires_at")?,
             },
+            max_rps_per_host: row
+                .try_get::<_, Option<i32>>("max_rps_per_host")?
+                .and_then(|v| u32::try_from(v).ok()),
         })
     }
 }
@@ -131,6 +138,7 @@ pub async fn create(
     user_id: Uuid,
     domain: &Domain,
     organization: &str,
+    max_rps_per_host: Option<u32>,
 ) -> Result<Result<TargetRow, AddError>, Error> {
     let (tier_slug, limit) = lock_user_limit(db, user_id).await?;
     if let Some(limit) = limit {
@@ -141,10 +149,16 @@ pub async fn create(
     let result = db
         .query_one(
             &format!(
-                "INSERT INTO targets (id, user_id, domain, organization) VALUES ($1, $2, $3, $4)
-                 RETURNING {COLUMNS}"
+                "INSERT INTO targets (id, user_id, domain, organization, max_rps_per_host)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING {COLUMNS}"
             ),
-            &[&Uuid::now_v7(), &user_id, &domain.as_str(), &organization],
+            &[
+                &Uuid::now_v7(),
+                &user_id,
+                &domain.as_str(),
+                &organization,
+                &max_rps_per_host.and_then(|v| i32::try_from(v).ok()),
+            ],
         )
         .await;
     match result {
