@@ -12,24 +12,6 @@ use scanfleet_http::Response;
 
 use super::techmap::{canonical, TechMap};
 
-/// Names the probe's own markers and cookies can report (besides any
-/// `Server` or `X-Powered-By` product, which names itself).
-pub const PROBE_NAMES: &[&str] = &[
-    "wordpress",
-    "next.js",
-    "react",
-    "jquery",
-    "drupal",
-    "php",
-    "java",
-    "asp.net",
-    "laravel",
-    "grafana",
-    "jenkins",
-    "gitlab",
-    "django",
-];
-
 /// Page markers: (lower-case text in the body, technology).
 const MARKERS: &[(&str, &str)] = &[
     ("wp-content/", "wordpress"),

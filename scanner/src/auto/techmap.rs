@@ -24,6 +24,26 @@ use std::sync::Arc;
 
 use scanfleet_engine::engine::CompiledTemplate;
 
+/// Names the probe's own markers and cookies can report in `detect`
+/// (besides any `Server` or `X-Powered-By` product, which names itself);
+/// kept here, with the map that must know them, so `detect` depends on the
+/// map and not the other way round.
+pub const PROBE_NAMES: &[&str] = &[
+    "wordpress",
+    "next.js",
+    "react",
+    "jquery",
+    "drupal",
+    "php",
+    "java",
+    "asp.net",
+    "laravel",
+    "grafana",
+    "jenkins",
+    "gitlab",
+    "django",
+];
+
 /// Tags that say what kind of check a template is, not what it checks:
 /// never a technology key.
 pub const CATEGORY_TAGS: &[&str] = &[
@@ -494,7 +514,7 @@ impl TechMap {
             }
         }
         // The probe's own names (headers, cookies, markers).
-        for n in super::detect::PROBE_NAMES {
+        for n in PROBE_NAMES {
             reportable.insert(norm(n));
         }
         reportable.retain(|n| !n.is_empty());
