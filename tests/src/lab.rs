@@ -23,6 +23,7 @@
 //! - `/lookup?host=NAME` resolves NAME (an A question) at the OOB server's
 //!   DNS port on 127.0.0.1 (a DNS-only callback).
 
+use crate::http1::next_request;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -169,46 +170,11 @@ async fn serve(
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     loop {
-        // Read one request head (the scanner's probes and templates send no
-        // bodies to the lab's routes that matter).
-        let mut chunk = [0u8; 4096];
-        let head_end = loop {
-            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                break i + 4;
-            }
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
+        let Some(request) = next_request(&mut stream, &mut buf, None).await? else {
+            return Ok(());
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        let length: usize = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf.drain(..head_end + length);
-        let mut parts = head.split_whitespace();
-        let method = parts.next().unwrap_or("GET").to_string();
-        let path = parts.next().unwrap_or("/").to_string();
-        let host = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("host").then(|| v.trim().to_string())
-            })
-            .unwrap_or_default();
+        let host = request.host().to_string();
+        let (method, path) = (request.method, request.path);
         let domain = host.split(':').next().unwrap_or("").to_string();
         counter.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(delay).await;
@@ -335,8 +301,4 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }

@@ -25,6 +25,7 @@ pub mod stripe;
 pub mod dns;
 pub mod fleet;
 pub mod history;
+pub mod http1;
 pub mod lab;
 pub mod oob;
 pub mod pgcount;

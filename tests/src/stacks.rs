@@ -20,11 +20,12 @@
 //! stay silent. The lab counts requests per host and per host and second
 //! ([`StackLab::max_per_second`]), for the politeness test.
 
+use crate::http1::next_request;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 pub const WORDPRESS: &str = "wordpress.stack.test";
@@ -327,53 +328,17 @@ fn route(host: &str, path: &str, authorization: Option<&str>) -> Answer {
     }
 }
 
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().skip(1).find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-    })
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
 async fn serve(mut stream: TcpStream, counts: Arc<Mutex<Counts>>) -> std::io::Result<()> {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
     loop {
-        let head_end = loop {
-            if let Some(i) = find(&buf, b"\r\n\r\n") {
-                break i + 4;
-            }
-            if buf.len() > 64 * 1024 {
-                return Ok(());
-            }
-            let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut chunk))
-                .await
-                .unwrap_or(Ok(0))?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
+        let Some(request) =
+            next_request(&mut stream, &mut buf, Some(Duration::from_secs(30))).await?
+        else {
+            return Ok(());
         };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        let length: usize = header(&head, "content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        buf.drain(..head_end + length);
-        let mut parts = head.split_whitespace();
-        let method = parts.next().unwrap_or("GET").to_string();
-        let path = parts.next().unwrap_or("/").to_string();
-        let host = header(&head, "host")
-            .unwrap_or("")
+        let (method, path) = (request.method.as_str(), request.path.as_str());
+        let host = request
+            .host()
             .split(':')
             .next()
             .unwrap_or("")
@@ -387,7 +352,7 @@ async fn serve(mut stream: TcpStream, counts: Arc<Mutex<Counts>>) -> std::io::Re
             *c.by_host.entry(host.clone()).or_insert(0) += 1;
             *c.by_second.entry((host.clone(), second)).or_insert(0) += 1;
         }
-        let answer = route(&host, &path, header(&head, "authorization"));
+        let answer = route(&host, path, request.header("authorization"));
         let body = if method == "HEAD" {
             String::new()
         } else {
