@@ -89,12 +89,12 @@ pub struct ResultHead {
 /// variables of the response (`request` and `response`, as the template's
 /// own matchers read them), and only when there is a result to carry it.
 pub fn with_evidence(mut results: Vec<ScanResult>, vars: &(impl Vars + ?Sized)) -> Vec<ScanResult> {
-    if let Some(first) = results.first_mut() {
-        first.evidence = evidence_of(vars).map(Box::new);
-        let evidence = first.evidence.clone();
-        for r in results.iter_mut().skip(1) {
-            r.evidence = evidence.clone();
-        }
+    if results.is_empty() {
+        return results;
+    }
+    let evidence = evidence_of(vars).map(Box::new);
+    for r in &mut results {
+        r.evidence = evidence.clone();
     }
     results
 }
