@@ -11,6 +11,7 @@ use poem::listener::{Acceptor, TcpAcceptor};
 use poem::{get, Endpoint, EndpointExt, IntoResponse, Response, Route, Server};
 use scanfleet_common::settings::Mode;
 use scanfleet_common::Settings;
+use scanfleet_core::store::fingerprint_search;
 use scanfleet_core::{Core, Links};
 
 use crate::auth::cache::AuthCache;
@@ -88,6 +89,10 @@ impl Application {
             self.state.settings.database_url.expose().to_string(),
             background.clone(),
         ));
+        let indexing = tokio::spawn(fingerprint_search::keep_indexed(
+            self.state.db.clone(),
+            background.clone(),
+        ));
         let webhooks = crate::webhooks::spawn(&self.state, background.clone());
         let app = endpoint(self.state);
         let served = Server::new_with_acceptor(acceptor)
@@ -97,6 +102,7 @@ impl Application {
         let _ = ingesting.await;
         let _ = relaying.await;
         let _ = listening.await;
+        let _ = indexing.await;
         for task in webhooks {
             let _ = task.await;
         }

@@ -1048,3 +1048,218 @@ async fn retests_are_not_counted_in_the_scan_limit_five_run_at_once_and_others_g
         .await
         .assert_problem(404);
 }
+
+/// A target's fingerprints laid with SQL for the search tests: `n` of them,
+/// `Finding {i}` on `h{i % 40}.example.com`.
+async fn lay_fingerprints(
+    db: &deadpool_postgres::Client,
+    user: uuid::Uuid,
+    target: uuid::Uuid,
+    n: i64,
+) {
+    db.execute(
+        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
+                                   severity, severity_rank, host, matched_at, first_seen_at,
+                                   last_seen_at)
+         SELECT gen_random_uuid(), $1, $2, 't' || (i % 30) || ':https://h' || (i % 40)
+                    || '.example.com/p/' || i,
+                't' || (i % 30), 'Finding ' || i, 'high', 1::smallint,
+                'h' || (i % 40) || '.example.com', 'https://h' || (i % 40) || '.example.com/p/' || i,
+                now(), now() - i * interval '1 second'
+         FROM generate_series(1, $3::bigint) AS i",
+        &[&user, &target, &n],
+    )
+    .await
+    .unwrap();
+}
+
+/// The names a text search of the target gives (every page), and its total.
+async fn search(
+    db: &deadpool_postgres::Client,
+    user: uuid::Uuid,
+    target: uuid::Uuid,
+    text: &str,
+) -> Option<(Vec<String>, i64)> {
+    let filter = store::fingerprints::FingerprintFilter {
+        text: Some(text.to_string()),
+        ..Default::default()
+    };
+    let (mut names, mut offset) = (Vec::new(), 0);
+    loop {
+        let (page, total) =
+            store::fingerprints::list_for_target(db, user, target, &filter, (500, offset))
+                .await
+                .unwrap()?;
+        if page.is_empty() {
+            names.sort();
+            return Some((names, total));
+        }
+        offset += page.len() as i64;
+        names.extend(page.into_iter().map(|r| r.name));
+    }
+}
+
+async fn pending(db: &deadpool_postgres::Client) -> i64 {
+    db.query_one("SELECT count(*) FROM fingerprint_search_pending", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test]
+async fn a_text_search_gives_the_same_answer_before_and_after_the_index_catches_up() {
+    use store::fingerprint_search::{index_pending, BATCH};
+    use store::fingerprints::SEARCH_CANDIDATES;
+    let name = format!("scanfleet_test_{}", uuid::Uuid::new_v4().simple());
+    let (admin, conn) = tokio_postgres::connect(&database_url("postgres"), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .unwrap();
+    let pool = store::connect(&database_url(&name)).unwrap();
+    migrate::run(&pool).await.unwrap();
+    let db = pool.get().await.unwrap();
+    let (user, other_user) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (target, other) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    for (u, t, domain) in [
+        (user, target, "big.example.com"),
+        (other_user, other, "other.example.com"),
+    ] {
+        db.execute(
+            "INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')",
+            &[&u, &format!("{u}@example.com")],
+        )
+        .await
+        .unwrap();
+        db.execute(
+            "INSERT INTO targets (id, user_id, domain) VALUES ($1, $2, $3)",
+            &[&t, &u, &domain],
+        )
+        .await
+        .unwrap();
+    }
+    // Past the candidates a search fetches by id, so that a broad text
+    // reads every fingerprint instead.
+    let n = SEARCH_CANDIDATES + 50;
+    lay_fingerprints(&db, user, target, n).await;
+    lay_fingerprints(&db, other_user, other, 100).await;
+    assert_eq!(
+        pending(&db).await,
+        n + 100,
+        "every new fingerprint is pending"
+    );
+
+    // Narrow (`Finding 4242`, `Finding 42420`...), middling (one host in
+    // 40) and broad (every fingerprint: past the candidates fetched by id).
+    let texts = [
+        "FINDING 4242",
+        "h7.example.com/p/",
+        "example.com",
+        "no such text",
+    ];
+    let mut before = Vec::new();
+    for text in texts {
+        before.push(search(&db, user, target, text).await.unwrap());
+    }
+    let expect = |f: &dyn Fn(i64) -> bool| -> Vec<String> {
+        let mut v: Vec<String> = (1..=n)
+            .filter(|&i| f(i))
+            .map(|i| format!("Finding {i}"))
+            .collect();
+        v.sort();
+        v
+    };
+    let narrow = expect(&|i| i.to_string().starts_with("4242"));
+    let middling = expect(&|i| i % 40 == 7);
+    assert_eq!(before[0], (narrow.clone(), narrow.len() as i64));
+    assert_eq!(before[1], (middling.clone(), middling.len() as i64));
+    assert_eq!(before[2].1, n);
+    assert_eq!(before[2].0.len() as i64, n);
+    assert_eq!(before[3], (vec![], 0));
+
+    // The index catches up, batch by batch; the answers do not change.
+    let mut moved = 0;
+    loop {
+        let m = index_pending(&db, BATCH).await.unwrap();
+        moved += m;
+        if m == 0 {
+            break;
+        }
+    }
+    assert_eq!(moved as i64, n + 100);
+    assert_eq!(pending(&db).await, 0);
+    for (text, was) in texts.iter().zip(&before) {
+        assert_eq!(
+            &search(&db, user, target, text).await.unwrap(),
+            was,
+            "{text}"
+        );
+    }
+
+    // A sighting that renames a fingerprint lists it again: found by its
+    // new name at once (the index still holds the old one), not by the old.
+    db.execute(
+        "UPDATE fingerprints SET name = 'Renamed check' WHERE target_id = $1 AND name = 'Finding 4242'",
+        &[&target],
+    )
+    .await
+    .unwrap();
+    // A sighting that changes nothing lists nothing.
+    db.execute(
+        "UPDATE fingerprints SET name = name, last_seen_at = now() WHERE target_id = $1",
+        &[&target],
+    )
+    .await
+    .unwrap();
+    assert_eq!(pending(&db).await, 1);
+    let renamed = (vec!["Renamed check".to_string()], 1);
+    for round in ["pending", "indexed"] {
+        assert_eq!(
+            search(&db, user, target, "renamed").await.unwrap(),
+            renamed,
+            "{round}"
+        );
+        let (names, _) = search(&db, user, target, "finding 4242").await.unwrap();
+        assert!(
+            !names.contains(&"Finding 4242".to_string()),
+            "{round}: {names:?}"
+        );
+        assert_eq!(names.len(), narrow.len() - 1, "{round}");
+        index_pending(&db, BATCH).await.unwrap();
+    }
+
+    // Another user's target is not found; its fingerprints are not in
+    // this target's answers, nor this target's in its owner's.
+    assert!(search(&db, other_user, target, "finding").await.is_none());
+    assert_eq!(
+        search(&db, other_user, other, "finding 4242")
+            .await
+            .unwrap()
+            .1,
+        0
+    );
+    assert_eq!(
+        search(&db, other_user, other, "finding 42")
+            .await
+            .unwrap()
+            .1,
+        1
+    );
+
+    // A deleted target's fingerprints leave the index.
+    db.execute("DELETE FROM targets WHERE id = $1", &[&target])
+        .await
+        .unwrap();
+    let left: i64 = db
+        .query_one("SELECT count(*) FROM fingerprint_search", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 100);
+    drop(db);
+    drop(pool);
+    scanfleet_tests::drop_database(&database_url("postgres"), &name);
+}

@@ -613,19 +613,10 @@ fn list_conditions(change: &str) -> String {
     )
 }
 
-/// The list's conditions with the change in `$7` and the text (`$8`, a
-/// `LIKE` pattern, lower-case), which only the fingerprints themselves can
-/// answer. The text filter reads every fingerprint of the target: a
-/// trigram index made it 40 times quicker at 100,000 fingerprints, but cost
-/// the ingester (every new fingerprint is indexed) more than a search
-/// gains, so there is none (docs/figures.md).
-static FILTER_CONDITIONS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{} AND ($8::text IS NULL OR lower(fp.name || ' ' || fp.template_id || ' ' || fp.host
-                                           || ' ' || fp.matched_at) LIKE $8)",
-        list_conditions("$7")
-    )
-});
+/// The text a search looks in (`$8`, a `LIKE` pattern, lower-case), as the
+/// fingerprint stands; migration 0037 defines it once.
+const TEXT_MATCHES: &str =
+    "scanfleet_fingerprint_text(fp.name, fp.template_id, fp.host, fp.matched_at) LIKE $8";
 
 /// Whether the target is the user's (`$5`), and the list's total from the
 /// counts the triggers of `fingerprint_counts` keep (a few dozen rows a
@@ -645,29 +636,72 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
 /// not for every row the offset skips (the change in `$7`).
 static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&list_conditions("$7")));
 
-/// The page with every filter and its total, from one pass over the
-/// target's fingerprints (the text filter reads each of them, so the total
-/// and the page share that read): whether the target is the user's (`$9`)
-/// and the total on every row, and one row with no fingerprint when the
-/// page is empty. Parameters 7 and 8 as [`FILTER_CONDITIONS`].
-static FILTERED: LazyLock<String> = LazyLock::new(|| {
-    format!(
+/// Candidates of a text search past which the search reads every
+/// fingerprint of the target instead ([`SCANNED`]): fetching each
+/// candidate by its id costs more than a scan once they are a tenth of
+/// 100,000 (a search that matches nearly everything, such as the target's
+/// domain).
+pub const SEARCH_CANDIDATES: i64 = 10_000;
+
+/// The page with every filter and its total, the text included (`$8`),
+/// from the fingerprints the trigram index of migration 0037 names for the
+/// text and those still pending for it, fetched by id and each checked
+/// against the fingerprint as it stands (so an index behind the
+/// fingerprints gives the same answer). Past [`SEARCH_CANDIDATES`] (`$10`)
+/// it reads nothing and says `overflow`. Whether the target is the user's
+/// (`$9`) and the total on every row, one row with no fingerprint when the
+/// page is empty; the change in `$7`.
+static INDEXED: LazyLock<String> = LazyLock::new(|| {
+    filtered(
+        "WITH candidates AS MATERIALIZED (
+             SELECT ARRAY(SELECT s.fingerprint_id FROM fingerprint_search s
+                          WHERE s.target_id = $1 AND s.text LIKE $8
+                          UNION ALL
+                          SELECT p.fingerprint_id FROM fingerprint_search_pending p
+                          WHERE p.target_id = $1
+                          LIMIT $10::bigint + 1) AS ids),
+         overflow AS (SELECT cardinality(ids) > $10::bigint AS overflow FROM candidates),
+         matched AS MATERIALIZED (
+             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
+             WHERE fp.id = ANY ((SELECT ids FROM candidates)::uuid[])
+               AND NOT (SELECT overflow FROM overflow)
+               AND {conditions}),",
+        "(SELECT overflow FROM overflow)",
+    )
+});
+
+/// [`INDEXED`] by reading every fingerprint of the target (`$10` is
+/// named only so that both take the same parameters).
+static SCANNED: LazyLock<String> = LazyLock::new(|| {
+    filtered(
         "WITH matched AS MATERIALIZED (
              SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
-             WHERE {conditions}),
+             WHERE $10::bigint IS NOT NULL AND {conditions}),",
+        "false",
+    )
+});
+
+/// A text search's statement from the CTEs that give `matched` (with
+/// `{conditions}` to fill) and whether the search gave up (`overflow`).
+fn filtered(matched: &str, overflow: &str) -> String {
+    let matched = matched.replace(
+        "{conditions}",
+        &format!("{} AND {TEXT_MATCHES}", list_conditions("$7")),
+    );
+    format!(
+        "{matched}
          page AS (
              SELECT id FROM matched ORDER BY severity_rank, last_seen_at DESC, id
              LIMIT $5 OFFSET $6),
          head AS (
              SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $9) AS owned,
-                    (SELECT count(*) FROM matched) AS total)
-         SELECT head.owned, head.total, r.*
+                    (SELECT count(*) FROM matched) AS total, {overflow} AS overflow)
+         SELECT head.owned, head.total, head.overflow, r.*
          FROM head LEFT JOIN LATERAL ({rows}) r ON true
          ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
-        conditions = *FILTER_CONDITIONS,
         rows = page_rows(),
     )
-});
+}
 
 /// The columns of a page's rows (`page` holds their ids).
 fn page_rows() -> String {
@@ -710,9 +744,36 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
+/// A text search's head row and page ([`INDEXED`], then [`SCANNED`] when
+/// the candidates overflow); `None` when the target is not the user's.
+async fn searched(
+    db: &impl deadpool_postgres::GenericClient,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync); 10],
+) -> Result<Option<(Row, Vec<Row>)>, Error> {
+    let stmt = db.prepare_cached(&INDEXED).await?;
+    let mut rows = db.query(&stmt, params).await?;
+    let overflow = rows.first().map(|r| r.try_get::<_, bool>("overflow"));
+    if overflow.transpose()? == Some(true) {
+        let stmt = db.prepare_cached(&SCANNED).await?;
+        rows = db.query(&stmt, params).await?;
+    }
+    let Some(head) = rows.first().cloned() else {
+        return Err(Error::Unexpected(anyhow::anyhow!(
+            "the filtered list gave no row"
+        )));
+    };
+    if !head.try_get::<_, bool>("owned")? {
+        return Ok(None);
+    }
+    // An empty page is one row without a fingerprint.
+    rows.retain(|r| matches!(r.try_get::<_, Option<Uuid>>("id"), Ok(Some(_))));
+    Ok(Some((head, rows)))
+}
+
 /// One page of a target's fingerprints, worst first and most recently
 /// seen first within a severity, with the total; `None` when the target is
-/// not the user's. Two prepared statements, cached on the connection.
+/// not the user's. Two prepared statements (three for a search that
+/// matches many), cached on the connection.
 pub async fn list_for_target(
     db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
@@ -721,10 +782,6 @@ pub async fn list_for_target(
     (limit, offset): (i64, i64),
 ) -> Result<Option<(Vec<FingerprintRow>, i64)>, Error> {
     let rank = filter.severity.map(|s| i16::from(s.rank()));
-    let text = filter
-        .text
-        .as_ref()
-        .map(|t| like_pattern(&t.to_lowercase()));
     let (head, rows) = if filter.counted() {
         let stmt = db.prepare_cached(&LIST_TOTAL).await?;
         let head = db
@@ -760,7 +817,11 @@ pub async fn list_for_target(
             .await?;
         (head, rows)
     } else {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
+        let text = filter
+            .text
+            .as_ref()
+            .map(|t| like_pattern(&t.to_lowercase()));
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 10] = [
             &target_id,
             &filter.state,
             &filter.status,
@@ -770,20 +831,12 @@ pub async fn list_for_target(
             &filter.change,
             &text,
             &user_id,
+            &SEARCH_CANDIDATES,
         ];
-        let stmt = db.prepare_cached(&FILTERED).await?;
-        let mut rows = db.query(&stmt, &params).await?;
-        let Some(head) = rows.first().cloned() else {
-            return Err(Error::Unexpected(anyhow::anyhow!(
-                "the filtered list gave no row"
-            )));
-        };
-        if !head.try_get::<_, bool>("owned")? {
-            return Ok(None);
+        match searched(db, &params).await? {
+            Some(found) => found,
+            None => return Ok(None),
         }
-        // An empty page is one row without a fingerprint.
-        rows.retain(|r| matches!(r.try_get::<_, Option<Uuid>>("id"), Ok(Some(_))));
-        (head, rows)
     };
     let total: i64 = head.try_get("total")?;
     let list = rows

@@ -85,6 +85,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_counts_by_change",
         include_str!("../../migrations/0036_fingerprint_counts_by_change.sql"),
     ),
+    (
+        37,
+        "fingerprint_search",
+        include_str!("../../migrations/0037_fingerprint_search.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

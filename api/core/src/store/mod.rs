@@ -15,6 +15,8 @@
 //!   run and skipped, requests).
 //! - [`fingerprints`]: findings across scans: identity, change, the fixed
 //!   rule, sticky triage.
+//! - [`fingerprint_search`]: the trigram index a text search of a target's
+//!   fingerprints reads, kept off the ingester's write path.
 //! - [`subscriptions`], [`payments`]: paid subscriptions as the payment
 //!   provider reports them, checkout sessions, applied webhook events.
 //! - [`listen`]: `LISTEN` on a channel, reconnecting: the one loop behind
@@ -27,6 +29,7 @@ pub mod changes;
 pub mod coverage;
 pub mod dashboard;
 pub mod findings;
+pub mod fingerprint_search;
 pub mod fingerprints;
 pub mod listen;
 pub mod migrate;
