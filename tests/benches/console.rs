@@ -272,11 +272,14 @@ async fn main() {
     app.make_admin(user.id).await;
     let big = app.new_target(&user, "big.example.com").await;
     let laying = Instant::now();
-    scanfleet_tests::history::lay_history(&app, user.id, big, FINGERPRINTS, SCANS).await;
+    let indexed =
+        scanfleet_tests::history::lay_history(&app, user.id, big, FINGERPRINTS, SCANS).await;
     println!(
-        "laid {FINGERPRINTS} fingerprints and {} findings in {:.0?}",
+        "laid {FINGERPRINTS} fingerprints and {} findings in {:.0?}; the search index held \
+         them {:.1?} after the fingerprints were laid",
         FINGERPRINTS * SCANS,
-        laying.elapsed()
+        laying.elapsed(),
+        indexed
     );
     let db = app.state.db.get().await.expect("db");
     let scan: Uuid = db
@@ -333,6 +336,10 @@ async fn main() {
         (
             "target ?q=finding 4242",
             format!("/targets/{big}?q=finding+4242"),
+        ),
+        (
+            "target ?q=example.com (all match)",
+            format!("/targets/{big}?q=example.com"),
         ),
         ("target page 1000", format!("/targets/{big}?offset=50000")),
         ("scans", "/scans".to_string()),

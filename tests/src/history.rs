@@ -1,13 +1,23 @@
 //! A target with a long history, laid with SQL for benchmarks: the
 //! findings list and the console's pages at 100,000 fingerprints.
 
+use std::time::{Duration, Instant};
+
 use uuid::Uuid;
 
 use crate::TestApp;
 
 /// `fingerprints` fingerprints on `target` and `scans` completed scans
 /// finding each of them, laid with SQL (fast enough for 100,000 x 10).
-pub async fn lay_history(app: &TestApp, user: Uuid, target: Uuid, fingerprints: i64, scans: i64) {
+/// Returns once the app's search index holds them (migration 0037), with
+/// how long that took after the fingerprints were laid.
+pub async fn lay_history(
+    app: &TestApp,
+    user: Uuid,
+    target: Uuid,
+    fingerprints: i64,
+    scans: i64,
+) -> Duration {
     let db = app.state.db.get().await.expect("db");
     db.execute(
         "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
@@ -26,6 +36,7 @@ pub async fn lay_history(app: &TestApp, user: Uuid, target: Uuid, fingerprints: 
     )
     .await
     .expect("fingerprints");
+    let laid = Instant::now();
     for n in 0..scans {
         let scan = Uuid::now_v7();
         db.execute(
@@ -62,11 +73,38 @@ pub async fn lay_history(app: &TestApp, user: Uuid, target: Uuid, fingerprints: 
         .await
         .expect("last scan");
     }
+    // The app's indexer moves the pending fingerprints into the index.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let pending: i64 = db
+            .query_one(
+                "SELECT count(*) FROM fingerprint_search_pending WHERE target_id = $1",
+                &[&target],
+            )
+            .await
+            .expect("pending")
+            .get(0);
+        if pending == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the search index did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let indexed = laid.elapsed();
     // One statement each: VACUUM cannot run in the implicit transaction of
     // a multi-statement batch.
-    for table in ["fingerprints", "findings"] {
+    for table in [
+        "fingerprints",
+        "findings",
+        "fingerprint_search",
+        "fingerprint_search_pending",
+    ] {
         db.batch_execute(&format!("VACUUM ANALYZE {table}"))
             .await
             .expect("vacuum");
     }
+    indexed
 }
