@@ -73,26 +73,7 @@ pub async fn lay_history(
         .await
         .expect("last scan");
     }
-    // The app's indexer moves the pending fingerprints into the index.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let pending: i64 = db
-            .query_one(
-                "SELECT count(*) FROM fingerprint_search_pending WHERE target_id = $1",
-                &[&target],
-            )
-            .await
-            .expect("pending")
-            .get(0);
-        if pending == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the search index did not catch up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_search_index(app, target).await;
     let indexed = laid.elapsed();
     // One statement each: VACUUM cannot run in the implicit transaction of
     // a multi-statement batch.
@@ -107,4 +88,29 @@ pub async fn lay_history(
             .expect("vacuum");
     }
     indexed
+}
+
+/// Waits until the app's indexer has moved every pending fingerprint of
+/// `target` into the search index (migration 0037); how long that took.
+pub async fn wait_for_search_index(app: &TestApp, target: Uuid) -> Duration {
+    let db = app.state.db.get().await.expect("db");
+    let started = Instant::now();
+    loop {
+        let pending: i64 = db
+            .query_one(
+                "SELECT count(*) FROM fingerprint_search_pending WHERE target_id = $1",
+                &[&target],
+            )
+            .await
+            .expect("pending")
+            .get(0);
+        if pending == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the search index did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
