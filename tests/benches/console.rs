@@ -276,7 +276,7 @@ async fn main() {
         scanfleet_tests::history::lay_history(&app, user.id, big, FINGERPRINTS, SCANS).await;
     println!(
         "laid {FINGERPRINTS} fingerprints and {} findings in {:.0?}; the search index held \
-         them {:.1?} after the fingerprints were laid",
+         the fingerprints {:.1?} after they were laid (the indexer looks every second)",
         FINGERPRINTS * SCANS,
         laying.elapsed(),
         indexed

@@ -294,6 +294,11 @@ pub async fn changes_of(
 /// new, recurring and regressed findings so far (fixed stays 0 until it
 /// completes); once completed, what [`complete`] counted.
 pub async fn changes_so_far(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
+    // Counting a scan of 100,000 findings takes a tenth of a second; a
+    // completed one has its counts kept.
+    if let Some(kept) = changes_of(db, scan_id).await? {
+        return Ok(kept);
+    }
     let row = db
         .query_one(&format!("SELECT {COUNT_CHANGES}"), &[&scan_id])
         .await?;
