@@ -41,6 +41,8 @@ use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
 use poem_openapi::types::{
     ParseError, ParseFromJSON, ParseFromParameter, ParseResult, ToJSON, Type,
 };
+use scanfleet_common::events::ScanStatus;
+use scanfleet_common::jobs::Engine;
 use serde_json::Value;
 
 /// A string request value described by `schema` in the contract: inline
@@ -161,12 +163,12 @@ contract_string!(
     /// `full`, `quick`, `recon` or `auto` (technology detection, then
     /// each host's own templates plus a baseline).
     EngineName,
-    component || one_of(&["full", "quick", "recon", "auto"])
+    component || one_of(&Engine::ALL.map(Engine::as_str))
 );
 contract_string!(
     /// A scan status.
     ScanStatusName,
-    component || one_of(&["queued", "pending", "running", "completed", "failed", "stopped"])
+    component || one_of(&ScanStatus::ALL.map(ScanStatus::as_str))
 );
 contract_string!(
     /// A finding status: one component, so that the body of `PATCH

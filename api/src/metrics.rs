@@ -20,6 +20,7 @@ use poem::http::StatusCode;
 use poem::web::Data;
 use poem::PathPattern;
 use poem::{handler, Endpoint, IntoResponse, Request, Response};
+use scanfleet_common::events::ScanStatus;
 
 use crate::state::AppState;
 
@@ -139,7 +140,7 @@ async fn fleet_gauges(state: &AppState) -> Result<(), crate::error::Error> {
 
 async fn refresh(state: &AppState) -> Result<(), crate::error::Error> {
     let db = state.db.get().await?;
-    for status in scanfleet_common::events::ScanStatus::ALL {
+    for status in ScanStatus::ALL {
         metrics::gauge!("scanfleet_scans", "status" => status.as_str()).set(0.0);
     }
     for row in db
@@ -149,9 +150,9 @@ async fn refresh(state: &AppState) -> Result<(), crate::error::Error> {
         )
         .await?
     {
-        let status: String = row.try_get("status")?;
+        let status: ScanStatus = row.try_get("status")?;
         let n: i64 = row.try_get("n")?;
-        metrics::gauge!("scanfleet_scans", "status" => status).set(n as f64);
+        metrics::gauge!("scanfleet_scans", "status" => status.as_str()).set(n as f64);
     }
     let waiting = state.scan_queue.waiting().await?;
     metrics::gauge!("scanfleet_queue_depth").set(waiting.len() as f64);

@@ -55,7 +55,9 @@ impl ScanStatus {
         )
     }
 
-    fn order(self) -> u8 {
+    /// The one order statuses move in: queued, pending, running, then the
+    /// terminal statuses, which share the last place.
+    pub fn order(self) -> u8 {
         match self {
             ScanStatus::Queued => 0,
             ScanStatus::Pending => 1,

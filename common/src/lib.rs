@@ -4,7 +4,9 @@
 //! Data flow: client -> api -> Redis queue (`jobs::ScanJob`) -> scanner node
 //! -> Redis stream (`events::ScanEvent`) -> ingester -> Postgres -> WebSocket.
 //! Everything that two processes must agree on lives here, and nothing else:
-//! no HTTP or SQL types.
+//! no HTTP or SQL types. One exception, behind the `postgres` feature that
+//! only the store enables: the enum columns' `FromSql`/`ToSql` ([`sql`]),
+//! which can only be written beside the enums they read.
 //!
 //! # Imports
 //! The bottom of every process: it imports registry crates only (serde,
@@ -24,6 +26,7 @@
 //! - [`telemetry`]: tracing set-up shared by the binaries.
 //! - [`chain`]: an error printed with its causes, each once.
 //! - [`shutdown`]: SIGINT / SIGTERM, the one stop signal of every binary.
+//! - `sql` (feature `postgres`): enum columns read and written as the enum.
 
 pub mod chain;
 pub mod events;
@@ -33,6 +36,8 @@ pub mod secret;
 pub mod settings;
 pub mod severity;
 pub mod shutdown;
+#[cfg(feature = "postgres")]
+pub mod sql;
 pub mod telemetry;
 
 pub use secret::Secret;

@@ -23,7 +23,7 @@ pub enum SettingsError {
     Invalid { name: &'static str, message: String },
     #[error("SCANFLEET_JWT_SECRET is required in production mode")]
     MissingJwtSecret,
-    #[error("cannot read the settings file {path}: {source}")]
+    #[error("cannot read the settings file {path}")]
     File {
         path: String,
         source: std::io::Error,

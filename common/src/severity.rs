@@ -38,6 +38,11 @@ impl Severity {
         }
     }
 
+    /// The severity of exactly this name, as stored: no normalisation.
+    pub fn parse(value: &str) -> Option<Severity> {
+        Severity::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Critical => "critical",

@@ -40,7 +40,7 @@ use chrono::{DateTime, Utc};
 use scanfleet_common::settings::SchedulerSettings;
 use scanfleet_common::{Secret, Settings};
 use scanfleet_core::cron::CronSpec;
-use scanfleet_core::store::listen::{listen, Heard};
+use scanfleet_core::store::listen::wake_on;
 use scanfleet_core::store::{notifications, schedules, users};
 use scanfleet_core::{Core, Error, Links};
 use tokio_util::sync::CancellationToken;
@@ -97,10 +97,15 @@ impl Scheduler {
         tokio::pin!(shutdown);
         let changed = Arc::new(tokio::sync::Notify::new());
         let stop_listening = CancellationToken::new();
-        let listener = tokio::spawn(listen_for_changes(
+        // Every schedule change wakes the loop (a permit is kept if it is
+        // mid-tick, so the change is seen by one more pass).
+        let waker = changed.clone();
+        let listener = tokio::spawn(wake_on(
             self.database_url.expose().to_string(),
-            changed.clone(),
+            schedules::CHANGED_CHANNEL,
+            "scheduler",
             stop_listening.clone(),
+            move || waker.notify_one(),
         ));
         let reap_every = Duration::from_secs(self.config.reap_interval_secs);
         let mut next_reap = tokio::time::Instant::now();
@@ -232,27 +237,4 @@ impl Scheduler {
         tx.commit().await?;
         Ok(())
     }
-}
-
-/// Follows `LISTEN scanfleet_schedules` on a connection of its own and
-/// wakes the scheduler on every notification; reconnects after a failure.
-async fn listen_for_changes(
-    database_url: String,
-    changed: Arc<tokio::sync::Notify>,
-    stop: CancellationToken,
-) {
-    let channel = schedules::CHANGED_CHANNEL;
-    listen(
-        &database_url,
-        channel,
-        "scheduler",
-        &stop,
-        |heard| match heard {
-            // On connecting: anything changed before the LISTEN took effect is
-            // covered by one extra pass.
-            Heard::Listening | Heard::Notified(_) => changed.notify_one(),
-            Heard::Lost => {}
-        },
-    )
-    .await;
 }

@@ -42,6 +42,9 @@ impl Change {
     }
 }
 
+// `findings.change` and `fingerprints.last_change` hold the name.
+scanfleet_common::text_column!(Change, Change::parse);
+
 /// `matched_at` in its normal form (see the module's rule).
 pub fn normalise_matched_at(raw: &str) -> String {
     let Some((scheme, rest)) = raw.split_once("://") else {

@@ -240,7 +240,7 @@ impl Changes {
                 return Some((status, error));
             }
             ScanEventKind::Status { status, .. } => {
-                self.statuses.insert(status_rank(status), status);
+                self.statuses.insert(status.order(), status);
             }
             ScanEventKind::Error { stage, message } => {
                 tracing::debug!(stage = ?stage, %message, "scan reported an error");
@@ -275,14 +275,6 @@ impl Changes {
             scans::record_progress(db, scan_id, &stage, progress as i16, tool.as_deref()).await?;
         }
         Ok(())
-    }
-}
-
-fn status_rank(status: ScanStatus) -> u8 {
-    match status {
-        ScanStatus::Queued => 0,
-        ScanStatus::Pending => 1,
-        _ => 2,
     }
 }
 

@@ -21,6 +21,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use scanfleet_common::chain::Chain;
 use scanfleet_common::Settings;
 use scanfleet_http::{ClientConfig, HttpClient, HttpError, Request, SendOptions, TargetUrl};
 use tokio_postgres::GenericClient;
@@ -135,7 +136,7 @@ impl Checker {
             let answer = tokio::time::timeout(STEP_TIMEOUT, self.client.txt_records(&name)).await;
             let text = match answer {
                 Err(_) => format!("{name}: no answer within {STEP_TIMEOUT:?}"),
-                Ok(Err(e)) => format!("{name}: {e}"),
+                Ok(Err(e)) => format!("{name}: {}", Chain(&e)),
                 Ok(Ok(records)) if records.iter().any(|r| r.trim() == value) => return Ok(()),
                 Ok(Ok(records)) if records.is_empty() => format!("{name}: no TXT records"),
                 Ok(Ok(records)) => format!(
@@ -172,7 +173,7 @@ impl Checker {
                         )
                     });
                 }
-                Err(e) => found.push(format!("{scheme}: {e}")),
+                Err(e) => found.push(format!("{scheme}: {}", Chain(&e))),
             }
         }
         Err(format!(

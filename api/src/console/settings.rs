@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::form;
 use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
-use super::targets::ENGINES;
+use super::targets::engines;
 use crate::auth::account;
 use crate::state::AppState;
 use scanfleet_common::jobs::Engine;
@@ -40,7 +40,7 @@ struct Schedules {
     lines: Vec<ScheduleLine>,
     /// The user's targets as (id, domain, chosen).
     targets: Vec<(Uuid, String, bool)>,
-    engines: [(&'static str, &'static str); 4],
+    engines: [(&'static str, &'static str); Engine::ALL.len()],
     cron: String,
     preview: Vec<String>,
     errors: FormErrors,
@@ -141,7 +141,7 @@ async fn schedules_page(
             chrome,
             lines,
             targets,
-            engines: ENGINES,
+            engines: engines(),
             cron: q.cron,
             preview,
             errors,

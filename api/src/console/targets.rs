@@ -28,26 +28,31 @@ pub const FINDINGS_PAGE: i64 = 50;
 /// Targets a page of the list shows.
 const TARGETS_PAGE: i64 = 50;
 
-/// What each engine runs, in a sentence, for the start-scan form.
-pub const ENGINES: [(&str, &str); 4] = [
-    (
-        "full",
-        "Discovery of subdomains, an HTTP probe of every host found, then every template.",
-    ),
-    (
-        "quick",
-        "The domain itself only: an HTTP probe, then templates of severity medium and above.",
-    ),
-    (
-        "recon",
-        "Discovery and the HTTP probe, with technology findings only: what runs where.",
-    ),
-    (
-        "auto",
-        "Discovery, the HTTP probe and technology detection, then on each host the templates \
-         of what it runs plus a baseline of technology-independent checks.",
-    ),
-];
+/// Each engine a scan can be started with (`Engine::ALL`, the one list),
+/// by name, with what it runs in a sentence, for the start-scan form.
+pub fn engines() -> [(&'static str, &'static str); Engine::ALL.len()] {
+    Engine::ALL.map(|e| (e.as_str(), what_it_runs(e)))
+}
+
+fn what_it_runs(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Full => {
+            "Discovery of subdomains, an HTTP probe of every host found, then every template."
+        }
+        Engine::Quick => {
+            "The domain itself only: an HTTP probe, then templates of severity medium and above."
+        }
+        Engine::Recon => {
+            "Discovery and the HTTP probe, with technology findings only: what runs where."
+        }
+        Engine::Auto => {
+            "Discovery, the HTTP probe and technology detection, then on each host the templates \
+             of what it runs plus a baseline of technology-independent checks."
+        }
+        // Started by a retest only, never from the form.
+        Engine::Retest => "One finding's template against its host.",
+    }
+}
 
 /// A target as its list and page show it.
 pub struct TargetView {
@@ -423,7 +428,7 @@ struct TargetPage {
     findings: FindingsBlock,
     scans: Vec<ScanRow>,
     schedules: Vec<Schedule>,
-    engines: [(&'static str, &'static str); 4],
+    engines: [(&'static str, &'static str); Engine::ALL.len()],
     verify_errors: Vec<String>,
     scan_error: Option<String>,
 }
@@ -477,7 +482,7 @@ async fn target_page(
                 .into_iter()
                 .filter(|s| s.target_id == target_id)
                 .collect(),
-            engines: ENGINES,
+            engines: engines(),
             verify_errors,
             scan_error,
         },

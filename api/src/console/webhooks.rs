@@ -228,7 +228,7 @@ pub async fn act(
                     url: &hook.url,
                     kind: &hook.kind,
                     events: &hook.events,
-                    min_severity: &hook.min_severity,
+                    min_severity: hook.min_severity,
                     description: &hook.description,
                     enabled: form.get("action") == "enable",
                 };

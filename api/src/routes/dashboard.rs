@@ -36,8 +36,8 @@ impl From<RecentScan> for RecentScanOut {
         RecentScanOut {
             id: s.id,
             target_domain: s.target_domain,
-            engine: s.engine,
-            status: s.status,
+            engine: s.engine.as_str().to_string(),
+            status: s.status.as_str().to_string(),
             progress: s.progress.into(),
             created_at: s.created_at,
             findings_count: s.findings_count.into(),

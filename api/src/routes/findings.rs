@@ -252,15 +252,12 @@ pub fn filter_of(
         .transpose()?;
     let severity = severity
         .map(|v| {
-            Severity::ALL
-                .into_iter()
-                .find(|s| s.as_str() == v)
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "severity",
-                        "must be one of critical, high, medium, low, info",
-                    )
-                })
+            Severity::parse(v).ok_or_else(|| {
+                Error::invalid(
+                    "severity",
+                    "must be one of critical, high, medium, low, info",
+                )
+            })
         })
         .transpose()?;
     Ok(FingerprintFilter {

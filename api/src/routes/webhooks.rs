@@ -72,7 +72,7 @@ impl From<Webhook> for WebhookOut {
             url: w.url,
             kind: w.kind,
             events: w.events,
-            min_severity: w.min_severity,
+            min_severity: w.min_severity.as_str().to_string(),
             description: w.description,
             enabled: w.enabled,
             created_at: w.created_at,
@@ -290,7 +290,7 @@ impl WebhooksApi {
             url: url.as_deref().unwrap_or(&current.url),
             kind: &current.kind,
             events: events.as_deref().unwrap_or(&current.events),
-            min_severity: min_severity.as_deref().unwrap_or(&current.min_severity),
+            min_severity: min_severity.unwrap_or(current.min_severity),
             description: description.as_deref().unwrap_or(&current.description),
             enabled: body.enabled.unwrap_or(current.enabled),
         };

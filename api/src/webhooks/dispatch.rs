@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use scanfleet_common::settings::WebhookSettings;
-use scanfleet_core::store::listen::{self, Heard};
 use scanfleet_core::store::webhooks::{self, AttemptRecord, Claimed, Outcome};
 use scanfleet_core::store::Db;
 use tokio::sync::Notify;
@@ -351,24 +350,6 @@ async fn read_capped(mut response: reqwest::Response) -> String {
         }
     }
     String::from_utf8_lossy(&kept).into_owned()
-}
-
-/// Wakes the process's dispatchers on every outbox `NOTIFY`, on a
-/// connection of its own; reconnects after a failure.
-pub async fn listen(database_url: String, wake: Arc<Notify>, stop: CancellationToken) {
-    let channel = webhooks::NOTIFY_CHANNEL;
-    listen::listen(
-        &database_url,
-        channel,
-        "webhooks",
-        &stop,
-        |heard| match heard {
-            // On connecting: whatever was committed while we were not listening.
-            Heard::Listening | Heard::Notified(_) => wake.notify_waiters(),
-            Heard::Lost => {}
-        },
-    )
-    .await;
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! testing and redelivering).
 
 use chrono::{DateTime, Duration, Utc};
+use scanfleet_common::Severity;
 use uuid::Uuid;
 
 use crate::contract::bounds::{
@@ -20,7 +21,6 @@ use scanfleet_core::store::webhooks::{self, Webhook, WebhookValues};
 
 /// How long a rotated secret keeps signing beside the new one.
 pub const ROTATION_OVERLAP_HOURS: i64 = 24;
-const SEVERITIES: [&str; 5] = ["critical", "high", "medium", "low", "info"];
 
 /// Webhooks are a paid feature, like reports.
 pub async fn ensure_paid(state: &AppState, user: &User) -> Result<(), Error> {
@@ -82,17 +82,14 @@ pub fn checked_events(events: &[String]) -> Result<Vec<String>, Error> {
     Ok(kept)
 }
 
-pub fn checked_severity(raw: Option<&str>) -> Result<Option<String>, Error> {
+pub fn checked_severity(raw: Option<&str>) -> Result<Option<Severity>, Error> {
     raw.map(|s| {
-        SEVERITIES
-            .contains(&s)
-            .then(|| s.to_string())
-            .ok_or_else(|| {
-                Error::invalid(
-                    "min_severity",
-                    "must be critical, high, medium, low or info",
-                )
-            })
+        Severity::parse(s).ok_or_else(|| {
+            Error::invalid(
+                "min_severity",
+                "must be critical, high, medium, low or info",
+            )
+        })
     })
     .transpose()
 }
@@ -138,7 +135,7 @@ pub async fn create(
         return Err(Error::invalid("kind", "must be generic or slack"));
     }
     let events = checked_events(new.events)?;
-    let min_severity = checked_severity(new.min_severity)?.unwrap_or_else(|| "info".into());
+    let min_severity = checked_severity(new.min_severity)?.unwrap_or(Severity::Info);
     let description = checked_description(new.description)?.unwrap_or_default();
     let url = checked_url(state, new.url, kind).await?;
     let secret = sign::new_secret();
@@ -147,7 +144,7 @@ pub async fn create(
         url: &url,
         kind,
         events: &events,
-        min_severity: &min_severity,
+        min_severity,
         description: &description,
         enabled: true,
     };

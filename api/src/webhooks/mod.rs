@@ -19,6 +19,7 @@ pub mod sign;
 
 use std::sync::Arc;
 
+use scanfleet_core::store::{listen, webhooks};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -39,10 +40,14 @@ pub(crate) fn spawn(state: &AppState, stop: CancellationToken) -> Vec<JoinHandle
         format!("{}/api/v1", settings.api.public_url),
     ));
     let wake = Arc::new(Notify::new());
-    let mut tasks = vec![tokio::spawn(dispatch::listen(
+    // Every outbox `NOTIFY` wakes the dispatchers that wait.
+    let waker = wake.clone();
+    let mut tasks = vec![tokio::spawn(listen::wake_on(
         settings.database_url.expose().to_string(),
-        wake.clone(),
+        webhooks::NOTIFY_CHANNEL,
+        "webhooks",
         stop.clone(),
+        move || waker.notify_waiters(),
     ))];
     for _ in 0..settings.webhooks.dispatchers {
         tasks.push(tokio::spawn(

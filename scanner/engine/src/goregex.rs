@@ -28,7 +28,7 @@ use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
 /// A pattern that neither engine accepts.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("invalid regex `{pattern}`: {source}")]
+#[error("invalid regex `{pattern}`")]
 pub struct RegexError {
     /// The pattern as written.
     pub pattern: String,

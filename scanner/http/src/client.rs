@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use scanfleet_common::chain::Chain;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
@@ -380,7 +381,7 @@ impl HttpClient {
                 match self.attempt(url, &addrs, wire, head, conn_use).await {
                     Err(e) if e.is_retryable_now() && retries_left > 0 => {
                         retries_left -= 1;
-                        tracing::debug!(host = %url.host, error = %e, "retrying after transport error");
+                        tracing::debug!(host = %url.host, error = %Chain(&e), "retrying after transport error");
                     }
                     other => return other,
                 }
@@ -421,7 +422,7 @@ impl HttpClient {
                             return Ok(resp);
                         }
                         RoundTrip::Stale(e) => {
-                            tracing::debug!(host = %url.host, error = %e, "pooled connection was stale");
+                            tracing::debug!(host = %url.host, error = %Chain(&e), "pooled connection was stale");
                         }
                         RoundTrip::Failed(e) => return Err(e),
                     }

@@ -27,14 +27,14 @@ pub enum HttpError {
         class: AddressClass,
     },
     /// The name could not be turned into an address.
-    #[error("could not resolve {host}: {cause}")]
+    #[error("could not resolve {host}")]
     Dns {
         host: String,
         #[source]
         cause: DnsFailure,
     },
     /// No TCP connection could be made to the chosen address.
-    #[error("could not connect to {addr} for host {host}: {source}")]
+    #[error("could not connect to {addr} for host {host}")]
     Connect {
         host: String,
         addr: SocketAddr,
@@ -42,7 +42,7 @@ pub enum HttpError {
         source: io::Error,
     },
     /// The connection broke while the request was written or the response read.
-    #[error("connection to {host} failed while {stage}: {source}")]
+    #[error("connection to {host} failed while {stage}")]
     Io {
         host: String,
         stage: &'static str,
@@ -53,7 +53,7 @@ pub enum HttpError {
     #[error("request to {host} timed out after {after:?}")]
     Timeout { host: String, after: Duration },
     /// The TLS handshake failed (certificates are never the reason: any is accepted).
-    #[error("TLS handshake with {host} failed: {cause}")]
+    #[error("TLS handshake with {host} failed")]
     Tls {
         host: String,
         #[source]
@@ -63,7 +63,7 @@ pub enum HttpError {
     #[error("malformed response from {host}: {reason}")]
     Protocol { host: String, reason: String },
     /// A URL given to the client could not be understood.
-    #[error("invalid URL {input:?}: {reason}")]
+    #[error("invalid URL {input:?}")]
     InvalidUrl {
         input: String,
         #[source]
@@ -76,17 +76,17 @@ pub enum HttpError {
     #[error("invalid client configuration: {reason}")]
     InvalidConfig { reason: String },
     /// A setting of the fleet's settings, by its variable name.
-    #[error("invalid client configuration: {name}: {source}")]
+    #[error("invalid client configuration: {name}")]
     Setting {
         name: &'static str,
         #[source]
         source: Box<HttpError>,
     },
     /// The system's DNS configuration could not be read.
-    #[error("invalid client configuration: cannot read the system DNS configuration: {0}")]
+    #[error("invalid client configuration: cannot read the system DNS configuration")]
     SystemDns(#[source] ResolveError),
     /// The TLS library refused the client's configuration.
-    #[error("invalid client configuration: TLS setup failed: {0}")]
+    #[error("invalid client configuration: TLS setup failed")]
     TlsSetup(#[source] rustls::Error),
 }
 
@@ -118,7 +118,7 @@ pub enum DnsFailure {
 /// Why a TLS connection could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsFailure {
-    #[error("{name:?} is not a valid TLS server name: {source}")]
+    #[error("{name:?} is not a valid TLS server name")]
     ServerName {
         name: String,
         #[source]

@@ -329,8 +329,10 @@ mod tests {
     #[test]
     fn an_invalid_url_keeps_what_is_wrong_as_its_source_and_its_text() {
         let err = TargetUrl::parse("http://[::1/x").unwrap_err();
+        // What is wrong is said once, by the source, when printed as a chain.
+        assert_eq!(err.to_string(), "invalid URL \"http://[::1/x\"");
         assert_eq!(
-            err.to_string(),
+            scanfleet_common::chain::Chain(&err).to_string(),
             "invalid URL \"http://[::1/x\": unclosed '[' in host"
         );
         let source = std::error::Error::source(&err).unwrap();

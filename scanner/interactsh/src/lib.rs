@@ -6,7 +6,8 @@
 //! interaction and the scanner fetches it by polling. This crate holds what
 //! the engine (the client) and our `scanfleet-oob` server (the other end)
 //! share, so both speak the same bytes; it links no server framework, no
-//! Redis and no CLI, only `reqwest` for the client.
+//! Redis and no CLI, and `reqwest` (with tokio) only for the client, behind
+//! the `client` feature: the server never calls it, so does not link it.
 //!
 //! The key design decision is the protocol's own: the client registers an
 //! RSA public key, the server answers each poll with a per-registration
@@ -24,13 +25,16 @@
 //! - [`wire`]: the JSON bodies (registration, poll answer, [`Interaction`]).
 //! - [`id`]: correlation ids, nonces, and the 33-character window matching.
 //! - [`crypto`]: RSA-OAEP key wrapping and AES-256-CTR items (CFB fallback).
-//! - [`client`]: [`Session`], the async client the engine uses.
+//! - `client` (feature `client`): `Session`, the async client the engine
+//!   uses.
 
+#[cfg(feature = "client")]
 pub mod client;
 pub mod crypto;
 pub mod id;
 pub mod wire;
 
+#[cfg(feature = "client")]
 pub use client::{decrypt_interaction, ClientError, ItemError, Session, SessionConfig};
 pub use crypto::{AesKey, CryptoError, KeyPair};
 pub use id::{find_ids, find_ids_in_text, IdMatch, CORRELATION_ID_LEN, NONCE_LEN, UNIQUE_ID_LEN};

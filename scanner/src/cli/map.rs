@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
+use scanfleet_common::chain::Chain;
 use scanfleet_engine::engine::load::load_templates_for;
 use scanfleet_engine::template::CheckOptions;
 use scanfleet_scanner::auto::plan::left_out_counts;
@@ -33,7 +34,7 @@ pub fn map(args: &MapArgs) -> ExitCode {
     let loaded = match load_templates_for(&args.dirs, CheckOptions::default()) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", Chain(&e));
             return ExitCode::FAILURE;
         }
     };

@@ -112,7 +112,7 @@ fn load_templates(
 ) -> Result<Vec<Arc<CompiledTemplate>>, LoadFailed> {
     let loaded = load::load_templates_for(paths, options)?;
     for left_out in &loaded.left_out {
-        eprintln!("warning: {left_out}");
+        eprintln!("warning: {}", Chain(left_out));
     }
     eprintln!(
         "loaded {} template(s), {} runnable, in {:.3} s",
@@ -166,7 +166,7 @@ pub async fn run_command(args: RunArgs) -> ExitCode {
     } = match set_up(&args) {
         Ok(run) => run,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", Chain(&e));
             return ExitCode::from(EXIT_USAGE);
         }
     };

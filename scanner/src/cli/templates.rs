@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use scanfleet_common::chain::Chain;
 use scanfleet_engine::template::{check_dir_for, CheckSummary};
 
 use super::oob::InteractshArgs;
@@ -39,11 +40,11 @@ pub fn check(args: &CheckArgs) -> ExitCode {
     }
     let (report, summary) = check_dir_for(&args.dir, args.interactsh.check_options());
     for e in &report.walk_errors {
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", Chain(e));
     }
     if args.errors {
         for e in &report.failures {
-            eprintln!("{e}");
+            eprintln!("{}", Chain(e));
         }
     }
     let out = if args.json {

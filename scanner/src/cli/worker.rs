@@ -15,7 +15,7 @@ pub fn worker() -> ExitCode {
     let settings = match NodeSettings::load() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", Chain(&e));
             return ExitCode::FAILURE;
         }
     };

@@ -183,7 +183,7 @@ impl Node {
         let loaded =
             tokio::task::spawn_blocking(move || load_templates_for(&paths, options)).await??;
         for left_out in &loaded.left_out {
-            tracing::warn!(reason = %left_out, "template left out");
+            tracing::warn!(reason = %Chain(left_out), "template left out");
         }
         tracing::info!(
             found = loaded.found(),

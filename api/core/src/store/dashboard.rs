@@ -3,6 +3,8 @@
 //! indexed rows whatever the number of scans and findings.
 
 use chrono::{DateTime, NaiveDate, Utc};
+use scanfleet_common::events::ScanStatus;
+use scanfleet_common::jobs::Engine;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
@@ -23,8 +25,8 @@ pub struct Summary {
 pub struct RecentScan {
     pub id: Uuid,
     pub target_domain: String,
-    pub engine: String,
-    pub status: String,
+    pub engine: Engine,
+    pub status: ScanStatus,
     pub progress: i16,
     pub created_at: DateTime<Utc>,
     pub findings_count: i32,
@@ -92,14 +94,18 @@ impl TryFrom<&Row> for RecentScan {
     type Error = Error;
 
     fn try_from(r: &Row) -> Result<Self, Error> {
-        let status: String = r.try_get("status")?;
+        let status: ScanStatus = r.try_get("status")?;
         let progress: i16 = r.try_get("progress")?;
         Ok(RecentScan {
             id: r.try_get("scan_id")?,
             target_domain: r.try_get("target_domain")?,
             engine: r.try_get("engine")?,
             // A completed scan reads 100 whatever its last progress event said.
-            progress: if status == "completed" { 100 } else { progress },
+            progress: if status == ScanStatus::Completed {
+                100
+            } else {
+                progress
+            },
             status,
             created_at: r.try_get("created_at")?,
             findings_count: r.try_get("findings_count")?,

@@ -115,33 +115,14 @@ impl TryFrom<&Row> for FindingRow {
 
 impl FindingRow {
     fn read(row: &Row, names: &Names) -> Result<Self, Error> {
-        let severity: &str = row.try_get("severity")?;
-        let severity = match severity {
-            "critical" => Severity::Critical,
-            "high" => Severity::High,
-            "medium" => Severity::Medium,
-            "low" => Severity::Low,
-            "info" => Severity::Info,
-            other => {
-                return Err(Error::Unexpected(anyhow::anyhow!(
-                    "finding with unknown severity {other:?}"
-                )))
-            }
-        };
         let extracted: serde_json::Value = row.try_get("extracted_results")?;
-        let change = match row.try_get::<_, Option<&str>>("change")? {
-            None => None,
-            Some(raw) => Some(Change::parse(raw).ok_or_else(|| {
-                Error::Unexpected(anyhow::anyhow!("finding with unknown change {raw:?}"))
-            })?),
-        };
         Ok(FindingRow {
             id: row.try_get(names.id)?,
             scan_id: row.try_get(names.scan_id)?,
             user_id: row.try_get("user_id")?,
             template_id: row.try_get("template_id")?,
             name: row.try_get("name")?,
-            severity,
+            severity: row.try_get("severity")?,
             status: row.try_get(names.status)?,
             host: row.try_get("host")?,
             matched_at: row.try_get("matched_at")?,
@@ -154,7 +135,7 @@ impl FindingRow {
             created_at: row.try_get(names.created_at)?,
             fingerprint: row.try_get("fingerprint")?,
             first_seen_at: row.try_get("first_seen_at")?,
-            change,
+            change: row.try_get("change")?,
             accepted_until: row.try_get("accepted_until")?,
         })
     }
@@ -262,7 +243,7 @@ async fn insert_rows(
     let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
     let template_ids: Vec<&str> = batch.iter().map(|(f, _)| f.template_id.as_str()).collect();
     let names: Vec<&str> = batch.iter().map(|(f, _)| f.name.as_str()).collect();
-    let severities: Vec<&str> = batch.iter().map(|(f, _)| f.severity.as_str()).collect();
+    let severities: Vec<Severity> = batch.iter().map(|(f, _)| f.severity).collect();
     let hosts: Vec<&str> = batch.iter().map(|(f, _)| f.host.as_str()).collect();
     let matched: Vec<&str> = batch.iter().map(|(f, _)| f.matched_at.as_str()).collect();
     let descriptions: Vec<&str> = batch.iter().map(|(f, _)| f.description.as_str()).collect();
@@ -277,7 +258,7 @@ async fn insert_rows(
         .collect();
     let dedup: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
     let fingerprint_ids: Vec<Uuid> = recorded.iter().map(|r| r.id).collect();
-    let changes: Vec<&str> = recorded.iter().map(|r| r.change.as_str()).collect();
+    let changes: Vec<Change> = recorded.iter().map(|r| r.change).collect();
     let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
     let classifications: Vec<Option<serde_json::Value>> = batch
         .iter()
@@ -629,13 +610,10 @@ impl TryFrom<&Row> for DiffScan {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
-        let engine: &str = row.try_get("engine")?;
         Ok(DiffScan {
             id: row.try_get("id")?,
             target_id: row.try_get("target_id")?,
-            engine: Engine::parse(engine).ok_or_else(|| {
-                Error::Unexpected(anyhow::anyhow!("scan with unknown engine {engine:?}"))
-            })?,
+            engine: row.try_get("engine")?,
             created_at: row.try_get("created_at")?,
             completed_at: row.try_get("completed_at")?,
         })
@@ -678,7 +656,6 @@ pub async fn previous_completed(
     scan: &DiffScan,
     engine: Option<Engine>,
 ) -> Result<Option<DiffScan>, Error> {
-    let engine = engine.map(Engine::as_str);
     let row = db
         .query_opt(
             "SELECT id, target_id, engine, created_at, completed_at FROM scans

@@ -1,7 +1,7 @@
 //! `LISTEN` on a Postgres channel, on a connection of its own, for as long
 //! as the process runs: the one loop behind the auth cache's credential
-//! changes, the webhook outbox's wake-ups and the scheduler's schedule
-//! changes.
+//! changes ([`listen`]), the webhook outbox's wake-ups and the scheduler's
+//! schedule changes (both [`wake_on`]).
 
 use std::time::Duration;
 
@@ -56,6 +56,24 @@ pub async fn listen(
         }
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// [`listen`] for an owner that only needs waking: `wake` runs once each
+/// `LISTEN` takes effect (what was committed while nobody listened is due
+/// then) and on every notification; a lost connection needs nothing. Owns
+/// its arguments, so it can be spawned as it is.
+pub async fn wake_on(
+    database_url: String,
+    channel: &'static str,
+    what: &'static str,
+    stop: CancellationToken,
+    mut wake: impl FnMut(),
+) {
+    listen(&database_url, channel, what, &stop, |heard| match heard {
+        Heard::Listening | Heard::Notified(_) => wake(),
+        Heard::Lost => {}
+    })
+    .await;
 }
 
 /// One connection: `LISTEN`, then notifications until it ends.

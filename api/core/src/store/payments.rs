@@ -34,6 +34,8 @@ impl CheckoutStatus {
     }
 }
 
+scanfleet_common::text_column!(CheckoutStatus, CheckoutStatus::parse);
+
 /// A checkout session: which user buys which tier.
 #[derive(Debug, Clone)]
 pub struct Checkout {
@@ -50,15 +52,12 @@ impl TryFrom<&Row> for Checkout {
     type Error = Error;
 
     fn try_from(r: &Row) -> Result<Self, Error> {
-        let status: String = r.try_get("status")?;
         Ok(Checkout {
             id: r.try_get("id")?,
             user_id: r.try_get("user_id")?,
             tier_slug: r.try_get("tier_slug")?,
             provider: r.try_get("provider")?,
-            status: CheckoutStatus::parse(&status).ok_or_else(|| {
-                anyhow::anyhow!("unknown checkout status `{status}` in the database")
-            })?,
+            status: r.try_get("status")?,
             created_at: r.try_get("created_at")?,
         })
     }
@@ -102,7 +101,7 @@ pub async fn finish_checkout(
         .execute(
             "UPDATE checkout_sessions SET status = $2, finished_at = now()
              WHERE id = $1 AND status = 'open'",
-            &[&id, &status.as_str()],
+            &[&id, &status],
         )
         .await?;
     Ok(n == 1)

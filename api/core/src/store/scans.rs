@@ -55,16 +55,14 @@ impl TryFrom<&Row> for ScanRow {
     /// Reads the columns of [`COLUMNS`] by name; an engine or status the
     /// code does not know is an error, never silently another value.
     fn try_from(row: &Row) -> Result<ScanRow, Error> {
-        let engine: &str = row.try_get("engine")?;
-        let status: &str = row.try_get("status")?;
         Ok(ScanRow {
             id: row.try_get("id")?,
             user_id: row.try_get("user_id")?,
             target_id: row.try_get("target_id")?,
             schedule_id: row.try_get("schedule_id")?,
             domain: row.try_get("domain")?,
-            engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
-            status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
+            engine: row.try_get("engine")?,
+            status: row.try_get("status")?,
             stage: row.try_get("stage")?,
             progress: row.try_get("progress")?,
             current_tool: row.try_get("current_tool")?,
@@ -82,12 +80,6 @@ impl TryFrom<&Row> for ScanRow {
             revision: row.try_get("revision")?,
         })
     }
-}
-
-fn unknown(column: &str, value: &str) -> Error {
-    Error::Unexpected(anyhow::anyhow!(
-        "scan row has an unknown {column} {value:?}"
-    ))
 }
 
 /// What counting a new scan against the tier's limit gave.
@@ -148,13 +140,7 @@ pub async fn insert_counted(
                      VALUES ($1, $2, $3, $4, $5) RETURNING *)
                  SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
             ),
-            &[
-                &Uuid::now_v7(),
-                &user_id,
-                &target_id,
-                &schedule_id,
-                &engine.as_str(),
-            ],
+            &[&Uuid::now_v7(), &user_id, &target_id, &schedule_id, &engine],
         )
         .await
         .map_err(deleted_meanwhile)?;
@@ -258,7 +244,6 @@ pub async fn list(
              ORDER BY page.created_at DESC, page.id DESC"
         )
     });
-    let status = filter.status.map(ScanStatus::as_str);
     let stmt = db.prepare_cached(&SQL).await?;
     let rows = db
         .query(
@@ -266,7 +251,7 @@ pub async fn list(
             &[
                 &user_id,
                 &filter.target_id,
-                &status,
+                &filter.status,
                 &page.limit,
                 &page.offset,
             ],
@@ -387,8 +372,7 @@ pub async fn set_scan_status(
     else {
         return Ok(false);
     };
-    let status: &str = row.try_get("status")?;
-    let current = ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?;
+    let current: ScanStatus = row.try_get("status")?;
     if !current.can_move_to(next) {
         return Ok(false);
     }
@@ -404,7 +388,7 @@ pub async fn set_scan_status(
              WHERE id = $1",
             &[
                 &scan_id,
-                &next.as_str(),
+                &next,
                 &error,
                 &starts,
                 &next.is_terminal(),
@@ -545,14 +529,12 @@ impl TryFrom<&Row> for StaleScan {
     type Error = Error;
 
     fn try_from(r: &Row) -> Result<StaleScan, Error> {
-        let engine: &str = r.try_get("engine")?;
-        let status: &str = r.try_get("status")?;
         Ok(StaleScan {
             id: r.try_get("id")?,
             target_id: r.try_get("target_id")?,
             domain: r.try_get("domain")?,
-            engine: Engine::parse(engine).ok_or_else(|| unknown("engine", engine))?,
-            status: ScanStatus::parse(status).ok_or_else(|| unknown("status", status))?,
+            engine: r.try_get("engine")?,
+            status: r.try_get("status")?,
             requeued: r.try_get("requeued")?,
             retest_template: r.try_get("retest_template")?,
             max_rps_per_host: r

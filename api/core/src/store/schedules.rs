@@ -34,16 +34,11 @@ impl TryFrom<&Row> for Schedule {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
-        let engine: &str = row.try_get("engine")?;
         Ok(Schedule {
             id: row.try_get("id")?,
             user_id: row.try_get("user_id")?,
             target_id: row.try_get("target_id")?,
-            engine: Engine::parse(engine).ok_or_else(|| {
-                Error::Unexpected(anyhow::anyhow!(
-                    "schedule row has an unknown engine {engine:?}"
-                ))
-            })?,
+            engine: row.try_get("engine")?,
             cron_expression: row.try_get("cron_expression")?,
             enabled: row.try_get("enabled")?,
             next_run: row.try_get("next_run")?,
@@ -77,7 +72,7 @@ pub async fn create(db: &impl GenericClient, new: NewSchedule<'_>) -> Result<Sch
                 &Uuid::now_v7(),
                 &new.user_id,
                 &new.target_id,
-                &new.engine.as_str(),
+                &new.engine,
                 &new.cron_expression,
                 &new.next_run,
             ],
@@ -156,7 +151,7 @@ pub async fn update(
             &[
                 &id,
                 &user_id,
-                &change.engine.as_str(),
+                &change.engine,
                 &change.cron_expression,
                 &change.enabled,
                 &change.next_run,

@@ -45,6 +45,8 @@ impl SubscriptionStatus {
     }
 }
 
+scanfleet_common::text_column!(SubscriptionStatus, SubscriptionStatus::parse);
+
 /// The subscription row of a user.
 #[derive(Debug, Clone)]
 pub struct Subscription {
@@ -74,13 +76,10 @@ impl TryFrom<&Row> for Subscription {
     type Error = Error;
 
     fn try_from(r: &Row) -> Result<Self, Error> {
-        let status: String = r.try_get("status")?;
         Ok(Subscription {
             user_id: r.try_get("user_id")?,
             tier_slug: r.try_get("tier_slug")?,
-            status: SubscriptionStatus::parse(&status).ok_or_else(|| {
-                anyhow::anyhow!("unknown subscription status `{status}` in the database")
-            })?,
+            status: r.try_get("status")?,
             current_period_start: r.try_get("current_period_start")?,
             current_period_end: r.try_get("current_period_end")?,
             cancel_at_period_end: r.try_get("cancel_at_period_end")?,
@@ -210,7 +209,7 @@ pub async fn apply_snapshot(
         &[
             &user_id,
             &tier_slug,
-            &snap.status.as_str(),
+            &snap.status,
             &snap.current_period_start,
             &snap.current_period_end,
             &snap.cancel_at_period_end,

@@ -8,6 +8,7 @@
 //! outbox never holds events nobody will send.
 
 use chrono::{DateTime, Utc};
+use scanfleet_common::Severity;
 use serde_json::{json, Value};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
@@ -27,7 +28,7 @@ pub struct Webhook {
     /// `generic` or `slack`.
     pub kind: String,
     pub events: Vec<String>,
-    pub min_severity: String,
+    pub min_severity: Severity,
     pub description: String,
     pub enabled: bool,
     pub created_at: DateTime<Utc>,
@@ -59,7 +60,7 @@ pub struct WebhookValues<'a> {
     pub url: &'a str,
     pub kind: &'a str,
     pub events: &'a [String],
-    pub min_severity: &'a str,
+    pub min_severity: Severity,
     pub description: &'a str,
     pub enabled: bool,
 }
@@ -244,7 +245,7 @@ pub struct NewEvent<'a> {
     /// What it reports (ids); the body is rendered from it when sent.
     pub data: Value,
     /// For finding events: webhooks whose `min_severity` is above it skip it.
-    pub severity: Option<&'a str>,
+    pub severity: Option<Severity>,
     /// Only this webhook, whatever its event list (a `ping`).
     pub only_webhook: Option<Uuid>,
 }

@@ -30,7 +30,7 @@ pub enum DslError {
     },
 
     /// A regular expression (literal or computed) does not compile.
-    #[error("invalid regular expression '{pattern}': {source}")]
+    #[error("invalid regular expression '{pattern}'")]
     InvalidRegex {
         pattern: String,
         #[source]
@@ -53,7 +53,7 @@ pub enum DslError {
 
     /// A helper rejected its arguments (bad base64, bad version string,
     /// index out of range...).
-    #[error("{function}: {reason}")]
+    #[error("{function}")]
     Argument {
         function: &'static str,
         #[source]
@@ -166,7 +166,7 @@ impl PartialEq for ArgumentError {
 pub enum VersionError {
     #[error("malformed version: {0}")]
     MalformedVersion(String),
-    #[error("error parsing version: {0}")]
+    #[error("error parsing version")]
     Segment(#[source] std::num::ParseIntError),
     #[error("malformed constraint: {0}")]
     MalformedConstraint(String),

@@ -15,10 +15,10 @@ use scanfleet_http::{AuthorityError, HttpError};
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// The HTTP client could not be built from the configuration.
-    #[error("could not build the HTTP client: {0}")]
+    #[error("could not build the HTTP client")]
     Client(#[source] HttpError),
     /// A target URL is not an absolute http(s) URL.
-    #[error("invalid target {input:?}: {reason}")]
+    #[error("invalid target {input:?}")]
     InvalidTarget {
         input: String,
         #[source]
@@ -26,7 +26,7 @@ pub enum EngineError {
     },
     /// A template cannot be prepared for execution (bad expression, payload
     /// unknown attack type, ...).
-    #[error("template {template_id}: {cause}")]
+    #[error("template {template_id}")]
     Compile {
         template_id: String,
         #[source]
@@ -57,7 +57,7 @@ pub enum TargetProblem {
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     /// A string with `{{...}}` markers that does not parse.
-    #[error("{source} in {text:?}")]
+    #[error("{text:?} does not parse")]
     Text {
         text: String,
         #[source]

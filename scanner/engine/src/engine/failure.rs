@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::build::Skip;
 use crate::flowjs::FlowError;
+use scanfleet_common::chain::Chain;
 use scanfleet_http::HttpError;
 
 /// What went wrong with one target (and possibly one template on it).
@@ -38,23 +39,24 @@ pub struct TargetError {
 }
 
 impl TargetError {
-    /// The failure as text, as it is printed and serialised.
+    /// The failure as text, its causes included, as it is printed and
+    /// serialised.
     pub fn message(&self) -> String {
-        self.failure.to_string()
+        Chain(&*self.failure).to_string()
     }
 }
 
 impl std::fmt::Display for TargetError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.template_id {
-            Some(t) => write!(f, "{} [{}]: {}", self.target, t, self.failure),
-            None => write!(f, "{}: {}", self.target, self.failure),
+            Some(t) => write!(f, "{} [{}]: {}", self.target, t, Chain(&*self.failure)),
+            None => write!(f, "{}: {}", self.target, Chain(&*self.failure)),
         }
     }
 }
 
 fn as_text<S: serde::Serializer>(failure: &Arc<TargetFailure>, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(failure)
+    s.collect_str(&Chain(&**failure))
 }
 
 /// What went wrong with a target or one of its requests.
@@ -64,7 +66,7 @@ pub enum TargetFailure {
     #[error(transparent)]
     Refused(HttpError),
     /// A request could not be sent or its response read.
-    #[error("{url}: {source}")]
+    #[error("{url}")]
     Request {
         url: String,
         #[source]
@@ -86,7 +88,7 @@ pub enum TargetFailure {
     #[error(transparent)]
     Flow(#[from] FlowError),
     /// The thread running a JavaScript `flow:` ended abnormally.
-    #[error("flow script failed: flow thread ended: {0}")]
+    #[error("flow script failed: flow thread ended")]
     FlowThread(#[source] tokio::task::JoinError),
     /// Matching a response panicked (a bug; the run goes on).
     #[error("matching panicked")]

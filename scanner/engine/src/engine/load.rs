@@ -15,7 +15,7 @@ use crate::template::{self, CheckOptions, LoadError, Unrunnable};
 
 /// A named template file that could not be loaded: the load stops.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
+#[error("{}", path.display())]
 pub struct LoadFailed {
     pub path: PathBuf,
     #[source]
@@ -26,7 +26,7 @@ pub struct LoadFailed {
 #[derive(Debug, thiserror::Error)]
 pub enum LeftOut {
     /// A template of the built-in pack did not parse.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Pack {
         path: &'static str,
         #[source]
@@ -36,7 +36,7 @@ pub enum LeftOut {
     #[error(transparent)]
     Unreadable(LoadError),
     /// The template parsed but needs something the engine does not do.
-    #[error("{id}: not runnable: {reason}")]
+    #[error("{id}: not runnable")]
     NotRunnable {
         id: String,
         #[source]

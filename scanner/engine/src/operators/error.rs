@@ -31,28 +31,28 @@ pub enum OperatorError {
     #[error(transparent)]
     BadRegex(#[from] crate::goregex::RegexError),
     /// A `binary` value that is not valid hexadecimal.
-    #[error("invalid hex in binary matcher `{value}`: {reason}")]
+    #[error("invalid hex in binary matcher `{value}`")]
     BadHex {
         value: String,
         #[source]
         reason: hex::FromHexError,
     },
     /// A DSL expression that does not parse.
-    #[error("invalid dsl expression `{expression}`: {reason}")]
+    #[error("invalid dsl expression `{expression}`")]
     BadDsl {
         expression: String,
         #[source]
         reason: DslError,
     },
     /// An XPath query that does not parse.
-    #[error("invalid xpath `{query}`: {reason}")]
+    #[error("invalid xpath `{query}`")]
     BadXPath {
         query: String,
         #[source]
         reason: XPathError,
     },
     /// A jq-style JSON query that does not parse or compile.
-    #[error("invalid json path `{query}`: {reason}")]
+    #[error("invalid json path `{query}`")]
     BadJsonPath {
         query: String,
         #[source]

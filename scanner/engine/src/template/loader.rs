@@ -16,7 +16,7 @@ use super::model::{HttpBlock, PayloadDef, PayloadFile, Template, OTHER_PROTOCOLS
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read (missing, unreadable, not UTF-8).
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("{}: cannot read", path.display())]
     Io {
         path: PathBuf,
         #[source]

@@ -75,8 +75,13 @@ fn a_decoding_error_keeps_the_decoder_error_as_its_source() {
         matches!(reason, crate::dsl::ArgumentError::Base64(_)),
         "{reason:?}"
     );
+    // The text names what failed; the chain adds the decoder's words once.
     let source = std::error::Error::source(&e).unwrap();
-    assert_eq!(e.to_string(), format!("base64_decode: {source}"));
+    assert_eq!(e.to_string(), "base64_decode");
+    assert_eq!(
+        scanfleet_common::chain::Chain(&e).to_string(),
+        format!("base64_decode: {source}")
+    );
 }
 
 #[test]

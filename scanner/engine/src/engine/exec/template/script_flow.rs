@@ -14,7 +14,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value as Json};
 use tokio::sync::mpsc;
 
-use super::{report, TemplateRun};
+use super::super::report;
+use super::TemplateRun;
 use crate::dsl::Value;
 use crate::engine::failure::{TargetErrorKind, TargetFailure};
 use crate::engine::vars::string_value;

@@ -8,7 +8,7 @@
 //! of one repository) and a single value stays fixed. Lists from later
 //! responses are added to what was collected, without repeats.
 
-use super::super::vars::{string_value, VarMap};
+use crate::engine::vars::{string_value, VarMap};
 use crate::operators::OperatorResult;
 
 /// Every value extracted so far in one block execution, by name, in order.

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use md5::Md5;
 use sha2::{Digest, Sha256};
 
-use super::super::build::{Built, Outgoing};
-use super::super::compile::DigestCredentials;
-use super::{send_now, RunShared, TargetRun};
+use super::super::{RunShared, TargetRun};
+use super::send_now;
+use crate::engine::build::{Built, Outgoing};
+use crate::engine::compile::DigestCredentials;
 use scanfleet_http::{Response, SendOptions};
 
 /// Sends `built` with digest authentication (never through the shared

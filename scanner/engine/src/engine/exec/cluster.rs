@@ -1,0 +1,121 @@
+//! Clustered templates: the one request a cluster of templates shares is
+//! sent once, and its response matched against every member on rayon.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::super::build::build;
+use super::super::compile::CompiledTemplate;
+use super::super::failure::{TargetErrorKind, TargetFailure};
+use super::super::response::{ResponseVars, RunNames};
+use super::super::result::{build_results, with_evidence, ScanResult};
+use super::super::vars::{RequestLayers, Scope};
+use super::super::Event;
+use super::send::send;
+use super::{emit, judged_responses, next_run_id, on_rayon, outcome_of, report, send_options};
+use super::{RunShared, TargetRun};
+use crate::dsl::Bytes;
+
+/// Sends the one request shared by a cluster of templates and matches its
+/// response against all of them in parallel on rayon.
+pub(crate) async fn run_cluster(
+    shared: &RunShared,
+    target: &TargetRun,
+    members: Arc<Vec<Arc<CompiledTemplate>>>,
+) {
+    let Some(first) = members.first() else { return };
+    let tid = first.head.template_id.clone();
+    let block = &first.blocks[0];
+    let Some(spec) = block.requests.first() else {
+        return;
+    };
+    let layers = RequestLayers {
+        upper: vec![shared.option_vars.clone()],
+        lower: Vec::new(),
+        oob: None,
+    };
+    let built = match build(block, spec, &target.input, &layers) {
+        Ok(b) => b,
+        Err(skip) => {
+            report(
+                shared,
+                target,
+                Some(&tid),
+                TargetErrorKind::Skipped,
+                skip.into(),
+            )
+            .await;
+            return;
+        }
+    };
+    // One request, a fresh jar: cookies cannot matter, so none is kept.
+    let options = send_options(block, None);
+    let Some(resp) = send(shared, target, (&tid, next_run_id()), &built, &options).await else {
+        return;
+    };
+    let host = target.host.clone();
+    let request_scope = layers.with_input(target.input.full.clone());
+    let dump = Bytes::from(built.dump);
+    // Cluster members share one evaluation scope, so no one template's id.
+    let names = RunNames::new(&host, "");
+    let job = move || {
+        let hops: Vec<(String, Scope)> = judged_responses(resp)
+            .into_iter()
+            .map(|hop| {
+                let matched_at = hop.final_url.clone();
+                let resp_layer = Arc::new(ResponseVars::new(hop, &dump, &names));
+                let scope = Scope::new().below(resp_layer).below_all(&request_scope);
+                (matched_at, scope)
+            })
+            .collect();
+        match_members(&members, &hops, &host)
+    };
+    match on_rayon(job).await {
+        Some(results) => {
+            for r in results {
+                emit(shared, Event::Result(r)).await;
+            }
+        }
+        None => {
+            report(
+                shared,
+                target,
+                Some(&tid),
+                TargetErrorKind::Request,
+                TargetFailure::MatchingPanicked,
+            )
+            .await
+        }
+    }
+}
+
+/// The results of every cluster member on every response of the shared
+/// request (the redirects judged, then the final one), on rayon.
+fn match_members(
+    members: &[Arc<CompiledTemplate>],
+    hops: &[(String, Scope)],
+    host: &str,
+) -> Vec<ScanResult> {
+    members
+        .par_iter()
+        .map(|tpl| {
+            let block = &tpl.blocks[0];
+            let mut head = tpl.head.clone();
+            head.host = host.to_string();
+            let mut out = Vec::new();
+            for (matched_at, scope) in hops {
+                let result = block.operators.evaluate(scope);
+                out.extend(with_evidence(
+                    build_results(&head, matched_at, &outcome_of(&result, &block.operators)),
+                    scope,
+                ));
+                if result.matched && block.stop_at_first_match {
+                    break;
+                }
+            }
+            out
+        })
+        .flatten()
+        .collect()
+}
