@@ -382,9 +382,17 @@ pub async fn worst_of_scan(
     scan_id: Uuid,
     limit: i64,
 ) -> Result<Vec<FindingRow>, Error> {
+    // The page's ids first, from the findings alone: with the join under
+    // the `LIMIT` Postgres sorted every finding of the scan (on disk, at
+    // 100,000) where a bounded top-N sort of the ids keeps `limit` of them.
     let sql = format!(
-        "SELECT {COLUMNS} FROM {FROM} WHERE f.scan_id = $1
-         ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id LIMIT $2"
+        "WITH page AS (
+             SELECT f.id, {SEVERITY_RANK} AS rank, f.host, f.created_at FROM findings f
+             WHERE f.scan_id = $1
+             ORDER BY 2, f.host, f.created_at, f.id LIMIT $2)
+         SELECT {COLUMNS} FROM page JOIN findings f ON f.id = page.id
+              LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
+         ORDER BY page.rank, page.host, page.created_at, page.id"
     );
     let rows = db.query(&sql, &[&scan_id, &limit]).await?;
     rows.iter().map(FindingRow::try_from).collect()
