@@ -65,7 +65,7 @@ pub struct TemplateCoverage {
     /// node does not have), `unsupported_protocol` (DNS, TCP, headless,
     /// self-contained or third-party requests), `unsupported_feature` (an
     /// HTTP feature the engine does not run), `unreadable` (does not
-    /// parse), `brute_force` (over 100 requests: left to `full`),
+    /// parse), `brute_force` (over 80 requests: left to `full`),
     /// `not_selected` (outside a `quick` or `recon` selection).
     pub skipped: BTreeMap<String, i64>,
 }
