@@ -51,8 +51,8 @@ use crate::auth::scheme::BearerAuth;
 use crate::error::{ApiError, Error};
 use crate::hub::{Hub, Identities};
 use crate::state::AppState;
-use scanfleet_core::store::{coverage, fingerprints};
 use scanfleet_core::store::scans::{self, ScanRow};
+use scanfleet_core::store::{coverage, fingerprints};
 
 /// Ping interval of idle connections.
 const PING_EVERY: Duration = Duration::from_secs(20);

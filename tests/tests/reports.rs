@@ -1512,7 +1512,8 @@ async fn every_format_shows_the_per_host_coverage_of_a_scan_that_has_it() {
         squashed[0].contains("example.com")
             && squashed[0].contains("nginx 1.18.0, php")
             && squashed[0].contains("2296 of 10224")
-            && squashed[0].contains("technology_absent 6010, unsupported_protocol 952, needs_oob 467")
+            && squashed[0]
+                .contains("technology_absent 6010, unsupported_protocol 952, needs_oob 467")
             && squashed[0].contains("brute_force 204")
             && squashed[0].ends_with("2471"),
         "{squashed:?}"

@@ -468,7 +468,12 @@ async fn max_rps_per_host_defaults_from_the_tier_and_its_owner_can_change_it() {
     for bad in [json!(0), json!(1001), json!(-5), json!(5_000_000_000_i64)] {
         let r = patch(target.to_string(), json!({"max_rps_per_host": bad})).await;
         r.assert_problem(422);
-        assert_eq!(r.error_fields(), vec!["max_rps_per_host"], "{bad}: {}", r.text);
+        assert_eq!(
+            r.error_fields(),
+            vec!["max_rps_per_host"],
+            "{bad}: {}",
+            r.text
+        );
         let r = app
             .post(
                 "/api/v1/targets",
@@ -477,7 +482,12 @@ async fn max_rps_per_host_defaults_from_the_tier_and_its_owner_can_change_it() {
             )
             .await;
         r.assert_problem(422);
-        assert_eq!(r.error_fields(), vec!["max_rps_per_host"], "{bad}: {}", r.text);
+        assert_eq!(
+            r.error_fields(),
+            vec!["max_rps_per_host"],
+            "{bad}: {}",
+            r.text
+        );
     }
     let r = patch(target.to_string(), json!({"max_rps_per_host": "fast"})).await;
     r.assert_problem(400);
@@ -485,7 +495,10 @@ async fn max_rps_per_host_defaults_from_the_tier_and_its_owner_can_change_it() {
     let r = app
         .get(&format!("/api/v1/targets/{target}"), &user.access_token)
         .await;
-    assert_eq!(r.body["max_rps_per_host"], 10, "unchanged by refused changes");
+    assert_eq!(
+        r.body["max_rps_per_host"], 10,
+        "unchanged by refused changes"
+    );
 
     let other = app.new_user().await;
     let r = app

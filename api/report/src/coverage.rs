@@ -78,7 +78,6 @@ impl From<CoverageRow> for HostCoverage {
     }
 }
 
-
 impl HostCoverage {
     /// `wordpress 5.8.1, php 7.4.3`; `none detected` when empty.
     pub fn technologies_text(&self) -> String {

@@ -16,9 +16,9 @@
 
 use std::collections::HashMap;
 
+use poem_openapi::types::ToJSON;
 use scanfleet_common::Severity;
 use serde_json::{json, Value};
-use poem_openapi::types::ToJSON;
 
 use super::{Header, Renderer, ReportError, TOOL_NAME};
 use scanfleet_core::fingerprint::Change;

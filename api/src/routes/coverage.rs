@@ -13,8 +13,8 @@ use crate::auth::{Caller, CanRead};
 use crate::error::{Error, Result};
 use crate::state::AppState;
 use scanfleet_core::store::coverage;
-use scanfleet_report::coverage::HostCoverage;
 use scanfleet_core::store::scans;
+use scanfleet_report::coverage::HostCoverage;
 
 /// What a scan covered, host by host.
 #[derive(Debug, Object)]
