@@ -32,6 +32,8 @@ pub mod bounds {
     /// A webhook's URL and description, in characters.
     pub const WEBHOOK_URL_MAX: usize = 2048;
     pub const WEBHOOK_DESCRIPTION_MAX: usize = 500;
+    /// A target's `max_rps_per_host`.
+    pub const MAX_RPS_PER_HOST: i64 = 1000;
 }
 
 use std::borrow::Cow;
@@ -377,6 +379,24 @@ impl<const MIN: i64, const MAX: i64> ToJSON for Bounded<MIN, MAX> {
     fn to_json(&self) -> Option<Value> {
         Some(Value::from(self.0))
     }
+}
+
+/// A target's ceiling on requests a second to any one of its hosts: 1 to
+/// 1000.
+pub type RpsPerHost = Bounded<1, { bounds::MAX_RPS_PER_HOST }>;
+
+/// `value` of `max_rps_per_host` within its bounds; a 422 naming the field
+/// otherwise.
+pub fn rps_per_host(value: RpsPerHost) -> Result<u32, crate::error::Error> {
+    u32::try_from(value.0)
+        .ok()
+        .filter(|v| (1..=bounds::MAX_RPS_PER_HOST as u32).contains(v))
+        .ok_or_else(|| {
+            crate::error::Error::invalid(
+                "max_rps_per_host",
+                format!("must be between 1 and {}", bounds::MAX_RPS_PER_HOST),
+            )
+        })
 }
 
 /// An API key's lifetime in days: 1 to 365.

@@ -21,9 +21,16 @@
 //! event's time). When that read fails too the message still goes out,
 //! with those two `null`.
 //!
+//! Once the node has reported a host's coverage (after VALIDATE), the
+//! `progress` and `status` messages also carry `coverage: {hosts,
+//! templates: {total, run, skipped: {<reason>: count}}, requests}`: the
+//! counts of `GET /scans/{scan_id}/coverage` summed over the hosts reported
+//! so far ([`LiveCoverage`]). Before that the field is absent; `finding`
+//! messages never carry it.
+//!
 //! Listeners follow a scan through the process's [`Hub`] (`hub`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +41,7 @@ use poem::web::{Data, Path, Query};
 use poem::{handler, IntoResponse, Response};
 use poem_openapi::auth::Bearer;
 use scanfleet_common::events::{
-    FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
+    CoverageEvent, FindingEvent, RecordedFinding, ScanEvent, ScanEventKind, ScanStatus,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
@@ -44,8 +51,8 @@ use crate::auth::scheme::BearerAuth;
 use crate::error::{ApiError, Error};
 use crate::hub::{Hub, Identities};
 use crate::state::AppState;
-use scanfleet_core::store::fingerprints;
 use scanfleet_core::store::scans::{self, ScanRow};
+use scanfleet_core::store::{coverage, fingerprints};
 
 /// Ping interval of idle connections.
 const PING_EVERY: Duration = Duration::from_secs(20);
@@ -68,6 +75,44 @@ pub struct ProgressMessage {
     /// On `finding` messages only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finding: Option<LiveFinding>,
+    /// On `progress` and `status` messages once a host's coverage is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<LiveCoverage>,
+}
+
+/// The coverage counts of a scan so far: each count summed over the
+/// `hosts` whose coverage the node reported (`total` is therefore the
+/// node's template count times the hosts).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LiveCoverage {
+    pub hosts: u64,
+    pub templates: LiveTemplates,
+    pub requests: u64,
+}
+
+/// `run` plus every `skipped` count is `total`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LiveTemplates {
+    pub total: u64,
+    pub run: u64,
+    pub skipped: BTreeMap<String, u64>,
+}
+
+impl LiveCoverage {
+    /// The sum over `hosts`; None when there is none.
+    fn of<'a>(hosts: impl IntoIterator<Item = &'a CoverageEvent>) -> Option<LiveCoverage> {
+        let mut sum = LiveCoverage::default();
+        for c in hosts {
+            sum.hosts += 1;
+            sum.templates.total += c.total;
+            sum.templates.run += c.run;
+            for (reason, n) in &c.skipped {
+                *sum.templates.skipped.entry(reason.clone()).or_default() += n;
+            }
+            sum.requests += c.requests;
+        }
+        (sum.hosts > 0).then_some(sum)
+    }
 }
 
 /// The finding of a `finding` message with its identity on the target.
@@ -159,6 +204,8 @@ struct LiveScan {
     stored_findings: i64,
     /// Dedup keys of findings seen in the stream before its terminal event.
     findings: HashSet<String>,
+    /// Each host's coverage as last reported, by host.
+    coverage: BTreeMap<String, CoverageEvent>,
     at: DateTime<Utc>,
 }
 
@@ -173,6 +220,7 @@ impl LiveScan {
             current_tool: row.current_tool.clone(),
             stored_findings: row.findings_count as i64,
             findings: HashSet::new(),
+            coverage: BTreeMap::new(),
             at: row.updated_at,
         }
     }
@@ -208,7 +256,12 @@ impl LiveScan {
                 Some("progress")
             }
             ScanEventKind::Finding(f) => self.findings.insert(f.dedup_key()).then_some("finding"),
-            ScanEventKind::Error { .. } | ScanEventKind::Coverage(_) => None,
+            ScanEventKind::Coverage(c) => {
+                // Carried by the next stage or status message.
+                self.coverage.insert(c.host.clone(), c.clone());
+                None
+            }
+            ScanEventKind::Error { .. } => None,
         }
     }
 
@@ -223,6 +276,10 @@ impl LiveScan {
             findings_count: self.stored_findings.max(self.findings.len() as i64),
             at: self.at,
             finding: None,
+            coverage: match kind {
+                "finding" => None,
+                _ => LiveCoverage::of(self.coverage.values()),
+            },
         }
     }
 }
@@ -285,6 +342,8 @@ pub async fn live_messages(
 ) -> Result<futures::channel::mpsc::Receiver<ProgressMessage>, Error> {
     let mut live = LiveScan::from_row(row);
     let subscription = if row.status.is_terminal() {
+        // A finished scan's stream may be gone: its coverage is stored.
+        live.coverage = stored_coverage(&db, row.id).await;
         None
     } else {
         Some(hub.subscribe(row.id).await?)
@@ -343,6 +402,40 @@ pub async fn live_messages(
         }
     });
     Ok(rx)
+}
+
+/// The coverage the ingester stored for `scan_id`, by host; none when it
+/// cannot be read (the message then goes out without it).
+async fn stored_coverage(
+    db: &deadpool_postgres::Pool,
+    scan_id: Uuid,
+) -> BTreeMap<String, CoverageEvent> {
+    let rows = async {
+        let client = db.get().await?;
+        coverage::of_scan(&**client, scan_id).await
+    }
+    .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(%scan_id, error = %e, "websocket: the scan's coverage could not be read");
+            return BTreeMap::new();
+        }
+    };
+    let count = |v: i64| u64::try_from(v).unwrap_or(0);
+    rows.into_iter()
+        .map(|c| {
+            let event = CoverageEvent {
+                host: c.host.clone(),
+                technologies: c.technologies,
+                total: count(c.total),
+                run: count(c.run),
+                skipped: c.skipped.into_iter().map(|(k, v)| (k, count(v))).collect(),
+                requests: count(c.requests),
+            };
+            (c.host, event)
+        })
+        .collect()
 }
 
 /// Sends the snapshot, then every change, until the scan ends or the client

@@ -409,7 +409,12 @@ async fn the_csv_report_parses_back_to_one_row_per_finding_with_formulas_neutral
             "created_at",
             "scan_status",
             "partial",
-            "change"
+            "change",
+            "host_technologies",
+            "host_templates_run",
+            "host_templates_total",
+            "host_templates_skipped",
+            "host_requests"
         ]
     );
     let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
@@ -1433,4 +1438,180 @@ async fn a_zero_count_draws_no_bar_in_the_html_chart() {
         .map(|b| b.value().attr("fill").unwrap())
         .collect();
     assert_eq!(fills.len(), 3, "one bar per severity found: {fills:?}");
+}
+
+/// Issue 35: a scan with per-host coverage shows it in every format: the
+/// technologies, templates run of the total, skipped by reason and the
+/// requests of each live host.
+#[tokio::test]
+async fn every_format_shows_the_per_host_coverage_of_a_scan_that_has_it() {
+    use scanfleet_common::events::{CoverageEvent, TechnologyEvent};
+    let f = finished_scan().await;
+    // Before any coverage: no section, empty lists.
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "").await;
+    assert!(!r.text.contains("id=\"coverage\""), "no coverage section");
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "?format=json").await;
+    assert_eq!(r.body["coverage"], json!([]));
+
+    let skipped = |pairs: &[(&str, u64)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let hosts = vec![
+        CoverageEvent {
+            host: "example.com".into(),
+            technologies: vec![
+                TechnologyEvent {
+                    name: "nginx".into(),
+                    version: Some("1.18.0".into()),
+                    evidence: vec!["header:server: nginx/1.18.0".into()],
+                },
+                TechnologyEvent {
+                    name: "php".into(),
+                    version: None,
+                    evidence: vec!["cookie:PHPSESSID".into()],
+                },
+            ],
+            total: 10224,
+            run: 2296,
+            skipped: skipped(&[
+                ("technology_absent", 6010),
+                ("needs_oob", 467),
+                ("needs_wordlist", 292),
+                ("unsupported_protocol", 952),
+                ("unsupported_feature", 3),
+                ("brute_force", 204),
+            ]),
+            requests: 2471,
+        },
+        CoverageEvent {
+            host: "www.example.com".into(),
+            technologies: vec![],
+            total: 10224,
+            run: 1746,
+            skipped: skipped(&[("technology_absent", 8478)]),
+            requests: 2446,
+        },
+    ];
+    {
+        let db = f.app.state.db.get().await.unwrap();
+        scanfleet_core::store::coverage::save(&**db, f.scan_id, &hosts)
+            .await
+            .unwrap();
+    }
+
+    // HTML: a coverage table, one row per host.
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "").await;
+    let doc = scraper::Html::parse_document(&r.text);
+    let rows = text_of(&doc, "table.coverage tbody tr");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let squashed: Vec<String> = rows.iter().map(|r| squash(r)).collect();
+    assert!(
+        squashed[0].contains("example.com")
+            && squashed[0].contains("nginx 1.18.0, php")
+            && squashed[0].contains("2296 of 10224")
+            && squashed[0]
+                .contains("technology_absent 6010, unsupported_protocol 952, needs_oob 467")
+            && squashed[0].contains("brute_force 204")
+            && squashed[0].ends_with("2471"),
+        "{squashed:?}"
+    );
+    assert!(
+        squashed[1].contains("www.example.com")
+            && squashed[1].contains("none detected")
+            && squashed[1].contains("1746 of 10224")
+            && squashed[1].contains("technology_absent 8478"),
+        "{squashed:?}"
+    );
+
+    // PDF: the section before the findings, read back with pdftotext.
+    let (_, bytes) = report(&f.app, &f.user, f.scan_id, "?format=pdf").await;
+    let text = squash(&pdf_page_texts(&bytes).join(" "));
+    for needle in [
+        "Coverage",
+        "Technologies nginx 1.18.0, php",
+        "Templates run 2296 of 10224",
+        "Skipped technology_absent 6010, unsupported_protocol 952, needs_oob 467",
+        "Requests 2471",
+        "Technologies none detected",
+        "Templates run 1746 of 10224",
+        "Skipped technology_absent 8478",
+        "Requests 2446",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in {text}");
+    }
+    let at = |needle: &str| text.find(needle).unwrap_or(usize::MAX);
+    assert!(
+        at("Templates run 2296") < at("cve-2099-0001 name"),
+        "coverage before the findings"
+    );
+
+    // JSON: the coverage endpoint's hosts, in the contract's shape.
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "?format=json").await;
+    let endpoint = f
+        .app
+        .get(
+            &format!("/api/v1/scans/{}/coverage", f.scan_id),
+            &f.user.access_token,
+        )
+        .await;
+    assert_eq!(endpoint.status, 200, "{}", endpoint.text);
+    assert_eq!(r.body["coverage"], endpoint.body["hosts"]);
+    assert_eq!(r.body["coverage"][0]["templates"]["run"], 2296);
+    assert_eq!(
+        r.body["coverage"][0]["technologies"][0]["version"],
+        "1.18.0"
+    );
+    assert_fits_contract(&f.app, "JsonReport", &r.body).await;
+
+    // SARIF: the run's properties, still valid SARIF 2.1.0.
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "?format=sarif").await;
+    assert_valid_sarif(&r.body);
+    assert_fits_contract(&f.app, "SarifLog", &r.body).await;
+    assert_eq!(
+        r.body["runs"][0]["properties"]["coverage"],
+        endpoint.body["hosts"]
+    );
+
+    // CSV: each finding's row ends with its host's coverage.
+    let (r, _) = report(&f.app, &f.user, f.scan_id, "?format=csv").await;
+    let mut reader = csv::Reader::from_reader(r.text.as_bytes());
+    let header: Vec<String> = reader
+        .headers()
+        .unwrap()
+        .iter()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        header[16..],
+        [
+            "host_technologies",
+            "host_templates_run",
+            "host_templates_total",
+            "host_templates_skipped",
+            "host_requests"
+        ]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), f.findings.len());
+    for row in &rows {
+        match &row[7] {
+            "example.com" => {
+                assert_eq!(&row[16], "nginx 1.18.0, php");
+                assert_eq!(&row[17], "2296");
+                assert_eq!(&row[18], "10224");
+                assert!(row[19].starts_with("technology_absent 6010; "), "{row:?}");
+                assert_eq!(&row[20], "2471");
+            }
+            "www.example.com" => {
+                assert_eq!(&row[16], "none detected");
+                assert_eq!(&row[19], "technology_absent 8478");
+                assert_eq!(&row[20], "2446");
+            }
+            // The IDN host has no coverage: empty cells.
+            _ => assert!((16..21).all(|i| row[i].is_empty()), "{row:?}"),
+        }
+    }
 }

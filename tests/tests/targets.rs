@@ -389,3 +389,127 @@ async fn deleting_a_target_stops_its_active_scans_and_removes_its_scan_data() {
     let r = app.get("/api/v1/targets", &user.access_token).await;
     assert_eq!(r.body, Value::Array(vec![]));
 }
+
+/// Issue 35: a new target without `max_rps_per_host` gets its tier's
+/// default (as the tier list says), an import too; its owner changes it
+/// with `PATCH /targets/{id}`; a value outside 1 to 1000 is a 422 naming
+/// the field, a wrong type a 400, and someone else's target a 404.
+#[tokio::test]
+async fn max_rps_per_host_defaults_from_the_tier_and_its_owner_can_change_it() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let tiers = app
+        .call(Method::GET, "/api/v1/subscriptions/tiers", None, None)
+        .await;
+    assert_eq!(tiers.status, 200, "{}", tiers.text);
+    let default_of = |slug: &str| -> Value {
+        tiers.body["tiers"]
+            .as_array()
+            .or(tiers.body.as_array())
+            .expect("tiers")
+            .iter()
+            .find(|t| t["slug"] == slug)
+            .map(|t| t["default_max_rps_per_host"].clone())
+            .expect("tier")
+    };
+    assert_eq!(default_of("demo"), 50, "{}", tiers.text);
+    assert_eq!(default_of("yearly"), 100, "{}", tiers.text);
+
+    let r = create_target(&app, &user, "demo-rps.example.com").await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["max_rps_per_host"], 50);
+    app.set_tier(user.id, "yearly").await;
+    let r = create_target(&app, &user, "yearly-rps.example.com").await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(r.body["max_rps_per_host"], 100);
+    let target = id_of(&r);
+    let r = app
+        .post(
+            "/api/v1/targets",
+            Some(&user.access_token),
+            json!({"domain": "own-rps.example.com", "max_rps_per_host": 7}),
+        )
+        .await;
+    assert_eq!(r.body["max_rps_per_host"], 7, "{}", r.text);
+    let r = import(&app, &user, vec!["imported-rps.example.com".into()]).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    let imported = r.body["targets"][0]["id"].as_str().expect("imported id");
+    let r = app
+        .get(&format!("/api/v1/targets/{imported}"), &user.access_token)
+        .await;
+    assert_eq!(r.body["max_rps_per_host"], 100, "{}", r.text);
+
+    let patch = |id: String, body: Value| {
+        let app = &app;
+        let token = user.access_token.clone();
+        async move {
+            app.call(
+                Method::PATCH,
+                &format!("/api/v1/targets/{id}"),
+                Some(&token),
+                Some(body),
+            )
+            .await
+        }
+    };
+    let r = patch(target.to_string(), json!({"max_rps_per_host": 10})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["max_rps_per_host"], 10);
+    assert_eq!(r.body["id"], target.to_string());
+    let r = app
+        .get(&format!("/api/v1/targets/{target}"), &user.access_token)
+        .await;
+    assert_eq!(r.body["max_rps_per_host"], 10);
+    // An empty change changes nothing.
+    let r = patch(target.to_string(), json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(r.body["max_rps_per_host"], 10);
+
+    for bad in [json!(0), json!(1001), json!(-5), json!(5_000_000_000_i64)] {
+        let r = patch(target.to_string(), json!({"max_rps_per_host": bad})).await;
+        r.assert_problem(422);
+        assert_eq!(
+            r.error_fields(),
+            vec!["max_rps_per_host"],
+            "{bad}: {}",
+            r.text
+        );
+        let r = app
+            .post(
+                "/api/v1/targets",
+                Some(&user.access_token),
+                json!({"domain": "bad-rps.example.com", "max_rps_per_host": bad}),
+            )
+            .await;
+        r.assert_problem(422);
+        assert_eq!(
+            r.error_fields(),
+            vec!["max_rps_per_host"],
+            "{bad}: {}",
+            r.text
+        );
+    }
+    let r = patch(target.to_string(), json!({"max_rps_per_host": "fast"})).await;
+    r.assert_problem(400);
+    assert_eq!(r.error_fields(), vec!["max_rps_per_host"], "{}", r.text);
+    let r = app
+        .get(&format!("/api/v1/targets/{target}"), &user.access_token)
+        .await;
+    assert_eq!(
+        r.body["max_rps_per_host"], 10,
+        "unchanged by refused changes"
+    );
+
+    let other = app.new_user().await;
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/api/v1/targets/{target}"),
+            Some(&other.access_token),
+            Some(json!({"max_rps_per_host": 20})),
+        )
+        .await;
+    r.assert_problem(404);
+    let r = patch(Uuid::now_v7().to_string(), json!({"max_rps_per_host": 20})).await;
+    r.assert_problem(404);
+}

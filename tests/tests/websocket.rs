@@ -204,3 +204,107 @@ async fn a_real_runs_log_holds_no_credential_after_a_websocket_session() {
         assert!(!log.contains(secret), "{secret:?} in the log:\n{log}");
     }
 }
+
+/// The next text message as JSON; None once the server closed.
+async fn next_json(
+    ws: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+) -> Option<serde_json::Value> {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(240), ws.next())
+            .await
+            .expect("a message within 240 s")?
+            .ok()?;
+        match message {
+            Message::Text(t) => return Some(serde_json::from_str(&t).expect("json")),
+            Message::Close(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+/// Issue 35: once the node reported the coverage, the stage (`progress`)
+/// and `status` messages carry its counts, equal to the coverage endpoint's
+/// summed over the hosts; before that, and on `finding` messages, there is
+/// none; a listener of the finished scan gets them in its snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_and_status_messages_carry_the_coverage_counts_once_known() {
+    use scanfleet_tests::stacks::{StackLab, BLANK, STACK_HOSTS};
+    let lab = StackLab::start().await;
+    let fleet = scanfleet_tests::fleet::Fleet::new(&lab.node_env(&STACK_HOSTS)).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, BLANK).await;
+    let scan = fleet.scan(&token, &target, "auto").await;
+    let mut ws = fleet.websocket(&token, &scan).await;
+    let mut messages = Vec::new();
+    while let Some(m) = next_json(&mut ws).await {
+        messages.push(m);
+    }
+    let last = messages.last().expect("messages").clone();
+    assert_eq!(last["type"], "status", "{last}");
+    assert_eq!(last["status"], "completed", "{last}");
+
+    // The stored coverage, summed (one host here); the ingester may write
+    // it a moment after the stream's terminal status.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let coverage = loop {
+        let c = fleet.get(&format!("/scans/{scan}/coverage"), &token).await;
+        if c["hosts"].as_array().is_some_and(|h| !h.is_empty())
+            || tokio::time::Instant::now() > deadline
+        {
+            break c;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let host = &coverage["hosts"][0];
+    assert_eq!(host["host"], BLANK, "{coverage}");
+    let expected = json!({
+        "hosts": 1,
+        "templates": {
+            "total": host["templates"]["total"],
+            "run": host["templates"]["run"],
+            "skipped": host["templates"]["skipped"],
+        },
+        "requests": host["requests"],
+    });
+    assert!(expected["templates"]["run"].as_u64().unwrap() > 0);
+
+    // DETECT and VALIDATE messages come before the counts are known; the
+    // REPORT stage message and the terminal status carry them.
+    let stage = |s: &'static str| messages.iter().filter(move |m| m["stage"] == s);
+    assert!(messages[0].get("coverage").is_none(), "{}", messages[0]);
+    for m in stage("DETECT").chain(stage("VALIDATE")) {
+        assert!(m.get("coverage").is_none(), "{m}");
+        // The existing fields are all there.
+        for field in [
+            "type",
+            "scan_id",
+            "status",
+            "stage",
+            "progress",
+            "current_tool",
+            "findings_count",
+            "at",
+        ] {
+            assert!(m.get(field).is_some(), "{field} in {m}");
+        }
+    }
+    let report = messages
+        .iter()
+        .find(|m| m["type"] == "progress" && m["stage"] == "REPORT")
+        .expect("a REPORT stage message");
+    assert_eq!(report["coverage"], expected, "{report}");
+    assert_eq!(last["coverage"], expected, "{last}");
+    for m in messages.iter().filter(|m| m["type"] == "finding") {
+        assert!(m.get("coverage").is_none(), "{m}");
+    }
+
+    // A listener of the finished scan: the snapshot, with the counts.
+    let mut ws = fleet.websocket(&token, &scan).await;
+    let snapshot = next_json(&mut ws).await.expect("snapshot");
+    assert_eq!(snapshot["status"], "completed", "{snapshot}");
+    assert_eq!(snapshot["coverage"], expected, "{snapshot}");
+}

@@ -1,7 +1,8 @@
 //! The CSV report: RFC 4180 (a header line, CRLF line ends, fields quoted
 //! when they hold a comma, quote or line break, quotes doubled), one row
 //! per finding. A CSV has no place for a note, so every row carries the
-//! scan's status and whether the report is partial.
+//! scan's status and whether the report is partial, and the coverage of
+//! its host (empty cells for a scan without coverage).
 
 use super::{timestamp, Header, Renderer, ReportError};
 use scanfleet_core::store::findings::FindingRow;
@@ -9,8 +10,11 @@ use scanfleet_core::store::findings::FindingRow;
 /// The columns, in order. `change` came last, after the columns of the
 /// first version, so that sheets reading columns by position keep working:
 /// `new`, `recurring` or `regressed` against the target's earlier scans
-/// (empty for a finding without a fingerprint).
-pub const CSV_HEADER: [&str; 16] = [
+/// (empty for a finding without a fingerprint). The coverage of the
+/// finding's host follows, last again: its technologies, templates run,
+/// the node's template count, the skipped ones by reason
+/// (`technology_absent 6010; needs_oob 467`) and the requests sent.
+pub const CSV_HEADER: [&str; 21] = [
     "id",
     "scan_id",
     "domain",
@@ -27,6 +31,11 @@ pub const CSV_HEADER: [&str; 16] = [
     "scan_status",
     "partial",
     "change",
+    "host_technologies",
+    "host_templates_run",
+    "host_templates_total",
+    "host_templates_skipped",
+    "host_requests",
 ];
 
 /// One field. Finding text comes from scanned sites, so a value that a
@@ -59,6 +68,8 @@ pub struct CsvRenderer {
     domain: String,
     scan_status: &'static str,
     partial: &'static str,
+    /// The coverage cells of each covered host, by host name.
+    coverage: std::collections::HashMap<String, [String; 5]>,
 }
 
 impl CsvRenderer {
@@ -70,6 +81,20 @@ impl CsvRenderer {
             domain: header.scan.domain.clone(),
             scan_status: header.scan.status.as_str(),
             partial: if header.is_partial() { "yes" } else { "no" },
+            coverage: header
+                .coverage
+                .iter()
+                .map(|c| {
+                    let cells = [
+                        c.technologies_text(),
+                        c.templates.run.to_string(),
+                        c.templates.total.to_string(),
+                        c.skipped_text().replace(", ", "; "),
+                        c.requests.to_string(),
+                    ];
+                    (c.host.clone(), cells)
+                })
+                .collect(),
         }
     }
 }
@@ -77,7 +102,9 @@ impl CsvRenderer {
 impl Renderer for CsvRenderer {
     fn push(&mut self, f: &FindingRow) -> Result<(), ReportError> {
         let extracted = f.extracted_results.join("; ");
-        let fields: [&str; 16] = [
+        let none: [String; 5] = Default::default();
+        let host = self.coverage.get(&f.host).unwrap_or(&none);
+        let fields: [&str; 21] = [
             &f.id.to_string(),
             &f.scan_id.to_string(),
             &self.domain,
@@ -94,6 +121,11 @@ impl Renderer for CsvRenderer {
             self.scan_status,
             self.partial,
             f.change.map_or("", |c| c.as_str()),
+            &host[0],
+            &host[1],
+            &host[2],
+            &host[3],
+            &host[4],
         ];
         for (i, value) in fields.iter().enumerate() {
             if i > 0 {

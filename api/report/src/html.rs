@@ -98,6 +98,9 @@ ul.change-list{list-style:none;margin:0;padding:0}
 ul.change-list li{padding:.3rem 0;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
 ul.change-list .name{font-weight:600}
 ul.change-list .host{color:var(--muted)}
+table.coverage{width:100%;border-collapse:collapse;font-size:.9rem}
+table.coverage th,table.coverage td{text-align:left;padding:.35rem .5rem;border-bottom:1px solid var(--line);vertical-align:top;overflow-wrap:anywhere}
+table.coverage th{color:var(--muted);font-weight:600}
 footer{margin-top:3rem;color:var(--muted);font-size:.8rem}
 @media (max-width:720px){.summary{grid-template-columns:1fr}dl.fields{grid-template-columns:1fr}.change-counts{grid-template-columns:repeat(2,1fr)}}
 @page{size:A4;margin:14mm 12mm}
@@ -189,6 +192,7 @@ fn write_head(out: &mut String, h: &Header) {
     if let Some(changes) = &h.changes {
         write_changes(out, h, changes);
     }
+    write_coverage(out, h);
     out.push_str("<section aria-labelledby=\"findings\">\n");
     out.push_str("<h2 id=\"findings\" style=\"margin-top:2rem\">Findings by host</h2>\n");
 }
@@ -242,6 +246,32 @@ fn write_changes(out: &mut String, h: &Header, changes: &Changes) {
         }
     }
     out.push_str("</section>\n");
+}
+
+/// "Coverage": one row per live host, for a scan that has it.
+fn write_coverage(out: &mut String, h: &Header) {
+    if h.coverage.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section class=\"card coverage\" aria-labelledby=\"coverage\">\n\
+         <h2 id=\"coverage\">Coverage</h2>\n<p class=\"change-note\">",
+    );
+    escape_into(out, crate::coverage::COVERAGE_NOTE);
+    out.push_str(
+        "</p>\n<table class=\"coverage\">\n<thead><tr><th>Host</th><th>Technologies</th>\
+         <th>Templates run</th><th>Skipped, by reason</th><th>Requests</th></tr></thead>\n<tbody>\n",
+    );
+    for c in &h.coverage {
+        out.push_str("<tr><td>");
+        escape_into(out, &display_host(&c.host));
+        out.push_str("</td><td>");
+        escape_into(out, &c.technologies_text());
+        let _ = write!(out, "</td><td>{}</td><td>", escape(&c.run_text()));
+        escape_into(out, &c.skipped_text());
+        let _ = writeln!(out, "</td><td>{}</td></tr>", c.requests);
+    }
+    out.push_str("</tbody>\n</table>\n</section>\n");
 }
 
 /// A horizontal bar per severity, scaled to the largest count.

@@ -8,6 +8,7 @@ use poem_openapi::Object;
 use uuid::Uuid;
 
 use super::{Header, Renderer, ReportError};
+use crate::coverage::HostCoverage;
 use scanfleet_core::store::findings::FindingRow;
 
 /// Counts by severity, from the scan's counters.
@@ -97,6 +98,10 @@ pub struct JsonReport {
     /// Sorted by severity, critical first; by host, then in the order
     /// found, within a severity.
     pub vulnerabilities: Vec<ReportFinding>,
+    /// What the scan covered on each live host, as `GET
+    /// /scans/{scan_id}/coverage` gives it; empty for a scan without
+    /// coverage.
+    pub coverage: Vec<HostCoverage>,
 }
 
 pub struct JsonRenderer {
@@ -145,6 +150,7 @@ impl Renderer for JsonRenderer {
                 info: c[4],
             },
             vulnerabilities: self.findings,
+            coverage: h.coverage.clone(),
         };
         let mut out = doc.to_json_string().into_bytes();
         out.push(b'\n');

@@ -33,7 +33,10 @@
 //! - [`sarif`]: SARIF 2.1.0 for code-scanning viewers.
 //! - [`sarif_schema`]: the SARIF log as the OpenAPI contract describes it.
 //! - [`csv`]: RFC 4180, neutralised against spreadsheet formulas.
+//! - [`coverage`]: per-host coverage (issue 35), which every format
+//!   carries for a scan that has it.
 
+pub mod coverage;
 pub mod csv;
 pub mod html;
 pub mod inline;
@@ -53,6 +56,8 @@ use scanfleet_core::store::findings::{self, DiffScan, FindingOrder, FindingRow};
 use scanfleet_core::store::fingerprints::{self, ChangeCounts, ChangedFinding, FixedFingerprint};
 use scanfleet_core::store::scans::{self, ScanRow};
 use scanfleet_core::Error;
+
+use crate::coverage::HostCoverage;
 
 /// The scanner's name in reports (the SARIF tool, the detail shape's `tool`).
 pub const TOOL_NAME: &str = "scanfleet-templates";
@@ -161,6 +166,9 @@ pub struct Header {
     /// `None` when not read (findings rendered from memory): the HTML and
     /// PDF reports then have no changes section.
     pub changes: Option<Changes>,
+    /// What the scan covered on each live host, by host name; empty for a
+    /// scan that has none (made before coverage, or still before REPORT).
+    pub coverage: Vec<HostCoverage>,
 }
 
 impl Header {
@@ -169,7 +177,17 @@ impl Header {
             scan,
             generated_at,
             changes: None,
+            coverage: Vec::new(),
         }
+    }
+
+    pub fn with_coverage(self, coverage: Vec<HostCoverage>) -> Header {
+        Header { coverage, ..self }
+    }
+
+    /// The coverage of `host`, when the scan has it.
+    pub fn coverage_of(&self, host: &str) -> Option<&HostCoverage> {
+        self.coverage.iter().find(|c| c.host == host)
     }
 
     pub fn with_changes(self, changes: Changes) -> Header {
@@ -464,7 +482,9 @@ pub async fn build(
     let scan = scans::find(&tx, user_id, scan_id)
         .await?
         .ok_or(Error::NotFound("scan"))?;
-    let mut header = Header::new(scan, generated_at);
+    let coverage = scanfleet_core::store::coverage::of_scan(&*tx, scan_id).await?;
+    let mut header = Header::new(scan, generated_at)
+        .with_coverage(coverage.into_iter().map(HostCoverage::from).collect());
     if format.shows_changes() {
         let changes = Changes::read(&*tx, &header.scan).await?;
         header = header.with_changes(changes);

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use poem_openapi::types::ToJSON;
 use scanfleet_common::Severity;
 use serde_json::{json, Value};
 
@@ -277,6 +278,7 @@ impl Renderer for SarifRenderer {
             "status": s.status.as_str(),
             "partial": h.is_partial(),
             "generatedAt": h.generated_at,
+            "coverage": h.coverage.to_json().unwrap_or_else(|| json!([])),
         });
         let mut out = Vec::with_capacity(self.results.len() + 4096);
         out.extend_from_slice(b"{\"$schema\":");

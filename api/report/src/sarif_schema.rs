@@ -118,6 +118,9 @@ pub struct SarifRunProperties {
     /// True unless the scan completed.
     pub partial: bool,
     pub generated_at: DateTime<Utc>,
+    /// What the scan covered on each live host (as `GET
+    /// /scans/{scan_id}/coverage`); empty for a scan without coverage.
+    pub coverage: Vec<crate::coverage::HostCoverage>,
 }
 
 /// One finding, or one the scan fixed.

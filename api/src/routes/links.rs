@@ -57,6 +57,7 @@ pub const SOURCES: &[Source] = &[
         id: "$response.body#/id",
         targets: &[
             ("get_target", Parameter("target_id")),
+            ("update_target", Parameter("target_id")),
             ("delete_target", Parameter("target_id")),
             ("verify_target", Parameter("target_id")),
             ("admin_update_target", Parameter("target_id")),

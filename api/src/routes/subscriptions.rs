@@ -57,6 +57,8 @@ pub struct TierOut {
     pub features: Vec<String>,
     /// Whether the tier can be bought through checkout.
     pub purchasable: bool,
+    /// The `max_rps_per_host` a new target gets when none is given.
+    pub default_max_rps_per_host: i32,
 }
 
 impl From<Tier> for TierOut {
@@ -72,6 +74,7 @@ impl From<Tier> for TierOut {
             target_limit: t.target_limit,
             features: t.features,
             purchasable: t.purchasable,
+            default_max_rps_per_host: t.default_max_rps_per_host,
         }
     }
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{page, ApiTags};
 use crate::auth::{Caller, CanRead, CanWrite};
-use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset};
+use crate::contract::{self, DomainList, DomainName, PageLimit, PageOffset, RpsPerHost};
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
@@ -30,8 +30,11 @@ pub struct Target {
     pub created_at: DateTime<Utc>,
     /// Proof that the caller controls the domain.
     pub verification: Verification,
-    /// The target's ceiling on requests a second to any one of its hosts;
-    /// null: the scanner's default (50).
+    /// The target's ceiling on requests a second to any one of its hosts:
+    /// the tier's default when created without one (demo and monthly 50,
+    /// yearly and admin 100; `GET /subscriptions/tiers`), changed with
+    /// `PATCH /targets/{target_id}`; null for a target made before tiers
+    /// set it: the scanner's default (50).
     pub max_rps_per_host: Option<i64>,
 }
 
@@ -82,9 +85,18 @@ pub struct TargetCreate {
     /// Free text, up to 200 characters; empty when absent.
     pub organization: Option<String>,
     /// At most this many requests a second to any one host of the target,
-    /// across all of a scan's work (1 to 1000); the scanner's default (50)
-    /// when absent.
-    pub max_rps_per_host: Option<i64>,
+    /// across all of a scan's work (1 to 1000); the tier's default when
+    /// absent.
+    pub max_rps_per_host: Option<RpsPerHost>,
+}
+
+/// What `PATCH /targets/{target_id}` changes; an absent field stays as it
+/// is.
+#[derive(Debug, Object)]
+pub struct TargetUpdate {
+    /// At most this many requests a second to any one host of the target
+    /// (1 to 1000), for the scans queued from now on.
+    pub max_rps_per_host: Option<RpsPerHost>,
 }
 
 #[derive(Debug, Object)]
@@ -183,13 +195,10 @@ impl TargetsApi {
     ) -> Result<TargetCreated> {
         let domain = crate::validate::domain(&body.domain, "domain")?;
         let organization = crate::validate::organization(body.organization.as_deref())?;
-        let max_rps = match body.max_rps_per_host {
-            None => None,
-            Some(v @ 1..=1000) => Some(v as u32),
-            Some(_) => {
-                return Err(Error::invalid("max_rps_per_host", "must be between 1 and 1000").into())
-            }
-        };
+        let max_rps = body
+            .max_rps_per_host
+            .map(contract::rps_per_host)
+            .transpose()?;
         let target =
             scanfleet_core::targets::add(&state.core, me.user.id, &domain, &organization, max_rps)
                 .await?;
@@ -231,6 +240,36 @@ impl TargetsApi {
         let target = targets::find(&**db, me.user.id, target_id.0)
             .await?
             .ok_or(Error::NotFound("target"))?;
+        Ok(Json(target.into()))
+    }
+
+    /// Change a target
+    ///
+    /// Its `max_rps_per_host` (1 to 1000; a 422 naming the field outside
+    /// that), for the scans queued from now on. An absent field stays as it
+    /// is.
+    #[oai(
+        path = "/targets/:target_id",
+        method = "patch",
+        operation_id = "update_target"
+    )]
+    async fn update_target(
+        &self,
+        state: Data<&AppState>,
+        me: Caller<CanWrite>,
+        target_id: Path<Uuid>,
+        body: JsonBody<TargetUpdate>,
+    ) -> Result<Json<Target>> {
+        let max_rps = body
+            .max_rps_per_host
+            .map(contract::rps_per_host)
+            .transpose()?;
+        let db = state.db.get().await?;
+        let target = match max_rps {
+            Some(v) => targets::set_max_rps_per_host(&**db, me.user.id, target_id.0, v).await?,
+            None => targets::find(&**db, me.user.id, target_id.0).await?,
+        }
+        .ok_or(Error::NotFound("target"))?;
         Ok(Json(target.into()))
     }
 

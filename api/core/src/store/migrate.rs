@@ -90,6 +90,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_search",
         include_str!("../../migrations/0037_fingerprint_search.sql"),
     ),
+    (
+        39,
+        "tier_rps_per_host",
+        include_str!("../../migrations/0039_tier_rps_per_host.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

@@ -104,21 +104,32 @@ pub enum AddError {
     LimitReached { tier_slug: String, limit: i32 },
 }
 
-/// The user's tier slug and target limit (None: unlimited), locking the
-/// user row until the end of the transaction.
-async fn lock_user_limit(
-    db: &impl GenericClient,
-    user_id: Uuid,
-) -> Result<(String, Option<i32>), Error> {
+/// What the user's tier says of new targets.
+struct TierLimits {
+    slug: String,
+    /// None: unlimited.
+    target_limit: Option<i32>,
+    /// A new target's `max_rps_per_host` when none is given.
+    default_rps: i32,
+}
+
+/// The user's tier limits, locking the user row until the end of the
+/// transaction.
+async fn lock_user_limit(db: &impl GenericClient, user_id: Uuid) -> Result<TierLimits, Error> {
     let row = db
         .query_opt(
-            "SELECT u.tier_slug, t.target_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
+            "SELECT u.tier_slug, t.target_limit, t.default_max_rps_per_host
+             FROM users u JOIN tiers t ON t.slug = u.tier_slug
              WHERE u.id = $1 FOR UPDATE OF u",
             &[&user_id],
         )
         .await?
         .ok_or(Error::NotFound("user"))?;
-    Ok((row.try_get("tier_slug")?, row.try_get("target_limit")?))
+    Ok(TierLimits {
+        slug: row.try_get("tier_slug")?,
+        target_limit: row.try_get("target_limit")?,
+        default_rps: row.try_get("default_max_rps_per_host")?,
+    })
 }
 
 pub async fn count(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error> {
@@ -131,8 +142,9 @@ pub async fn count(db: &impl GenericClient, user_id: Uuid) -> Result<i64, Error>
         .try_get("total")?)
 }
 
-/// Adds one target. Call inside a transaction: the user row stays locked
-/// until it ends.
+/// Adds one target; without `max_rps_per_host`, it gets the tier's
+/// default. Call inside a transaction: the user row stays locked until it
+/// ends.
 pub async fn create(
     db: &impl GenericClient,
     user_id: Uuid,
@@ -140,12 +152,18 @@ pub async fn create(
     organization: &str,
     max_rps_per_host: Option<u32>,
 ) -> Result<Result<TargetRow, AddError>, Error> {
-    let (tier_slug, limit) = lock_user_limit(db, user_id).await?;
-    if let Some(limit) = limit {
+    let tier = lock_user_limit(db, user_id).await?;
+    if let Some(limit) = tier.target_limit {
         if count(db, user_id).await? >= i64::from(limit) {
-            return Ok(Err(AddError::LimitReached { tier_slug, limit }));
+            return Ok(Err(AddError::LimitReached {
+                tier_slug: tier.slug,
+                limit,
+            }));
         }
     }
+    let max_rps_per_host = max_rps_per_host
+        .and_then(|v| i32::try_from(v).ok())
+        .unwrap_or(tier.default_rps);
     let result = db
         .query_one(
             &format!(
@@ -157,7 +175,7 @@ pub async fn create(
                 &user_id,
                 &domain.as_str(),
                 &organization,
-                &max_rps_per_host.and_then(|v| i32::try_from(v).ok()),
+                &max_rps_per_host,
             ],
         )
         .await;
@@ -186,7 +204,8 @@ pub async fn import(
     user_id: Uuid,
     raw: &[String],
 ) -> Result<Vec<ImportLine>, Error> {
-    let (_, limit) = lock_user_limit(db, user_id).await?;
+    let tier = lock_user_limit(db, user_id).await?;
+    let limit = tier.target_limit;
     let mut lines: Vec<Option<ImportLine>> = vec![None; raw.len()];
     let mut candidates: Vec<(usize, Domain)> = Vec::new();
     let mut seen = HashSet::new();
@@ -228,12 +247,12 @@ pub async fn import(
         let rows = db
             .query(
                 &format!(
-                    "INSERT INTO targets (id, user_id, domain)
-                     SELECT id, $1, domain FROM unnest($2::uuid[], $3::text[]) AS n(id, domain)
+                    "INSERT INTO targets (id, user_id, domain, max_rps_per_host)
+                     SELECT id, $1, domain, $4 FROM unnest($2::uuid[], $3::text[]) AS n(id, domain)
                      ON CONFLICT (user_id, domain) DO NOTHING
                      RETURNING {COLUMNS}"
                 ),
-                &[&user_id, &ids, &domains],
+                &[&user_id, &ids, &domains, &tier.default_rps],
             )
             .await?;
         let mut inserted: std::collections::HashMap<Uuid, TargetRow> = rows
@@ -309,6 +328,28 @@ pub async fn find(
         .query_opt(
             &format!("SELECT {COLUMNS} FROM targets WHERE id = $1 AND user_id = $2"),
             &[&target_id, &user_id],
+        )
+        .await?;
+    row.as_ref().map(TargetRow::try_from).transpose()
+}
+
+/// Sets the ceiling on requests a second to any one host of one of the
+/// user's targets (1 to 1000, checked by the caller); None when it is not
+/// theirs. Scans queued from now on take it.
+pub async fn set_max_rps_per_host(
+    db: &impl GenericClient,
+    user_id: Uuid,
+    target_id: Uuid,
+    max_rps_per_host: u32,
+) -> Result<Option<TargetRow>, Error> {
+    let value = i32::try_from(max_rps_per_host).unwrap_or(i32::MAX);
+    let row = db
+        .query_opt(
+            &format!(
+                "UPDATE targets SET max_rps_per_host = $3 WHERE id = $1 AND user_id = $2
+                 RETURNING {COLUMNS}"
+            ),
+            &[&target_id, &user_id, &value],
         )
         .await?;
     row.as_ref().map(TargetRow::try_from).transpose()

@@ -17,10 +17,12 @@ pub struct Tier {
     pub target_limit: Option<i32>,
     pub features: Vec<String>,
     pub purchasable: bool,
+    /// The `max_rps_per_host` a new target gets when none is given.
+    pub default_max_rps_per_host: i32,
 }
 
 const COLUMNS: &str = "slug, name, price_cents, currency, billing_interval, rate_limit_rpm, \
-                       scan_limit, target_limit, features, purchasable";
+                       scan_limit, target_limit, features, purchasable, default_max_rps_per_host";
 
 impl TryFrom<&Row> for Tier {
     type Error = Error;
@@ -37,6 +39,7 @@ impl TryFrom<&Row> for Tier {
             target_limit: row.try_get("target_limit")?,
             features: row.try_get("features")?,
             purchasable: row.try_get("purchasable")?,
+            default_max_rps_per_host: row.try_get("default_max_rps_per_host")?,
         })
     }
 }

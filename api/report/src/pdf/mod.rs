@@ -103,6 +103,7 @@ impl PdfRenderer {
         r.end_page();
         r.start_findings_page();
         r.change_lists();
+        r.coverage();
         Ok(r)
     }
 
@@ -393,6 +394,43 @@ impl PdfRenderer {
                 self.y += 12.0;
             }
             self.y += 8.0;
+        }
+        self.rect(LEFT, self.y - 4.0, WIDTH, 0.6, RULE);
+        self.y += 14.0;
+    }
+
+    /// "Coverage": per live host, its technologies, templates run and
+    /// skipped, and requests, before the findings; nothing for a scan
+    /// without coverage.
+    fn coverage(&mut self) {
+        let hosts = self.header.coverage.clone();
+        if hosts.is_empty() {
+            return;
+        }
+        self.ensure(80.0);
+        self.text(LEFT, self.y, 14.0, true, ACCENT, "Coverage");
+        self.rect(LEFT, self.y + 6.0, WIDTH, 1.5, ACCENT);
+        self.y += 22.0;
+        for line in wrap(
+            self.fonts,
+            Style::Regular,
+            crate::coverage::COVERAGE_NOTE,
+            9.0,
+            WIDTH,
+        ) {
+            self.text(LEFT, self.y, 9.0, false, MUTED, &line);
+            self.y += 12.0;
+        }
+        self.y += 6.0;
+        for c in &hosts {
+            self.ensure(60.0);
+            self.text(LEFT, self.y, 11.0, true, INK, &display_host(&c.host));
+            self.y += 15.0;
+            self.field("Technologies", &c.technologies_text(), false);
+            self.field("Templates run", &c.run_text(), false);
+            self.field("Skipped", &c.skipped_text(), false);
+            self.field("Requests", &c.requests.to_string(), false);
+            self.y += 6.0;
         }
         self.rect(LEFT, self.y - 4.0, WIDTH, 0.6, RULE);
         self.y += 14.0;
