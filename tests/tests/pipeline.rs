@@ -416,7 +416,7 @@ async fn a_node_killed_mid_scan_is_replaced_by_the_other_and_the_findings_are_ex
     assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
     assert_eq!(detail["findings_count"], 12);
     let attempts = fleet.attempts(&scan).await;
-    assert_eq!(attempts, Some(2));
+    assert_eq!(attempts, Some(2), "node-a's log:\n{}", a.log_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -593,7 +593,10 @@ async fn a_scan_past_its_engine_deadline_or_taken_up_a_fourth_time_fails_with_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_drained_by_sigterm_mid_scan_exits_in_its_grace_time_and_the_scan_completes_elsewhere(
 ) {
-    let lab = Lab::start(Duration::from_millis(60)).await;
+    // Slow enough that the scan outlasts the one-second drain: at 60 ms a
+    // response it ended 1.4 s after it was taken, inside the drain, on a
+    // quiet machine.
+    let lab = Lab::start(Duration::from_millis(250)).await;
     let fleet = fleet_with_lab(
         &lab,
         &lab_hosts(),
@@ -620,7 +623,7 @@ async fn a_node_drained_by_sigterm_mid_scan_exits_in_its_grace_time_and_the_scan
     assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
     // Handed back, not finished by the leaving node: the other one took it up.
     let attempts = fleet.attempts(&scan).await;
-    assert_eq!(attempts, Some(2));
+    assert_eq!(attempts, Some(2), "node-a's log:\n{}", a.log_text());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

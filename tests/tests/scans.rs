@@ -89,7 +89,8 @@ async fn creating_a_scan_queues_a_row_and_pushes_its_job() {
             domain: "example.com".into(),
             engine: Engine::Full,
             templates: vec![],
-            max_rps_per_host: None,
+            // The demo tier's ceiling, which the target took at creation.
+            max_rps_per_host: Some(50),
         }]
     );
 }
