@@ -137,6 +137,19 @@ pub fn database_url(db: &str) -> String {
     format!("{host_part}/{db}{query}")
 }
 
+/// Creates an empty database of its own on the server of `DATABASE_URL`
+/// (for tests that apply migrations themselves) and returns its name; drop
+/// it with [`drop_database`].
+pub async fn create_database() -> String {
+    let name = format!("scanfleet_test_{}", Uuid::new_v4().simple());
+    admin_client(&database_url("postgres"))
+        .await
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .await
+        .expect("creating a test database");
+    name
+}
+
 async fn admin_client(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await

@@ -698,14 +698,6 @@ async fn a_failed_scan_with_findings_fixes_nothing() {
 /// Applies the migrations before 0014 by hand (recording them in the
 /// ledger as `migrate::run` does), so that data from before it can be laid.
 async fn database_before_fingerprints(name: &str) -> tokio_postgres::Client {
-    let (admin, conn) = tokio_postgres::connect(&database_url("postgres"), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    admin
-        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-        .await
-        .unwrap();
     let (db, conn) = tokio_postgres::connect(&database_url(name), tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -757,7 +749,7 @@ async fn database_before_fingerprints(name: &str) -> tokio_postgres::Client {
 
 #[tokio::test]
 async fn the_migration_gives_findings_stored_before_it_their_history_in_scan_order() {
-    let name = format!("scanfleet_test_{}", uuid::Uuid::new_v4().simple());
+    let name = scanfleet_tests::create_database().await;
     let db = database_before_fingerprints(&name).await;
     db.batch_execute(
         "INSERT INTO users (id, email, password_hash, full_name)
@@ -1110,15 +1102,7 @@ async fn pending(db: &deadpool_postgres::Client) -> i64 {
 async fn a_text_search_gives_the_same_answer_before_and_after_the_index_catches_up() {
     use store::fingerprint_search::{index_pending, BATCH};
     use store::fingerprints::SEARCH_CANDIDATES;
-    let name = format!("scanfleet_test_{}", uuid::Uuid::new_v4().simple());
-    let (admin, conn) = tokio_postgres::connect(&database_url("postgres"), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    admin
-        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-        .await
-        .unwrap();
+    let name = scanfleet_tests::create_database().await;
     let pool = store::connect(&database_url(&name)).unwrap();
     migrate::run(&pool).await.unwrap();
     let db = pool.get().await.unwrap();

@@ -2,7 +2,6 @@
 
 use scanfleet_core::store::{self, migrate};
 use scanfleet_tests::database_url;
-use uuid::Uuid;
 
 /// Regression test for issue 2: `make run` starts the api and the scheduler
 /// together, and both migrate the same fresh database at once; the second
@@ -10,16 +9,7 @@ use uuid::Uuid;
 #[tokio::test]
 async fn two_processes_migrating_a_fresh_database_at_once_both_succeed() {
     for _ in 0..3 {
-        let name = format!("scanfleet_test_{}", Uuid::new_v4().simple());
-        let (admin, conn) =
-            tokio_postgres::connect(&database_url("postgres"), tokio_postgres::NoTls)
-                .await
-                .unwrap();
-        tokio::spawn(conn);
-        admin
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-            .await
-            .unwrap();
+        let name = scanfleet_tests::create_database().await;
         let a = store::connect(&database_url(&name)).unwrap();
         let b = store::connect(&database_url(&name)).unwrap();
         let (ra, rb) = tokio::join!(migrate::run(&a), migrate::run(&b));
@@ -35,9 +25,6 @@ async fn two_processes_migrating_a_fresh_database_at_once_both_succeed() {
             .get(0);
         assert!(applied >= 2, "every migration recorded once: {applied}");
         drop((a, b));
-        admin
-            .batch_execute(&format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
-            .await
-            .unwrap();
+        scanfleet_tests::drop_database(&database_url("postgres"), &name);
     }
 }
