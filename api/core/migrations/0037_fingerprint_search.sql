@@ -25,10 +25,10 @@ CREATE TABLE fingerprint_search (
     target_id      uuid NOT NULL,
     text           text NOT NULL
 );
--- The text alone: with the target's id in the same index (btree_gin) every
--- search also read the target's whole posting list, a few milliseconds at
--- 100,000 fingerprints whatever the text; other targets' candidates are
--- dropped by their row instead.
+-- The text alone: with the target's id in the same index (btree_gin) a
+-- search also intersected the target's posting list with the text's (at
+-- 100,000 fingerprints, 19 ms in the index for 2,500 matches against 4 ms
+-- without it); other targets' candidates are dropped by their row instead.
 CREATE INDEX fingerprint_search_text_idx
     ON fingerprint_search USING gin (text gin_trgm_ops);
 
