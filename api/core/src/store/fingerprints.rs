@@ -167,10 +167,7 @@ async fn upsert(
         .await?;
     let mut by_key = HashMap::with_capacity(rows.len());
     for row in &rows {
-        let raw: &str = row.try_get("last_change")?;
-        let change = Change::parse(raw).ok_or_else(|| {
-            Error::Unexpected(anyhow::anyhow!("fingerprint with unknown change {raw:?}"))
-        })?;
+        let change: Change = row.try_get("last_change")?;
         by_key.insert(
             row.try_get::<_, String>("fingerprint")?,
             Recorded {
@@ -320,7 +317,7 @@ impl TryFrom<&Row> for ChangedFinding {
 
     fn try_from(row: &Row) -> Result<Self, Error> {
         Ok(ChangedFinding {
-            severity: severity_named(row.try_get("severity")?)?,
+            severity: row.try_get::<_, Severity>("severity")?,
             name: row.try_get("name")?,
             template_id: row.try_get("template_id")?,
             host: row.try_get("host")?,
@@ -388,7 +385,7 @@ impl TryFrom<&Row> for FixedFingerprint {
             fingerprint: row.try_get("fingerprint")?,
             template_id: row.try_get("template_id")?,
             name: row.try_get("name")?,
-            severity: severity_named(row.try_get("severity")?)?,
+            severity: row.try_get::<_, Severity>("severity")?,
             host: row.try_get("host")?,
             matched_at: row.try_get("matched_at")?,
             status: row.try_get("status")?,
@@ -444,14 +441,6 @@ pub async fn stream_fixed_by_scan(
     let rows = db.query_raw(&sql, params).await?;
     Ok(futures::TryStreamExt::map_err(rows, Error::from)
         .and_then(|row| std::future::ready(FixedFingerprint::try_from(&row))))
-}
-
-/// A severity column's value; an unknown one is an error, never `info`.
-fn severity_named(raw: &str) -> Result<Severity, Error> {
-    Severity::ALL
-        .into_iter()
-        .find(|s| s.as_str() == raw)
-        .ok_or_else(|| Error::Unexpected(anyhow::anyhow!("unknown severity {raw:?}")))
 }
 
 /// Sets a fingerprint's triage status, and the status of every finding
@@ -513,10 +502,7 @@ pub async fn identity(
             change: Change::New,
         });
     };
-    let raw: &str = row.try_get("change")?;
-    let change = Change::parse(raw).ok_or_else(|| {
-        Error::Unexpected(anyhow::anyhow!("fingerprint with unknown change {raw:?}"))
-    })?;
+    let change: Change = row.try_get("change")?;
     Ok(Identity {
         first_seen_at: Some(row.try_get("first_seen_at")?),
         change,
@@ -557,7 +543,7 @@ impl TryFrom<&Row> for FingerprintRow {
     type Error = Error;
 
     fn try_from(row: &Row) -> Result<Self, Error> {
-        let severity = severity_named(row.try_get("severity")?)?;
+        let severity = row.try_get::<_, Severity>("severity")?;
         Ok(FingerprintRow {
             id: row.try_get("id")?,
             target_id: row.try_get("target_id")?,
