@@ -145,20 +145,26 @@ impl Lab {
         self.git.hangs.store(hangs, Ordering::SeqCst);
     }
 
-    /// Node settings that send every name in `hosts` to this lab: the hosts
-    /// map, HTTP to the lab's port, HTTPS to a closed port.
+    /// Node settings that send every name in `hosts` to this lab.
     pub fn node_env(&self, hosts: &[&str]) -> Vec<(String, String)> {
-        let map: Vec<String> = hosts.iter().map(|h| format!("{h}=127.0.0.1")).collect();
-        vec![
-            ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
-            ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
-            ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
-            (
-                "SCANFLEET_SCANNER__CONNECT_TO".into(),
-                format!(":80:127.0.0.1:{},:443:127.0.0.1:9", self.port),
-            ),
-        ]
+        node_env_for(self.port, hosts)
     }
+}
+
+/// Node (or CLI) settings that send every name in `hosts` to a lab on
+/// 127.0.0.1:`port`: the hosts map, HTTP to the lab's port, HTTPS to a
+/// closed port.
+pub fn node_env_for(port: u16, hosts: &[&str]) -> Vec<(String, String)> {
+    let map: Vec<String> = hosts.iter().map(|h| format!("{h}=127.0.0.1")).collect();
+    vec![
+        ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
+        ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
+        ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
+        (
+            "SCANFLEET_SCANNER__CONNECT_TO".into(),
+            format!(":80:127.0.0.1:{port},:443:127.0.0.1:9"),
+        ),
+    ]
 }
 
 async fn serve(

@@ -389,3 +389,15 @@ impl TestApp {
         scanfleet_core::store::changes::note_change(user_id);
     }
 }
+
+/// The fields every progress and status message of the WebSocket carries.
+pub const PROGRESS_MESSAGE_FIELDS: [&str; 8] = [
+    "type",
+    "scan_id",
+    "status",
+    "stage",
+    "progress",
+    "current_tool",
+    "findings_count",
+    "at",
+];

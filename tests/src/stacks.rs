@@ -116,16 +116,7 @@ impl StackLab {
     /// Node (or CLI) settings that send every name in `hosts` to the lab:
     /// the hosts map, HTTP to the lab's port, HTTPS to a closed port.
     pub fn node_env(&self, hosts: &[&str]) -> Vec<(String, String)> {
-        let map: Vec<String> = hosts.iter().map(|h| format!("{h}=127.0.0.1")).collect();
-        vec![
-            ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
-            ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
-            ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
-            (
-                "SCANFLEET_SCANNER__CONNECT_TO".into(),
-                format!(":80:127.0.0.1:{},:443:127.0.0.1:9", self.port),
-            ),
-        ]
+        crate::lab::node_env_for(self.port, hosts)
     }
 }
 

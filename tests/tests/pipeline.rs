@@ -36,16 +36,7 @@ async fn follow(fleet: &Fleet, token: &str, scan: &str) -> (Vec<Value>, Option<u
 fn assert_well_formed(messages: &[Value], scan: &str) {
     let mut last_progress = 0;
     for m in messages {
-        for field in [
-            "type",
-            "scan_id",
-            "status",
-            "stage",
-            "progress",
-            "current_tool",
-            "findings_count",
-            "at",
-        ] {
+        for field in scanfleet_tests::PROGRESS_MESSAGE_FIELDS {
             assert!(m.get(field).is_some(), "{field} missing in {m}");
         }
         assert_eq!(m["scan_id"], scan);

@@ -279,16 +279,7 @@ async fn stage_and_status_messages_carry_the_coverage_counts_once_known() {
     for m in stage("DETECT").chain(stage("VALIDATE")) {
         assert!(m.get("coverage").is_none(), "{m}");
         // The existing fields are all there.
-        for field in [
-            "type",
-            "scan_id",
-            "status",
-            "stage",
-            "progress",
-            "current_tool",
-            "findings_count",
-            "at",
-        ] {
+        for field in scanfleet_tests::PROGRESS_MESSAGE_FIELDS {
             assert!(m.get(field).is_some(), "{field} in {m}");
         }
     }

@@ -644,43 +644,33 @@ pub const SEARCH_CANDIDATES: i64 = 10_000;
 /// page is empty; the change in `$7`.
 static INDEXED: LazyLock<String> = LazyLock::new(|| {
     filtered(
-        "WITH candidates AS MATERIALIZED (
+        "candidates AS MATERIALIZED (
              SELECT ARRAY(SELECT s.fingerprint_id FROM fingerprint_search s
                           WHERE s.target_id = $1 AND s.text LIKE $8
                           UNION ALL
                           SELECT p.fingerprint_id FROM fingerprint_search_pending p
                           WHERE p.target_id = $1
                           LIMIT $10::bigint + 1) AS ids),
-         overflow AS (SELECT cardinality(ids) > $10::bigint AS overflow FROM candidates),
-         matched AS MATERIALIZED (
-             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
-             WHERE fp.id = ANY ((SELECT ids FROM candidates)::uuid[])
-               AND NOT (SELECT overflow FROM overflow)
-               AND {conditions}),",
+         overflow AS (SELECT cardinality(ids) > $10::bigint AS overflow FROM candidates),",
+        "fp.id = ANY ((SELECT ids FROM candidates)::uuid[])
+         AND NOT (SELECT overflow FROM overflow) AND",
         "(SELECT overflow FROM overflow)",
     )
 });
 
-/// [`INDEXED`] by reading every fingerprint of the target (`$10` is
-/// named only so that both take the same parameters).
-static SCANNED: LazyLock<String> = LazyLock::new(|| {
-    filtered(
-        "WITH matched AS MATERIALIZED (
-             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
-             WHERE $10::bigint IS NOT NULL AND {conditions}),",
-        "false",
-    )
-});
+/// [`INDEXED`] by reading every fingerprint of the target; it takes the
+/// first nine of its parameters.
+static SCANNED: LazyLock<String> = LazyLock::new(|| filtered("", "", "false"));
 
-/// A text search's statement from the CTEs that give `matched` (with
-/// `{conditions}` to fill) and whether the search gave up (`overflow`).
-fn filtered(matched: &str, overflow: &str) -> String {
-    let matched = matched.replace(
-        "{conditions}",
-        &format!("{} AND {TEXT_MATCHES}", list_conditions("$7")),
-    );
+/// A text search's statement: the CTEs `before` the one of the matching
+/// fingerprints, what narrows that one (`only`, ending in `AND`, or
+/// empty), and whether the search gave up (`overflow`).
+fn filtered(before: &str, only: &str, overflow: &str) -> String {
     format!(
-        "{matched}
+        "WITH {before}
+         matched AS MATERIALIZED (
+             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
+             WHERE {only} {conditions} AND {TEXT_MATCHES}),
          page AS (
              SELECT id FROM matched ORDER BY severity_rank, last_seen_at DESC, id
              LIMIT $5 OFFSET $6),
@@ -690,6 +680,7 @@ fn filtered(matched: &str, overflow: &str) -> String {
          SELECT head.owned, head.total, head.overflow, r.*
          FROM head LEFT JOIN LATERAL ({rows}) r ON true
          ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
+        conditions = list_conditions("$7"),
         rows = page_rows(),
     )
 }
@@ -746,7 +737,7 @@ async fn searched(
     let overflow = rows.first().map(|r| r.try_get::<_, bool>("overflow"));
     if overflow.transpose()? == Some(true) {
         let stmt = db.prepare_cached(&SCANNED).await?;
-        rows = db.query(&stmt, params).await?;
+        rows = db.query(&stmt, &params[..9]).await?;
     }
     let Some(head) = rows.first().cloned() else {
         return Err(Error::Unexpected(anyhow::anyhow!(
