@@ -183,7 +183,9 @@ impl From<scanfleet_bus::BusError> for Error {
     fn from(e: scanfleet_bus::BusError) -> Self {
         match e {
             scanfleet_bus::BusError::Redis(e) => e.into(),
-            bad @ (scanfleet_bus::BusError::BadJob { .. } | scanfleet_bus::BusError::Encode(_)) => {
+            bad @ (scanfleet_bus::BusError::BadJob { .. }
+            | scanfleet_bus::BusError::Encode(_)
+            | scanfleet_bus::BusError::Claiming { .. }) => {
                 Error::Unexpected(anyhow::Error::new(bad))
             }
         }

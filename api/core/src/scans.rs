@@ -13,8 +13,9 @@
 
 use std::time::Duration;
 
+use apalis_core::backend::{TaskSink, TaskSinkError};
 use fred::interfaces::ClientLike;
-use scanfleet_bus::markers;
+use scanfleet_bus::{markers, ScanTasks};
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::{Engine, ScanJob};
 use uuid::Uuid;
@@ -123,11 +124,15 @@ pub async fn start_scan(
     Ok(scan)
 }
 
-/// Pushes a job, giving up after [`PUSH_TIMEOUT`] when Redis hangs.
+/// Submits a scan's job as an apalis task (its id the scan's) through the
+/// queue's `TaskSink`, giving up after [`PUSH_TIMEOUT`] when Redis hangs.
 pub(crate) async fn push(core: &Core, job: &ScanJob) -> Result<(), Error> {
-    match tokio::time::timeout(PUSH_TIMEOUT, core.scan_queue.push(job)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.into()),
+    let mut tasks = ScanTasks::new(core.scan_queue.clone());
+    let submit = tasks.push_task(ScanTasks::task(job.clone()));
+    match tokio::time::timeout(PUSH_TIMEOUT, submit).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(TaskSinkError::PushError(e))) => Err(e.into()),
+        Ok(Err(e)) => Err(Error::Unexpected(anyhow::Error::new(e))),
         Err(elapsed) => Err(Error::unavailable(elapsed)),
     }
 }

@@ -38,10 +38,8 @@
 //! (this node must let go). So a restart without persistence leaves every
 //! running scan held by the node running it.
 //!
-//! apalis-redis, which this replaces, keeps a job on a connection that
-//! cannot move to a promoted replica and leaves its worker stopped after a
-//! Redis restart; these scripts run on the reconnecting clients of
-//! [`crate::connect`].
+//! These scripts run on the reconnecting clients of [`crate::connect`];
+//! apalis sees the queue through [`crate::tasks::ScanTasks`], its backend.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;

@@ -16,8 +16,10 @@
 //! layout and why it was chosen are described in [`scanfleet_bus::events`].
 //!
 //! # Jobs
-//! The node takes jobs from the scan queue ([`scanfleet_bus::queue`]) while
-//! it has a free slot (`SCANFLEET_SCANNER__CONCURRENCY`). With nothing to
+//! Scan jobs are apalis tasks: the node runs an apalis `Worker` over the
+//! scan queue's backend ([`scanfleet_bus::tasks::ScanTasks`]), with a
+//! concurrency limit of `SCANFLEET_SCANNER__CONCURRENCY`; the worker asks
+//! for a job only while a slot is free. With nothing to
 //! take it blocks on the queue's wake-up list (`BLPOP`, on a Redis
 //! connection of its own) for up to `SCANFLEET_SCANNER__IDLE_WAIT_SECS`
 //! (20 s): a push wakes one waiting node at once, and an idle node costs
@@ -77,17 +79,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apalis::prelude::{Data, WorkerBuilder, WorkerBuilderExt, WorkerError};
 use fred::clients::Client;
 use metrics_exporter_prometheus::BuildError;
-use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue};
+use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue, ScanTasks, Taking};
 use scanfleet_common::chain::Chain;
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use scanfleet_common::NodeSettings;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 
 use control::{EndReason, Running};
 use engines::EngineSpec;
@@ -273,31 +275,52 @@ impl Node {
         // Stopped once the node has finished: it then leaves the registry.
         let registered = CancellationToken::new();
         let heartbeat = tokio::spawn(announce(node.clone(), taking.clone(), registered.clone()));
-        let mut scans = take_jobs(&node, &taking).await;
-        if !shutdown.is_cancelled() {
-            tracing::info!(
-                running = node.running.count(),
-                "draining as asked: no new jobs; waiting for running scans"
-            );
-            tokio::select! {
-                _ = async { while scans.join_next().await.is_some() {} } => {}
-                _ = shutdown.cancelled() => {}
+        // Every scan runs on a task of its own, tracked so that the node
+        // can wait for the ones it stopped before it hands their jobs back.
+        let scans = TaskTracker::new();
+        // Boxed: dropping it must drop the worker and its running tasks.
+        let mut worker = Box::pin(work(node.clone(), taking.clone(), scans.clone()));
+        let draining = async {
+            taking.cancelled().await;
+            if !shutdown.is_cancelled() {
+                tracing::info!(
+                    running = node.running.count(),
+                    "draining as asked: no new jobs; waiting for running scans"
+                );
             }
-        }
+            std::future::pending::<()>().await
+        };
+        // Until the worker ends (asked to drain: no more jobs, and every
+        // running scan over) or the shutdown comes.
+        let ended = tokio::select! {
+            ended = &mut worker => Some(ended),
+            _ = draining => None,
+            _ = shutdown.cancelled() => None,
+        };
         // Running scans get the grace period; past it the node hands them
         // back to the queue for the other nodes and leaves.
-        let drained =
-            tokio::time::timeout(grace, async { while scans.join_next().await.is_some() {} }).await;
-        if drained.is_err() {
-            let left = node.running.ids();
-            tracing::warn!(
-                running = left.len(),
-                "leaving unfinished scans to the other nodes"
-            );
-            scans.shutdown().await;
-            for scan_id in left {
-                if let Err(e) = node.queue.release(scan_id, &node.name).await {
-                    tracing::warn!(%scan_id, error = %Chain(&e), "could not hand the scan back");
+        let ended = match ended {
+            Some(ended) => Some(ended),
+            None => tokio::time::timeout(grace, &mut worker).await.ok(),
+        };
+        match ended {
+            Some(Ok(())) => {}
+            Some(Err(e)) => tracing::error!(error = %Chain(&e), "the worker stopped on an error"),
+            None => {
+                let left = node.running.ids();
+                tracing::warn!(
+                    running = left.len(),
+                    "leaving unfinished scans to the other nodes"
+                );
+                // Dropping the worker drops its running tasks, which abort
+                // their scans; the tracker says when they are all gone.
+                drop(worker);
+                scans.close();
+                scans.wait().await;
+                for scan_id in left {
+                    if let Err(e) = node.queue.release(scan_id, &node.name).await {
+                        tracing::warn!(%scan_id, error = %Chain(&e), "could not hand the scan back");
+                    }
                 }
             }
         }
@@ -388,75 +411,54 @@ async fn announce(node: Arc<Node>, taking: CancellationToken, registered: Cancel
     }
 }
 
-/// The node's loop: while a slot is free, claim a job and run it on a task
-/// of its own; with nothing to claim, wait on the queue's wake-up list.
-/// Returns the running scans when `taking` is cancelled.
-async fn take_jobs(node: &Arc<Node>, taking: &CancellationToken) -> JoinSet<()> {
-    let slots = Arc::new(Semaphore::new(node.settings.scanner.concurrency));
-    let idle_wait = Duration::from_secs(node.settings.scanner.idle_wait_secs);
-    let mut scans = JoinSet::new();
-    // Whether the last wait ended with a wake-up token.
-    let mut woken = false;
-    loop {
-        while scans.try_join_next().is_some() {}
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = taking.cancelled() => break,
-        };
-        match node
-            .queue
-            .claim_woken(&node.name, node.lease(), woken)
-            .await
-        {
-            Ok(Some(job)) => {
-                woken = false;
-                scans.spawn(handle_job(node.clone(), job, permit));
-                continue;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %Chain(&e), "could not take a job; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                    _ = taking.cancelled() => break,
-                }
-            }
-        }
-        // The slot stays held while waiting: the wait is for this slot.
-        let wait = node.queue.wait_for_work(&node.wake, idle_wait);
-        tokio::select! {
-            waited = wait => match waited {
-                Ok(token) => woken = token,
-                Err(e) => {
-                    // Redis away: the client reconnects by itself.
-                    tracing::warn!(error = %Chain(&e), "could not wait for work; retrying");
-                    woken = false;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            },
-            _ = taking.cancelled() => {
-                // The server still holds the abandoned `BLPOP`, which would
-                // take a wake-up meant for another node: end it.
-                use fred::interfaces::ClientInterface;
-                let _ = node.wake.unblock_self(None).await;
-                break;
-            }
-        }
-        drop(permit);
-    }
-    scans
+/// The node's apalis worker: scan jobs are apalis tasks from
+/// [`ScanTasks`], run with as many at once as the node has slots. The
+/// worker asks for a job only while a slot is free; with nothing to claim
+/// the backend waits on the queue's wake-up list. It ends once `taking` is
+/// cancelled and its running scans are over.
+async fn work(
+    node: Arc<Node>,
+    taking: CancellationToken,
+    scans: TaskTracker,
+) -> Result<(), WorkerError> {
+    let backend = ScanTasks::taking(
+        node.queue.clone(),
+        Taking {
+            wake: node.wake.clone(),
+            node: node.name.clone(),
+            lease: node.lease(),
+            idle_wait: Duration::from_secs(node.settings.scanner.idle_wait_secs),
+            stop: taking,
+        },
+    );
+    WorkerBuilder::new(node.name.clone())
+        .backend(backend)
+        .enable_tracing()
+        .concurrency(node.settings.scanner.concurrency)
+        .data(node.clone())
+        .data(scans)
+        .build(scan_task)
+        .run()
+        .await
 }
 
-/// Runs one job on its slot; the outcome of a scan is reported as its
-/// events, so an error here is only logged.
-async fn handle_job(node: Arc<Node>, job: ScanJob, _slot: OwnedSemaphorePermit) {
-    let scan_id = job.scan_id;
-    if let Err(e) = run_job(&node, job).await {
-        tracing::error!(%scan_id, error = %Chain(&e), "scan could not report its outcome");
-    }
+/// One task: the scan runs on a task of its own (scans of a node run in
+/// parallel, not interleaved on the worker's), aborted should the worker
+/// drop it (the node leaving past its grace period). The outcome of a scan
+/// is reported as its events, so an error here is only logged.
+async fn scan_task(
+    job: ScanJob,
+    node: Data<Arc<Node>>,
+    scans: Data<TaskTracker>,
+) -> Result<(), tokio::task::JoinError> {
+    let node = Arc::clone(&node);
+    let scan = AbortOnDropHandle::new(scans.spawn(async move {
+        let scan_id = job.scan_id;
+        if let Err(e) = run_job(&node, job).await {
+            tracing::error!(%scan_id, error = %Chain(&e), "scan could not report its outcome");
+        }
+    }));
+    scan.await
 }
 
 #[tracing::instrument(skip_all, fields(scan_id = %job.scan_id, engine = job.engine.as_str()))]
