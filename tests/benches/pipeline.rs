@@ -13,6 +13,12 @@
 //!
 //! `cargo bench -p scanfleet-tests --bench pipeline`. Everything runs on
 //! one machine, so the figures include the cost of sharing its cores.
+//!
+//! The fleet alone: `BENCH_FLEET=1,8,32,64 cargo bench -p scanfleet-tests
+//! --bench pipeline` runs `BENCH_SCANS_PER_NODE` (16) paced `quick` scans
+//! per node for each node count and prints scans a minute and the ratio to
+//! the first count. `SCANFLEET_TEST_PROFILE=debug` with `cargo test
+//! --bench pipeline` runs it on debug builds (no release build needed).
 
 use std::time::{Duration, Instant};
 
@@ -136,7 +142,7 @@ async fn websocket_latency(lab: &Lab) {
     summary("scanner event to WebSocket client", samples);
 }
 
-async fn throughput(lab: &Lab, nodes: usize) -> f64 {
+async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
     let fleet = fleet(lab).await;
     let _api = fleet.api(&[]).await;
     let _nodes: Vec<_> = (0..nodes)
@@ -144,7 +150,7 @@ async fn throughput(lab: &Lab, nodes: usize) -> f64 {
         .collect();
     let token = fleet.user().await;
     let mut targets = Vec::new();
-    for i in 0..THROUGHPUT_SCANS {
+    for i in 0..count {
         targets.push(fleet.target(&token, &format!("t{i}.bench.test")).await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -159,27 +165,50 @@ async fn throughput(lab: &Lab, nodes: usize) -> f64 {
             .await;
         assert_eq!(done["status"], "completed", "{done}");
     }
-    let per_minute = THROUGHPUT_SCANS as f64 / start.elapsed().as_secs_f64() * 60.0;
+    let per_minute = count as f64 / start.elapsed().as_secs_f64() * 60.0;
     println!(
-        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({THROUGHPUT_SCANS} scans in {:.1} s)",
+        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({count} scans in {:.1} s)",
         start.elapsed().as_secs_f64()
     );
     per_minute
 }
 
+/// The fleet alone (`BENCH_FLEET=1,8`): for each node count, `quick` scans
+/// of the paced lab (`BENCH_SCANS_PER_NODE` per node, 16 unless set), and
+/// each count's ratio to the first.
+async fn fleet_scaling(counts: &str) {
+    let per_node: usize = std::env::var("BENCH_SCANS_PER_NODE")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16);
+    let slow = Lab::start(Duration::from_millis(50)).await;
+    let mut first: Option<(usize, f64)> = None;
+    for nodes in counts.split(',').filter_map(|n| n.trim().parse::<usize>().ok()) {
+        let rate = throughput(&slow, nodes, nodes * per_node).await;
+        let (base_nodes, base) = *first.get_or_insert((nodes, rate));
+        println!("{nodes} node(s) / {base_nodes} node(s): {:.2}x", rate / base);
+    }
+}
+
 fn main() {
-    std::env::set_var("SCANFLEET_TEST_PROFILE", "release");
+    // Release binaries unless the run asks for others (`debug`).
+    if std::env::var("SCANFLEET_TEST_PROFILE").is_err() {
+        std::env::set_var("SCANFLEET_TEST_PROFILE", "release");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
+        if let Ok(counts) = std::env::var("BENCH_FLEET") {
+            return fleet_scaling(&counts).await;
+        }
         let fast = Lab::start(Duration::ZERO).await;
         pickup_latency(&fast).await;
         websocket_latency(&fast).await;
         let slow = Lab::start(Duration::from_millis(50)).await;
-        let one = throughput(&slow, 1).await;
-        let two = throughput(&slow, 2).await;
+        let one = throughput(&slow, 1, THROUGHPUT_SCANS).await;
+        let two = throughput(&slow, 2, THROUGHPUT_SCANS).await;
         println!("two nodes / one node: {:.2}x", two / one);
     });
 }
