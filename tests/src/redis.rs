@@ -467,6 +467,65 @@ impl RedisCluster {
             .expect("redis-cli --cluster reshard")
     }
 
+    /// Moves one slot from its master to the master `to` by hand, as
+    /// `redis-cli --cluster reshard` does, but one key at a time with
+    /// `pause` between keys: while the slot is half moved, clients meet
+    /// `ASK` (a key already moved), `TRYAGAIN` (a script whose keys are
+    /// split) and, once it is done, `MOVED`. Returns how many keys moved.
+    pub fn move_slot(&self, slot: u16, to: &ClusterNode, pause: Duration) -> usize {
+        let from = self.master_of(slot);
+        let slot_arg = slot.to_string();
+        let ok = |port: u16, args: &[&str]| {
+            let reply = command(port, args).unwrap_or_default();
+            assert!(reply.starts_with('+'), "{args:?} on :{port}: {reply}");
+        };
+        ok(
+            to.port,
+            &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from.id],
+        );
+        ok(
+            from.port,
+            &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to.id],
+        );
+        let to_port = to.port.to_string();
+        let mut moved = 0;
+        loop {
+            let reply = command(from.port, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1"])
+                .unwrap_or_default();
+            // `*1\r\n$<len>\r\n<key>\r\n`, or `*0` when none is left.
+            let Some(key) = reply.lines().nth(2).filter(|_| reply.starts_with("*1")) else {
+                break;
+            };
+            let answer = command(
+                from.port,
+                &[
+                    "MIGRATE",
+                    "127.0.0.1",
+                    &to_port,
+                    "",
+                    "0",
+                    "5000",
+                    "KEYS",
+                    key,
+                ],
+            )
+            .unwrap_or_default();
+            assert!(
+                answer.starts_with("+OK") || answer.starts_with("+NOKEY"),
+                "{answer}"
+            );
+            moved += 1;
+            std::thread::sleep(pause);
+        }
+        for node in self.nodes().into_iter().filter(|n| n.master) {
+            ok(
+                node.port,
+                &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to.id],
+            );
+        }
+        moved
+    }
+
     /// `INFO commandstats` summed over the masters: calls by command.
     pub fn command_calls(&self) -> std::collections::BTreeMap<String, u64> {
         let mut calls = std::collections::BTreeMap::new();
