@@ -14,7 +14,8 @@ if ! command -v pdftotext >/dev/null 2>&1; then
   fi
 fi
 # The Redis failure tests start, kill and restart private redis-server
-# processes (Sentinel mode included), whatever Redis REDIS_URL points at.
+# processes (Sentinel mode and a six-node cluster made with redis-cli
+# included), whatever Redis REDIS_URL points at.
 if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     echo "test: installing redis-server with apt-get" >&2

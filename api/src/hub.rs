@@ -1,6 +1,8 @@
 //! Every api process has one [`Hub`]: a single blocking `XREAD` over the
-//! streams of all scans someone in this process is watching, fanned out to
-//! the listeners through a broadcast channel per scan. Many listeners of one
+//! streams of all scans someone in this process is watching (on a Redis
+//! Cluster, a pipeline of non-blocking reads, one per slot, every
+//! [`CLUSTER_POLL`] while nothing comes), fanned out to the listeners
+//! through a broadcast channel per scan. Many listeners of one
 //! scan share one read; a listener that disconnects drops its receiver at
 //! once, and the hub forgets a scan nobody watches on its next round. The
 //! WebSocket handler (`ws`) subscribes through it.
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
-use fred::interfaces::{KeysInterface, StreamsInterface};
+use fred::interfaces::{ClientLike, KeysInterface, StreamsInterface};
 use scanfleet_bus::events::{self, Entry};
 use scanfleet_common::events::{RecordedFinding, ScanEvent};
 use scanfleet_common::keys::Keys;
@@ -22,6 +24,8 @@ use crate::error::Error;
 
 /// How long the hub's read blocks when nothing happens.
 const BLOCK: Duration = Duration::from_millis(250);
+/// On a cluster, the pause between two rounds of reads that found nothing.
+const CLUSTER_POLL: Duration = Duration::from_millis(100);
 /// Stream entries read per round.
 const READ_COUNT: u64 = 1000;
 /// Events buffered per scan for a slow listener before it lags.
@@ -40,6 +44,10 @@ pub struct Hub {
     /// Watched scans. The hub task and subscribers hold the lock only
     /// between Redis calls.
     watches: Mutex<HashMap<Uuid, Watch>>,
+    /// On a cluster: notified by a subscriber that added a scan, so the
+    /// hub's next round reads it at once instead of after its pause (what
+    /// the wake stream does for a blocking read).
+    added: tokio::sync::Notify,
 }
 
 struct Watch {
@@ -122,18 +130,50 @@ pub struct Subscription {
 
 impl Hub {
     pub fn new(reader: Client, redis: Client, keys: Keys) -> Hub {
-        let wake_key = format!("{}:ws-wake:{}", keys.prefix(), Uuid::new_v4().simple());
+        let wake_key = keys.hub_wake(Uuid::new_v4());
         Hub {
             reader,
             redis,
             keys,
             wake_key,
             watches: Mutex::new(HashMap::new()),
+            added: tokio::sync::Notify::new(),
         }
     }
 
     /// Reads and fans out until `shutdown` fires.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        if self.reader.is_clustered() {
+            self.run_on_cluster(shutdown).await;
+        } else {
+            self.run_blocking(shutdown).await;
+        }
+    }
+
+    /// The watched streams and the ids to read them after, grouped by
+    /// cluster slot (one group holding them all on a single server); scans
+    /// nobody watches any more are forgotten first.
+    async fn reads(&self, by_slot: bool) -> Vec<(Vec<String>, Vec<String>)> {
+        let mut watches = self.watches.lock().await;
+        watches.retain(|_, w| w.tx.receiver_count() > 0);
+        let mut groups: HashMap<u16, (Vec<String>, Vec<String>)> = HashMap::new();
+        for w in watches.values() {
+            // A scan's two streams share its hash tag, hence its slot.
+            let slot = if by_slot {
+                fred::util::redis_keyslot(w.stream.as_bytes())
+            } else {
+                0
+            };
+            let (keys, ids) = groups.entry(slot).or_default();
+            keys.extend([w.stream.clone(), w.recorded_stream.clone()]);
+            ids.extend([w.last_id.clone(), w.recorded_last_id.clone()]);
+        }
+        groups.into_values().collect()
+    }
+
+    /// A single server (or Sentinel's master): one blocking `XREAD` over
+    /// every watched stream and the hub's wake stream.
+    async fn run_blocking(&self, shutdown: CancellationToken) {
         let mut wake_last = "$".to_string();
         // "$" only on the first read: later rounds continue from the last id.
         if let Ok(entries) = events::latest(&self.redis, &self.wake_key, 1).await {
@@ -142,21 +182,11 @@ impl Hub {
             }
         }
         while !shutdown.is_cancelled() {
-            let (mut keys, mut ids) = {
-                let mut watches = self.watches.lock().await;
-                watches.retain(|_, w| w.tx.receiver_count() > 0);
-                let mut keys = Vec::with_capacity(watches.len() * 2 + 1);
-                let mut ids = Vec::with_capacity(watches.len() * 2 + 1);
-                for w in watches.values() {
-                    keys.extend([w.stream.clone(), w.recorded_stream.clone()]);
-                    ids.extend([w.last_id.clone(), w.recorded_last_id.clone()]);
-                }
-                (keys, ids)
-            };
+            let (mut keys, mut ids) = self.reads(false).await.pop().unwrap_or_default();
             keys.push(self.wake_key.clone());
             ids.push(wake_last.clone());
             let read = events::read_streams(&self.reader, keys, ids, READ_COUNT, BLOCK);
-            let reply: HashMap<String, Vec<Entry>> = tokio::select! {
+            let mut reply: HashMap<String, Vec<Entry>> = tokio::select! {
                 r = read => match r {
                     Ok(r) => r,
                     Err(e) => {
@@ -167,39 +197,88 @@ impl Hub {
                 },
                 _ = shutdown.cancelled() => break,
             };
-            let mut watches = self.watches.lock().await;
-            for (stream, entries) in reply {
-                if stream == self.wake_key {
-                    if let Some((id, _)) = entries.last() {
-                        wake_last = id.clone();
-                    }
-                    continue;
+            if let Some((id, _)) = reply.remove(&self.wake_key).and_then(|e| e.last().cloned()) {
+                wake_last = id;
+            }
+            self.deliver(reply).await;
+        }
+        let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
+    }
+
+    /// A Redis Cluster refuses one read of streams in different slots
+    /// (`CROSSSLOT`), and a blocking read per slot would hold a connection
+    /// each. So each round reads every slot's streams without blocking,
+    /// all in one pipeline (one round trip per cluster node), and when
+    /// nothing came waits [`CLUSTER_POLL`] or until a scan is added.
+    async fn run_on_cluster(&self, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            let groups = self.reads(true).await;
+            let mut reply: HashMap<String, Vec<Entry>> = HashMap::new();
+            if !groups.is_empty() {
+                let pipeline = self.reader.pipeline();
+                let mut queued = Ok(());
+                for (keys, ids) in groups {
+                    let r: Result<(), _> = pipeline.xread(Some(READ_COUNT), None, keys, ids).await;
+                    queued = queued.and(r);
                 }
-                if let Some(watch) = watches.values_mut().find(|w| w.recorded_stream == stream) {
-                    for (id, fields) in entries {
-                        if events::id_after(&id, &watch.recorded_last_id) {
-                            watch.identities.add(events::decode_recorded(&fields));
-                            watch.recorded_last_id = id;
+                let answers: Vec<Result<fred::types::Value, fred::error::Error>> = match queued {
+                    Ok(()) => pipeline.try_all().await,
+                    Err(e) => vec![Err(e)],
+                };
+                for answer in answers {
+                    match answer.and_then(|v| {
+                        if v.is_null() {
+                            Ok(HashMap::new())
+                        } else {
+                            v.into_xread_response::<String, String, String, String>()
+                        }
+                    }) {
+                        Ok(streams) => reply.extend(streams),
+                        Err(e) => {
+                            tracing::warn!(error = %scanfleet_common::chain::Chain(&e), "websocket hub: read failed; retrying")
                         }
                     }
-                    continue;
                 }
-                let Some(watch) = watches.values_mut().find(|w| w.stream == stream) else {
-                    continue;
-                };
-                for (id, fields) in entries {
-                    if !events::id_after(&id, &watch.last_id) {
-                        continue;
-                    }
-                    if let Some(event) = events::decode(&fields) {
-                        // No receiver left: the watch goes next round.
-                        let _ = watch.tx.send(Arc::new(event));
-                    }
-                    watch.last_id = id;
+            }
+            let idle = reply.values().all(Vec::is_empty);
+            self.deliver(reply).await;
+            if idle {
+                tokio::select! {
+                    _ = tokio::time::sleep(CLUSTER_POLL) => {}
+                    _ = self.added.notified() => {}
+                    _ = shutdown.cancelled() => break,
                 }
             }
         }
-        let _: Result<i64, _> = self.redis.del(&self.wake_key).await;
+    }
+
+    /// Sends what a read found to each watch's listeners.
+    async fn deliver(&self, reply: HashMap<String, Vec<Entry>>) {
+        let mut watches = self.watches.lock().await;
+        for (stream, entries) in reply {
+            if let Some(watch) = watches.values_mut().find(|w| w.recorded_stream == stream) {
+                for (id, fields) in entries {
+                    if events::id_after(&id, &watch.recorded_last_id) {
+                        watch.identities.add(events::decode_recorded(&fields));
+                        watch.recorded_last_id = id;
+                    }
+                }
+                continue;
+            }
+            let Some(watch) = watches.values_mut().find(|w| w.stream == stream) else {
+                continue;
+            };
+            for (id, fields) in entries {
+                if !events::id_after(&id, &watch.last_id) {
+                    continue;
+                }
+                if let Some(event) = events::decode(&fields) {
+                    // No receiver left: the watch goes next round.
+                    let _ = watch.tx.send(Arc::new(event));
+                }
+                watch.last_id = id;
+            }
+        }
     }
 
     /// Reads what the ingester recorded so far into `identities`; the last
@@ -265,7 +344,9 @@ impl Hub {
                 }
             }
         };
-        if added {
+        if added && self.reader.is_clustered() {
+            self.added.notify_one();
+        } else if added {
             let _: String = self
                 .redis
                 .xadd(&self.wake_key, false, ("MAXLEN", "~", 100), "*", ("w", "1"))

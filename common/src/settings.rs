@@ -204,7 +204,12 @@ pub struct RedisSettings {
     pub sentinels: Vec<(String, u16)>,
     /// The master's name among the sentinels (`REDIS_SENTINEL_MASTER`).
     pub sentinel_master: String,
-    /// Prefix of every key (`SCANFLEET_REDIS_PREFIX`).
+    /// Seed nodes of a Redis Cluster (`SCANFLEET_REDIS__CLUSTER_NODES`, a
+    /// list of `host:port`); when set it wins over the URL's server and the
+    /// sentinels, and the URL gives only the credentials.
+    pub cluster_nodes: Vec<(String, u16)>,
+    /// Prefix of every key (`SCANFLEET_REDIS_PREFIX`); no braces, which
+    /// would change the keys' cluster hash tags (`scanfleet_common::keys`).
     pub prefix: String,
 }
 
@@ -339,11 +344,16 @@ impl RedisSettings {
             url: Secret::new(v.get("REDIS_URL").unwrap_or("redis://127.0.0.1:6379")),
             sentinels: v
                 .get("REDIS_SENTINELS")
-                .map(parse_sentinels)
+                .map(|raw| parse_hosts("REDIS_SENTINELS", raw, 26379))
                 .transpose()?
                 .unwrap_or_default(),
             sentinel_master: v.text("REDIS_SENTINEL_MASTER", "mymaster"),
-            prefix: v.text("SCANFLEET_REDIS_PREFIX", "scanfleet"),
+            cluster_nodes: v
+                .get("SCANFLEET_REDIS__CLUSTER_NODES")
+                .map(|raw| parse_hosts("SCANFLEET_REDIS__CLUSTER_NODES", raw, 6379))
+                .transpose()?
+                .unwrap_or_default(),
+            prefix: redis_prefix(v.text("SCANFLEET_REDIS_PREFIX", "scanfleet"))?,
         })
     }
 }
@@ -559,21 +569,39 @@ fn invalid(name: &'static str, value: &str, expected: &str) -> SettingsError {
     }
 }
 
-/// `host:port` entries separated by commas; the port defaults to 26379,
-/// Sentinel's own.
-fn parse_sentinels(raw: &str) -> Result<Vec<(String, u16)>, SettingsError> {
+/// The key prefix, refused when it holds a brace: every key's cluster hash
+/// tag is the first `{...}` in it, so a brace in the prefix would put all
+/// keys in one slot, or split a queue's keys over several.
+pub fn redis_prefix(prefix: String) -> Result<String, SettingsError> {
+    if prefix.contains(['{', '}']) {
+        return Err(invalid(
+            "SCANFLEET_REDIS_PREFIX",
+            &prefix,
+            "a prefix without braces (the keys carry their own cluster hash tags)",
+        ));
+    }
+    Ok(prefix)
+}
+
+/// `host:port` entries separated by commas (`name`'s value); the port
+/// defaults to `default_port` (Sentinel's 26379, Redis's 6379).
+fn parse_hosts(
+    name: &'static str,
+    raw: &str,
+    default_port: u16,
+) -> Result<Vec<(String, u16)>, SettingsError> {
     raw.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|entry| {
             let (host, port) = match entry.rsplit_once(':') {
                 Some((h, p)) if !h.ends_with(':') => (h, p.parse().ok()),
-                _ => (entry, Some(26379)),
+                _ => (entry, Some(default_port)),
             };
             let host = host.trim_start_matches('[').trim_end_matches(']');
             match port {
                 Some(port) if !host.is_empty() => Ok((host.to_string(), port)),
-                _ => Err(invalid("REDIS_SENTINELS", entry, "host:port entries")),
+                _ => Err(invalid(name, entry, "host:port entries")),
             }
         })
         .collect()
@@ -786,6 +814,42 @@ mod tests {
         assert!(err.contains("REDIS_SENTINELS"), "{err}");
         let s = Settings::from_vars(&HashMap::new()).unwrap();
         assert!(s.redis.sentinels.is_empty());
+    }
+
+    #[test]
+    fn cluster_nodes_are_host_port_pairs_with_redis_own_default_port() {
+        let s = Settings::from_vars(&vars(&[(
+            "SCANFLEET_REDIS__CLUSTER_NODES",
+            "10.0.0.1:7000,redis-b, [::1]:7002",
+        )]))
+        .unwrap();
+        assert_eq!(
+            s.redis.cluster_nodes,
+            vec![
+                ("10.0.0.1".to_string(), 7000),
+                ("redis-b".to_string(), 6379),
+                ("::1".to_string(), 7002)
+            ]
+        );
+        let err = Settings::from_vars(&vars(&[("SCANFLEET_REDIS__CLUSTER_NODES", ":7000")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SCANFLEET_REDIS__CLUSTER_NODES"), "{err}");
+        assert!(Settings::from_vars(&HashMap::new())
+            .unwrap()
+            .redis
+            .cluster_nodes
+            .is_empty());
+    }
+
+    #[test]
+    fn a_prefix_with_a_brace_is_refused_since_it_would_change_the_hash_tags() {
+        for bad in ["{scanfleet}", "a}b", "x{"] {
+            let err = Settings::from_vars(&vars(&[("SCANFLEET_REDIS_PREFIX", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("SCANFLEET_REDIS_PREFIX"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -63,7 +63,7 @@ async fn pickup_ms(fleet: &Fleet, scan: &str) -> Option<i64> {
         .redis()
         .await
         .xrange_values(
-            format!("{}:scan:{scan}:events", fleet.prefix),
+            fleet.keys().scan_events_stream(scan.parse().unwrap()),
             "-",
             "+",
             Some(20),

@@ -379,22 +379,26 @@ impl Fleet {
         client
     }
 
+    /// A client of the fleet's Redis, as the processes reach it (a single
+    /// server, Sentinel's master or a cluster).
     pub async fn redis(&self) -> fred::clients::Client {
-        use fred::interfaces::ClientLike;
-        let url = self.env["REDIS_URL"].clone();
-        let client = fred::prelude::Builder::from_config(
-            fred::prelude::Config::from_url(&url).expect("redis url"),
-        )
-        .build()
-        .expect("redis client");
-        client.init().await.expect("redis");
-        client
+        let settings = scanfleet_common::Settings::from_vars(&self.env).expect("fleet settings");
+        let target =
+            scanfleet_bus::RedisTarget::from_settings(&settings.redis).expect("redis settings");
+        scanfleet_bus::connect(&target, "test")
+            .await
+            .expect("redis")
+    }
+
+    /// The fleet's key names.
+    pub fn keys(&self) -> scanfleet_common::keys::Keys {
+        scanfleet_common::keys::Keys::new(self.prefix.clone())
     }
 
     /// How many times a node took up `scan` (the node's own count).
     pub async fn attempts(&self, scan: &str) -> Option<i64> {
         use fred::interfaces::KeysInterface;
-        let key = format!("{}:scan:{scan}:attempts", self.prefix);
+        let key = self.keys().scan_attempts(scan.parse().ok()?);
         self.redis().await.get(key).await.expect("attempts")
     }
 
@@ -416,8 +420,7 @@ impl Fleet {
 
     /// The node currently holding the job of `scan` in the queue.
     pub async fn running_node(&self, scan: &str) -> Option<String> {
-        let keys = scanfleet_common::keys::Keys::new(self.prefix.clone());
-        let queue = scanfleet_bus::ScanQueue::new(self.redis().await, &keys);
+        let queue = scanfleet_bus::ScanQueue::new(self.redis().await, &self.keys());
         queue.holder(scan.parse().ok()?).await.ok().flatten()
     }
 }

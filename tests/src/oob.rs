@@ -30,6 +30,12 @@ fn free_port() -> u16 {
 impl OobServer {
     /// Starts the server and waits until its HTTP listener answers.
     pub async fn start() -> OobServer {
+        OobServer::start_with(&[]).await
+    }
+
+    /// [`start`](Self::start) with `extra` environment variables (a Redis
+    /// Cluster's seeds).
+    pub async fn start_with(extra: &[(&str, &str)]) -> OobServer {
         let http: std::net::SocketAddr = format!("127.0.0.1:{}", free_port())
             .parse()
             .expect("address");
@@ -48,6 +54,7 @@ impl OobServer {
             )
             .env("SCANFLEET_REDIS_PREFIX", &prefix)
             .env("RUST_LOG", "info")
+            .envs(extra.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log"))
             .stderr(file)

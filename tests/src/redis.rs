@@ -53,7 +53,19 @@ pub fn command(port: u16, args: &[&str]) -> Option<String> {
     }
     stream.write_all(request.as_bytes()).ok()?;
     let mut reply = vec![0u8; 16 * 1024];
-    let n = stream.read(&mut reply).ok()?;
+    let mut n = stream.read(&mut reply).ok()?;
+    // A bulk string (`INFO`, `CLUSTER NODES`) may come in several reads.
+    let text = String::from_utf8_lossy(&reply[..n]).into_owned();
+    if let Some((head, _)) = text.strip_prefix('$').and_then(|t| t.split_once("\r\n")) {
+        let want = head.len() + 1 + 2 + head.parse::<usize>().unwrap_or(0) + 2;
+        reply.resize(want.max(reply.len()), 0);
+        while n < want {
+            match stream.read(&mut reply[n..]).ok()? {
+                0 => break,
+                more => n += more,
+            }
+        }
+    }
     Some(String::from_utf8_lossy(&reply[..n]).into_owned())
 }
 
@@ -271,5 +283,274 @@ impl Drop for SentinelSet {
             let _ = child.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A local Redis Cluster: three masters and three replicas, each a
+/// `redis-server` process with AOF on (`appendfsync everysec`), made with
+/// `redis-cli --cluster create --cluster-replicas 1`; a node fails over
+/// after one second of silence.
+pub struct RedisCluster {
+    pub servers: Vec<RedisServer>,
+}
+
+/// One line of `CLUSTER NODES`.
+#[derive(Debug, Clone)]
+pub struct ClusterNode {
+    pub id: String,
+    pub port: u16,
+    pub master: bool,
+    /// Slot ranges served (masters only), inclusive.
+    pub slots: Vec<(u16, u16)>,
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let servers: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                RedisServer::with_args(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "1000",
+                    "--appendonly",
+                    "yes",
+                ])
+            })
+            .collect();
+        let mut create = Command::new("redis-cli");
+        create.args(["--cluster", "create"]);
+        for s in &servers {
+            create.arg(format!("127.0.0.1:{}", s.port));
+        }
+        let out = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "cluster create: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = RedisCluster { servers };
+        cluster.wait_until_ok(Duration::from_secs(30));
+        cluster
+    }
+
+    /// `SCANFLEET_REDIS__CLUSTER_NODES`: every node as a seed.
+    pub fn nodes_setting(&self) -> String {
+        self.servers
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A port of a server still running.
+    fn live_port(&self) -> u16 {
+        self.servers
+            .iter()
+            .find(|s| s.child.is_some())
+            .expect("a live node")
+            .port
+    }
+
+    /// Waits until every live node says `cluster_state:ok` and agrees on
+    /// three masters covering every slot.
+    pub fn wait_until_ok(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let ok = self.servers.iter().filter(|s| s.child.is_some()).all(|s| {
+                command(s.port, &["CLUSTER", "INFO"])
+                    .is_some_and(|r| r.contains("cluster_state:ok"))
+            }) && self.covered();
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster is not ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether the live masters serve all 16,384 slots, with three
+    /// replicas (every node's view agreed after `cluster create`).
+    fn covered(&self) -> bool {
+        let nodes = self.nodes();
+        let slots: u32 = nodes
+            .iter()
+            .filter(|n| n.master)
+            .flat_map(|n| n.slots.iter())
+            .map(|(a, b)| u32::from(b - a) + 1)
+            .sum();
+        slots == 16384 && nodes.iter().filter(|n| !n.master).count() == 3
+    }
+
+    /// The nodes as a live node sees them (failed ones left out).
+    pub fn nodes(&self) -> Vec<ClusterNode> {
+        let reply = command(self.live_port(), &["CLUSTER", "NODES"]).unwrap_or_default();
+        reply
+            .lines()
+            .filter(|l| !l.starts_with('$') && !l.is_empty())
+            .filter_map(|line| {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let flags = *parts.get(2)?;
+                if flags.contains("fail") {
+                    return None;
+                }
+                let addr = parts.get(1)?.split('@').next()?;
+                let port = addr.rsplit_once(':')?.1.parse().ok()?;
+                let slots = parts
+                    .iter()
+                    .skip(8)
+                    .filter(|s| !s.starts_with('['))
+                    .filter_map(|s| match s.split_once('-') {
+                        Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+                        None => s.parse().ok().map(|n| (n, n)),
+                    })
+                    .collect();
+                Some(ClusterNode {
+                    id: parts[0].to_string(),
+                    port,
+                    master: flags.contains("master"),
+                    slots,
+                })
+            })
+            .collect()
+    }
+
+    /// The slot of `key`.
+    pub fn slot(&self, key: &str) -> u16 {
+        let reply = command(self.live_port(), &["CLUSTER", "KEYSLOT", key]).expect("KEYSLOT");
+        reply
+            .trim()
+            .trim_start_matches(':')
+            .parse()
+            .expect("a slot number")
+    }
+
+    /// The master serving `slot` now.
+    pub fn master_of(&self, slot: u16) -> ClusterNode {
+        self.nodes()
+            .into_iter()
+            .find(|n| n.master && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+            .expect("a master for the slot")
+    }
+
+    /// SIGKILL of the server on `port`.
+    pub fn kill9(&mut self, port: u16) {
+        if let Some(s) = self.servers.iter_mut().find(|s| s.port == port) {
+            s.kill9();
+        }
+    }
+
+    /// Moves `slots` slots from the master `from` to the master `to`
+    /// (`redis-cli --cluster reshard`), keys and all; blocks until done.
+    pub fn reshard(&self, from: &str, to: &str, slots: u32) -> std::process::Output {
+        Command::new("redis-cli")
+            .args([
+                "--cluster",
+                "reshard",
+                &format!("127.0.0.1:{}", self.live_port()),
+                "--cluster-from",
+                from,
+                "--cluster-to",
+                to,
+                "--cluster-slots",
+                &slots.to_string(),
+                "--cluster-yes",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli --cluster reshard")
+    }
+
+    /// Moves one slot from its master to the master `to` by hand, as
+    /// `redis-cli --cluster reshard` does, but one key at a time with
+    /// `pause` between keys: while the slot is half moved, clients meet
+    /// `ASK` (a key already moved), `TRYAGAIN` (a script whose keys are
+    /// split) and, once it is done, `MOVED`. Returns how many keys moved.
+    pub fn move_slot(&self, slot: u16, to: &ClusterNode, pause: Duration) -> usize {
+        let from = self.master_of(slot);
+        let slot_arg = slot.to_string();
+        let ok = |port: u16, args: &[&str]| {
+            let reply = command(port, args).unwrap_or_default();
+            assert!(reply.starts_with('+'), "{args:?} on :{port}: {reply}");
+        };
+        ok(
+            to.port,
+            &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from.id],
+        );
+        ok(
+            from.port,
+            &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to.id],
+        );
+        let to_port = to.port.to_string();
+        let mut moved = 0;
+        loop {
+            let reply = command(from.port, &["CLUSTER", "GETKEYSINSLOT", &slot_arg, "1"])
+                .unwrap_or_default();
+            // `*1\r\n$<len>\r\n<key>\r\n`, or `*0` when none is left.
+            let Some(key) = reply.lines().nth(2).filter(|_| reply.starts_with("*1")) else {
+                break;
+            };
+            let answer = command(
+                from.port,
+                &[
+                    "MIGRATE",
+                    "127.0.0.1",
+                    &to_port,
+                    "",
+                    "0",
+                    "5000",
+                    "KEYS",
+                    key,
+                ],
+            )
+            .unwrap_or_default();
+            assert!(
+                answer.starts_with("+OK") || answer.starts_with("+NOKEY"),
+                "{answer}"
+            );
+            moved += 1;
+            std::thread::sleep(pause);
+        }
+        for node in self.nodes().into_iter().filter(|n| n.master) {
+            ok(
+                node.port,
+                &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to.id],
+            );
+        }
+        moved
+    }
+
+    /// `INFO commandstats` summed over the masters: calls by command.
+    pub fn command_calls(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut calls = std::collections::BTreeMap::new();
+        for node in self.nodes().into_iter().filter(|n| n.master) {
+            add_command_calls(&mut calls, node.port);
+        }
+        calls
+    }
+}
+
+/// Adds the `calls=` of each `cmdstat_*` line of the server on `port`.
+pub fn add_command_calls(calls: &mut std::collections::BTreeMap<String, u64>, port: u16) {
+    let reply = command(port, &["INFO", "commandstats"]).unwrap_or_default();
+    for line in reply.lines() {
+        let Some(rest) = line.strip_prefix("cmdstat_") else {
+            continue;
+        };
+        let Some((name, stats)) = rest.split_once(':') else {
+            continue;
+        };
+        let n = stats
+            .split(',')
+            .find_map(|f| f.strip_prefix("calls="))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        *calls.entry(name.to_string()).or_default() += n;
     }
 }

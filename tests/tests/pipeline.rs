@@ -283,7 +283,7 @@ async fn stopping_a_running_scan_ends_it_on_its_node_and_records_nothing_after_t
         .redis()
         .await
         .xrange_values(
-            format!("{}:scan:{scan}:events", fleet.prefix),
+            fleet.keys().scan_events_stream(scan.parse().unwrap()),
             "-",
             "+",
             None,
@@ -565,7 +565,7 @@ async fn a_scan_past_its_engine_deadline_or_taken_up_a_fourth_time_fails_with_th
         .redis()
         .await
         .set(
-            format!("{}:scan:{crashed}:attempts", fleet.prefix),
+            fleet.keys().scan_attempts(crashed.parse().unwrap()),
             3,
             None,
             None,
@@ -631,8 +631,8 @@ async fn events_left_pending_by_a_dead_api_process_are_claimed_and_ingested_by_a
     // A node's events, delivered to an api process that then died before
     // acknowledging them.
     let redis = fleet.redis().await;
-    let stream = format!("{}:scan:{scan}:events", fleet.prefix);
-    let index = format!("{}:scan-events", fleet.prefix);
+    let stream = fleet.keys().scan_events_stream(scan.parse().unwrap());
+    let index = fleet.keys().scan_events_index();
     let id: uuid::Uuid = scan.parse().unwrap();
     let finding = json!({"kind": "finding", "template_id": "git-config-exposure",
         "name": "Git config", "severity": "high", "host": DOMAIN,

@@ -388,3 +388,51 @@ async fn after_redis_lost_its_data_the_jobs_of_queued_scans_are_pushed_again_at_
         .unwrap();
     assert_eq!(report, scanfleet_scheduler::reaper::ReapReport::default());
 }
+
+#[tokio::test]
+async fn after_an_upgrade_from_the_untagged_key_layout_queued_scans_are_pushed_again_under_the_new_names(
+) {
+    use fred::interfaces::{HashesInterface, KeysInterface, ListInterface};
+    let app = scanfleet_tests::spawn_app().await;
+    let u = app.new_user().await;
+    let scan = queued_scan(&app, &u, "upgraded.example.com").await;
+    // What the previous layout (before the Redis Cluster hash tags) left:
+    // its data-set mark and the job under the old names; nothing under
+    // the new ones.
+    let keys = &app.state.keys;
+    let prefix = keys.prefix();
+    let job = app.state.scan_queue.job(scan).await.unwrap().expect("job");
+    for key in [
+        keys.bus_epoch(),
+        keys.scan_queue_jobs(),
+        keys.scan_queue_waiting(),
+        keys.scan_queue_wake(),
+    ] {
+        let _: i64 = app.state.redis.del(key).await.unwrap();
+    }
+    let redis = &app.state.redis;
+    let _: () = redis
+        .set(format!("{prefix}:epoch"), "old", None, None, false)
+        .await
+        .unwrap();
+    let _: i64 = redis
+        .hset(
+            format!("{prefix}:queue:scans:jobs"),
+            (scan.to_string(), serde_json::to_string(&job).unwrap()),
+        )
+        .await
+        .unwrap();
+    let _: i64 = redis
+        .rpush(format!("{prefix}:queue:scans:waiting"), scan.to_string())
+        .await
+        .unwrap();
+
+    // The new processes find no mark of their layout: Redis "lost its
+    // data", and the queue is rebuilt from Postgres.
+    let report = scanfleet_scheduler::reaper::reap(&app.state, &app.state.settings.scheduler)
+        .await
+        .unwrap();
+    assert_eq!(report.restored, 1);
+    assert_eq!(app.state.scan_queue.waiting().await.unwrap(), vec![scan]);
+    assert_eq!(app.state.scan_queue.job(scan).await.unwrap(), Some(job));
+}

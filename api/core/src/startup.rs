@@ -146,7 +146,8 @@ async fn create_database(
 }
 
 /// Connects a Redis client for `role`, giving up after a few seconds with
-/// one line. Without sentinels a plain TCP connection to `url`'s server is
+/// one line. Without sentinels or a cluster (whose seeds are not the URL's
+/// server) a plain TCP connection to `url`'s server is
 /// tried first, so the reason is the operating system's words
 /// ("Connection refused") rather than the client's.
 pub async fn connect_redis(
@@ -154,7 +155,8 @@ pub async fn connect_redis(
     url: &str,
     role: &'static str,
 ) -> Result<fred::clients::Client, StartupError> {
-    if let Some(addr) = redis_address(url).filter(|_| !target.is_sentinel()) {
+    if let Some(addr) = redis_address(url).filter(|_| !target.is_sentinel() && !target.is_cluster())
+    {
         match tokio::time::timeout(REDIS_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await {
             Ok(Ok(_)) => {}
             Ok(Err(cause)) => {

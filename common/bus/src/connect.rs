@@ -14,6 +14,13 @@
 //!   on every (re)connect, so it follows a promoted replica. A `READONLY`
 //!   answer (a demoted master still reached) or `LOADING` (a restarted
 //!   server reading its data) also reconnects.
+//! - **Redis Cluster**: with `SCANFLEET_REDIS__CLUSTER_NODES` set the
+//!   client learns the slots from those seeds (and, after a failover, from
+//!   the nodes it knew: `ClusterDiscoveryPolicy::UseCache`), sends each
+//!   command to the master of its key's slot and follows `MOVED` and `ASK`
+//!   while slots move (at most `max_redirections` times a command). The
+//!   URL gives the credentials only (a cluster has database 0 alone). Keys
+//!   used together share a hash tag (`scanfleet_common::keys`).
 //! - **Metrics**, per client role: `scanfleet_redis_reconnects_total`,
 //!   `scanfleet_redis_outage_seconds` (each outage, from the first error to
 //!   the reconnect: its `_sum` is the time without Redis) and the gauge
@@ -26,7 +33,7 @@ use std::time::{Duration, Instant};
 use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface};
 use fred::prelude::{Builder, Config, ReconnectPolicy, Server, ServerConfig};
-use fred::types::config::UnresponsiveConfig;
+use fred::types::config::{ClusterDiscoveryPolicy, UnresponsiveConfig};
 use scanfleet_common::settings::RedisSettings;
 
 /// The longest a command waits, queued while Redis is away or in flight.
@@ -55,7 +62,8 @@ pub struct BadRedisUrl(#[source] fred::error::Error);
 
 impl RedisTarget {
     /// `REDIS_URL`, or the sentinels of `REDIS_SENTINELS` with the URL's
-    /// credentials and database.
+    /// credentials and database, or the cluster of
+    /// `SCANFLEET_REDIS__CLUSTER_NODES` with the URL's credentials.
     pub fn from_settings(settings: &RedisSettings) -> Result<RedisTarget, BadRedisUrl> {
         let url = settings.url.expose();
         // redis-rs spells the sentinel scheme `redis+sentinel`; fred parses
@@ -88,12 +96,30 @@ impl RedisTarget {
                 service_name: settings.sentinel_master.clone(),
             };
         }
+        if !settings.cluster_nodes.is_empty() {
+            config.server = ServerConfig::Clustered {
+                hosts: settings
+                    .cluster_nodes
+                    .iter()
+                    .map(|(host, port)| Server::new(host.as_str(), *port))
+                    .collect(),
+                // The seeds, then every node the client knew: after the
+                // seed it used dies, a replica promoted elsewhere is found.
+                policy: ClusterDiscoveryPolicy::UseCache,
+            };
+            config.database = None;
+        }
         Ok(RedisTarget { config })
     }
 
     /// Whether the clients find the master through sentinels.
     pub fn is_sentinel(&self) -> bool {
         self.config.server.is_sentinel()
+    }
+
+    /// Whether the deployment's Redis is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.config.server.is_clustered()
     }
 
     fn builder(&self) -> Builder {
@@ -281,6 +307,34 @@ mod tests {
         }
         let plain = RedisTarget::from_settings(&settings(&[])).unwrap();
         assert!(!plain.is_sentinel());
+        assert!(!plain.is_cluster());
         assert!(RedisTarget::from_settings(&settings(&[("REDIS_URL", "http://x")])).is_err());
+    }
+
+    #[test]
+    fn cluster_nodes_win_over_the_url_and_the_sentinels() {
+        let target = RedisTarget::from_settings(&settings(&[
+            ("REDIS_URL", "redis://:pw@127.0.0.1:6379/2"),
+            ("REDIS_SENTINELS", "127.0.0.1:26379"),
+            (
+                "SCANFLEET_REDIS__CLUSTER_NODES",
+                "10.0.0.1:7000,10.0.0.2:7001",
+            ),
+        ]))
+        .unwrap();
+        assert!(target.is_cluster());
+        assert!(!target.is_sentinel());
+        // A cluster has database 0 only; the password still counts.
+        assert_eq!(target.config.database, None);
+        assert_eq!(target.config.password.as_deref(), Some("pw"));
+        match &target.config.server {
+            ServerConfig::Clustered { hosts, policy } => {
+                assert_eq!(hosts.len(), 2);
+                assert_eq!(hosts[1].port, 7001);
+                assert_eq!(*policy, ClusterDiscoveryPolicy::UseCache);
+            }
+            other => panic!("not a cluster config: {other:?}"),
+        }
+        assert!(!format!("{target:?}").contains("pw"));
     }
 }

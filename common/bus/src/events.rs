@@ -4,25 +4,31 @@
 //! through here.
 //!
 //! # Layout (the decision, and why)
-//! - **One stream per scan**, `{prefix}:scan:{id}:events`, holding every
+//! - **One stream per scan**, `<prefix>:scan:{<id>}:events`, holding every
 //!   event of that scan in the order it was written, one field
 //!   ([`EVENT_FIELD`]) per entry holding the event's JSON. It is the record:
 //!   the ingester applies it in order, and the WebSocket reads the same
 //!   stream for snapshots and live updates. Nobody trims it; the ingester
 //!   sets an expiry only after it committed the scan's terminal event.
-//! - **One ingest index**, `{prefix}:scan-events`: each append also adds an
+//! - **One ingest index**, `<prefix>:scan-events`: each append also adds an
 //!   entry naming the scan ([`INDEX_FIELD`]). The ingesters read it in the
 //!   consumer group [`INGEST_GROUP`] ([`IngestIndex`]), so a thousand
 //!   running scans cost one blocking read per api process, and replicas
 //!   split the index between them. Index entries are only pointers: the
 //!   ingester reads the scan's own stream from the cursor it saved.
 //!
-//! - **One recorded stream per scan**, `{prefix}:scan:{id}:recorded`:
+//! - **One recorded stream per scan**, `<prefix>:scan:{<id>}:recorded`:
 //!   after each commit the ingester appends what it recorded of the scan's
 //!   findings (their identity on the target, [`RecordedFinding`]), one
 //!   entry per commit ([`append_recorded`]). The WebSocket hub reads it
 //!   beside the events stream, so listeners never ask Postgres for a
 //!   finding. It expires with the events stream.
+//!
+//! On a Redis Cluster a scan's streams are in the slot of its id (the hash
+//! tag), so scans spread over the masters; an append's two `XADD`s (the
+//! scan's stream, the index) go in one pipeline but are separate commands,
+//! each sent to its own slot's master. A read of several scans' streams at
+//! once ([`read_streams`]) must name streams of one slot only.
 //!
 //! After Redis lost its data the streams start again empty; new entries get
 //! ids from the server's clock, after every id a cursor saved before, so
@@ -160,7 +166,8 @@ pub async fn latest(redis: &Client, stream: &str, count: u64) -> Result<Vec<Entr
 }
 
 /// A blocking read of several streams from their ids; entries by stream.
-/// `redis` must be a connection of its own: it blocks.
+/// `redis` must be a connection of its own: it blocks. On a cluster the
+/// streams must share a slot.
 pub async fn read_streams(
     redis: &Client,
     streams: Vec<String>,

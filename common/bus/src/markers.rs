@@ -6,7 +6,9 @@
 //! - The **attempts** counter: how many times a node took the scan up.
 //! - The **epoch**: written once per Redis data set. When it is missing,
 //!   Redis lost its data (a restart without persistence), and the jobs of
-//!   queued scans are pushed again from Postgres.
+//!   queued scans are pushed again from Postgres. Its name carries the key
+//!   layout's version (`keys::LAYOUT`), so an upgrade to a new layout looks
+//!   the same: the queue is rebuilt under the new names.
 
 use fred::clients::Client;
 use fred::interfaces::{KeysInterface, PubsubInterface};

@@ -149,17 +149,17 @@ pub async fn sweep(
     let q = queue.all_keys();
     // leases, holders, jobs, waiting, wake
     let script_keys = vec![lock.as_str(), q[1], q[2], q[0], q[3], q[4]];
-    let reply: Value = SWEEP
-        .evalsha_with_reload(
-            queue.client(),
-            script_keys,
-            vec![
-                node.to_string(),
-                ttl.as_millis().max(1).to_string(),
-                REQUEUE_BATCH.to_string(),
-            ],
-        )
-        .await?;
+    let reply: Value = crate::queue::eval(
+        &SWEEP,
+        queue.client(),
+        script_keys,
+        vec![
+            node.to_string(),
+            ttl.as_millis().max(1).to_string(),
+            REQUEUE_BATCH.to_string(),
+        ],
+    )
+    .await?;
     Ok(match reply {
         Value::Array(ids) => Some(
             ids.iter()

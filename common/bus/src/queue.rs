@@ -1,7 +1,8 @@
 //! The scan queue: [`ScanJob`]s from the api and the scheduler to the
 //! scanner nodes, on Redis, with leases.
 //!
-//! # Layout (keys under `{prefix}:queue:scans`)
+//! # Layout (keys under `<prefix>:{<prefix>:queue:scans}`, one hash tag, so
+//! on a Redis Cluster every script's keys are in one slot)
 //! - `jobs`: hash, scan id -> job JSON, for every job not finished yet.
 //! - `waiting`: list of the ids waiting for a node, oldest first.
 //! - `leases`: sorted set of held ids, scored by the end of their lease in
@@ -295,17 +296,17 @@ impl ScanQueue {
     /// push repeated by the reaper or after a timeout adds nothing).
     #[tracing::instrument(skip_all, fields(scan_id = %job.scan_id))]
     pub async fn push(&self, job: &ScanJob) -> Result<bool, BusError> {
-        let added: i64 = PUSH
-            .evalsha_with_reload(
-                &self.redis,
-                vec![
-                    self.jobs.as_str(),
-                    self.waiting.as_str(),
-                    self.wake.as_str(),
-                ],
-                vec![job.scan_id.to_string(), encode(job)?],
-            )
-            .await?;
+        let added: i64 = eval(
+            &PUSH,
+            &self.redis,
+            vec![
+                self.jobs.as_str(),
+                self.waiting.as_str(),
+                self.wake.as_str(),
+            ],
+            vec![job.scan_id.to_string(), encode(job)?],
+        )
+        .await?;
         Ok(added == 1)
     }
 
@@ -322,23 +323,23 @@ impl ScanQueue {
         lease: Duration,
         woken: bool,
     ) -> Result<Option<ScanJob>, BusError> {
-        let reply: Option<(String, String)> = CLAIM
-            .evalsha_with_reload(
-                &self.redis,
-                vec![
-                    self.waiting.as_str(),
-                    self.jobs.as_str(),
-                    self.leases.as_str(),
-                    self.holders.as_str(),
-                    self.wake.as_str(),
-                ],
-                vec![
-                    node.to_string(),
-                    millis(lease),
-                    if woken { "1" } else { "0" }.to_string(),
-                ],
-            )
-            .await?;
+        let reply: Option<(String, String)> = eval(
+            &CLAIM,
+            &self.redis,
+            vec![
+                self.waiting.as_str(),
+                self.jobs.as_str(),
+                self.leases.as_str(),
+                self.holders.as_str(),
+                self.wake.as_str(),
+            ],
+            vec![
+                node.to_string(),
+                millis(lease),
+                if woken { "1" } else { "0" }.to_string(),
+            ],
+        )
+        .await?;
         let Some((id, json)) = reply else {
             return Ok(None);
         };
@@ -360,18 +361,18 @@ impl ScanQueue {
         node: &str,
         lease: Duration,
     ) -> Result<Renewal, BusError> {
-        let state: i64 = RENEW
-            .evalsha_with_reload(
-                &self.redis,
-                self.all_keys(),
-                vec![
-                    job.scan_id.to_string(),
-                    node.to_string(),
-                    millis(lease),
-                    encode(job)?,
-                ],
-            )
-            .await?;
+        let state: i64 = eval(
+            &RENEW,
+            &self.redis,
+            self.all_keys(),
+            vec![
+                job.scan_id.to_string(),
+                node.to_string(),
+                millis(lease),
+                encode(job)?,
+            ],
+        )
+        .await?;
         Ok(match state {
             1 => Renewal::Held,
             2 => Renewal::Retaken,
@@ -387,26 +388,26 @@ impl ScanQueue {
     }
 
     async fn finish_id(&self, id: &str, node: &str) -> Result<(), BusError> {
-        let _: i64 = FINISH
-            .evalsha_with_reload(
-                &self.redis,
-                self.all_keys(),
-                vec![id.to_string(), node.to_string()],
-            )
-            .await?;
+        let _: i64 = eval(
+            &FINISH,
+            &self.redis,
+            self.all_keys(),
+            vec![id.to_string(), node.to_string()],
+        )
+        .await?;
         Ok(())
     }
 
     /// Puts a job `node` holds back at the head of the queue, for another
     /// node to take at once.
     pub async fn release(&self, scan_id: Uuid, node: &str) -> Result<(), BusError> {
-        let _: i64 = RELEASE
-            .evalsha_with_reload(
-                &self.redis,
-                self.all_keys(),
-                vec![scan_id.to_string(), node.to_string()],
-            )
-            .await?;
+        let _: i64 = eval(
+            &RELEASE,
+            &self.redis,
+            self.all_keys(),
+            vec![scan_id.to_string(), node.to_string()],
+        )
+        .await?;
         Ok(())
     }
 
@@ -414,19 +415,19 @@ impl ScanQueue {
     /// Nodes run the sweep under a lock ([`crate::nodes::sweep`]); this one
     /// runs it unconditionally.
     pub async fn requeue_expired(&self) -> Result<Vec<Uuid>, BusError> {
-        let ids: Vec<String> = REQUEUE_EXPIRED
-            .evalsha_with_reload(
-                &self.redis,
-                vec![
-                    self.leases.as_str(),
-                    self.holders.as_str(),
-                    self.jobs.as_str(),
-                    self.waiting.as_str(),
-                    self.wake.as_str(),
-                ],
-                vec![REQUEUE_BATCH.to_string()],
-            )
-            .await?;
+        let ids: Vec<String> = eval(
+            &REQUEUE_EXPIRED,
+            &self.redis,
+            vec![
+                self.leases.as_str(),
+                self.holders.as_str(),
+                self.jobs.as_str(),
+                self.waiting.as_str(),
+                self.wake.as_str(),
+            ],
+            vec![REQUEUE_BATCH.to_string()],
+        )
+        .await?;
         Ok(ids.iter().filter_map(|s| Uuid::parse_str(s).ok()).collect())
     }
 
@@ -435,17 +436,17 @@ impl ScanQueue {
         if scan_ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let reply: Vec<Value> = INSPECT
-            .evalsha_with_reload(
-                &self.redis,
-                vec![
-                    self.jobs.as_str(),
-                    self.leases.as_str(),
-                    self.holders.as_str(),
-                ],
-                scan_ids.iter().map(Uuid::to_string).collect::<Vec<_>>(),
-            )
-            .await?;
+        let reply: Vec<Value> = eval(
+            &INSPECT,
+            &self.redis,
+            vec![
+                self.jobs.as_str(),
+                self.leases.as_str(),
+                self.holders.as_str(),
+            ],
+            scan_ids.iter().map(Uuid::to_string).collect::<Vec<_>>(),
+        )
+        .await?;
         Ok(scan_ids
             .iter()
             .zip(reply)
@@ -514,6 +515,39 @@ impl ScanQueue {
             self.waiting.as_str(),
             self.wake.as_str(),
         ]
+    }
+}
+
+/// How long a script is retried while its slot moves between cluster nodes.
+const TRYAGAIN_FOR: Duration = Duration::from_secs(10);
+
+/// Runs `script` (`EVALSHA`, loading it where missing). On a cluster whose
+/// slot of these keys is being moved to another node, a script that finds
+/// some of its keys moved and some not is refused with `TRYAGAIN` (fred
+/// follows `MOVED` and `ASK`, which cover the rest): it is tried again,
+/// 20 to 200 ms apart, for up to [`TRYAGAIN_FOR`].
+pub(crate) async fn eval<R: fred::types::FromValue>(
+    script: &Script,
+    redis: &Client,
+    keys: Vec<&str>,
+    args: Vec<String>,
+) -> Result<R, fred::error::Error> {
+    let deadline = tokio::time::Instant::now() + TRYAGAIN_FOR;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match script
+            .evalsha_with_reload(redis, keys.clone(), args.clone())
+            .await
+        {
+            Err(e)
+                if e.details().starts_with("TRYAGAIN")
+                    && tokio::time::Instant::now() + pause < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            result => return result,
+        }
     }
 }
 

@@ -42,8 +42,9 @@ pub struct Application {
 impl Application {
     /// Connects to Redis and binds every configured listener.
     pub async fn build(settings: Settings) -> Result<Application, OobError> {
-        let store = Store::connect(
+        let store = Store::connect_cluster(
             settings.redis_url.expose(),
+            &settings.redis_cluster_nodes,
             &settings.redis_prefix,
             settings.eviction_secs,
         )

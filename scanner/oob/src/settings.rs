@@ -72,8 +72,19 @@ pub struct Settings {
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379",
           hide_env_values = true, value_parser = parse_secret)]
     pub redis_url: Secret,
-    /// Prefix of every Redis key (`{prefix}:oob:...`).
-    #[arg(long, env = "SCANFLEET_REDIS_PREFIX", default_value = "scanfleet")]
+    /// Seed nodes (`host:port`, comma-separated in the environment) of a
+    /// Redis Cluster; when given they win over the URL's server, whose
+    /// credentials still count.
+    #[arg(
+        long,
+        env = "SCANFLEET_REDIS__CLUSTER_NODES",
+        value_delimiter = ',',
+        value_parser = parse_host_port
+    )]
+    pub redis_cluster_nodes: Vec<(String, u16)>,
+    /// Prefix of every Redis key (`{prefix}:oob:...`); no braces.
+    #[arg(long, env = "SCANFLEET_REDIS_PREFIX", default_value = "scanfleet",
+          value_parser = parse_prefix)]
     pub redis_prefix: String,
 }
 
@@ -96,6 +107,7 @@ impl Settings {
             eviction_secs: 3600,
             metrics: None,
             redis_url: Secret::new(redis_url),
+            redis_cluster_nodes: Vec::new(),
             redis_prefix: redis_prefix.to_string(),
         }
     }
@@ -130,6 +142,30 @@ fn parse_secret(raw: &str) -> Result<Secret, Infallible> {
     Ok(Secret::new(raw))
 }
 
+/// A cluster seed that is not `host:port`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not host:port")]
+pub struct InvalidHostPort(String);
+
+/// `host:port`, the port 6379 when left out (as the other processes read
+/// `SCANFLEET_REDIS__CLUSTER_NODES`).
+fn parse_host_port(raw: &str) -> Result<(String, u16), InvalidHostPort> {
+    let raw = raw.trim();
+    let (host, port) = match raw.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(':') => (host, port.parse().ok()),
+        _ => (raw, Some(6379)),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match port {
+        Some(port) if !host.is_empty() => Ok((host.to_string(), port)),
+        _ => Err(InvalidHostPort(raw.to_string())),
+    }
+}
+
+fn parse_prefix(raw: &str) -> Result<String, scanfleet_common::settings::SettingsError> {
+    scanfleet_common::settings::redis_prefix(raw.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +183,39 @@ mod tests {
         assert_eq!(s.domain, "oob.example.com");
         assert_eq!(s.eviction_secs, 3600);
         assert!(s.https.is_none() && s.smtp.is_none() && s.token.is_none());
+        assert!(s.redis_cluster_nodes.is_empty());
+    }
+
+    #[test]
+    fn cluster_seeds_are_host_port_pairs() {
+        let s = Settings::try_parse_from([
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--redis-cluster-nodes",
+            "10.0.0.1:7000,[::1]:7001,redis-c",
+        ])
+        .unwrap();
+        assert_eq!(
+            s.redis_cluster_nodes,
+            vec![
+                ("10.0.0.1".to_string(), 7000),
+                ("::1".to_string(), 7001),
+                ("redis-c".to_string(), 6379)
+            ]
+        );
+        let bad = [
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--redis-cluster-nodes",
+            "10.0.0.1:port",
+        ];
+        assert!(Settings::try_parse_from(bad).is_err());
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! serve any session and a restart loses nothing.
 //!
 //! Keys (all with a sliding expiry of `eviction_secs`, refreshed on
-//! register, callback and poll):
-//! - `{prefix}:oob:reg:{correlation-id}`: hash of `secret`, `aes` (the raw
+//! register, callback and poll), tagged by the correlation id so that on a
+//! Redis Cluster both are in one slot, as the scripts need:
+//! - `{prefix}:oob:{<correlation-id>}:reg`: hash of `secret`, `aes` (the raw
 //!   AES key, base64) and `wrapped` (the same key wrapped to the client,
 //!   computed once at registration).
-//! - `{prefix}:oob:int:{correlation-id}`: list of interaction JSON, oldest
+//! - `{prefix}:oob:{<correlation-id>}:int`: list of interaction JSON, oldest
 //!   first. Items are stored in the clear and encrypted when polled, as
 //!   the Go server's in-memory store does: a callback is then one script
 //!   call, with no key lookup or AES work on the hot path.
@@ -18,9 +19,11 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::interfaces::ClientLike;
-use fred::prelude::{Builder, Client, Config, ReconnectPolicy, Value};
+use fred::prelude::{Builder, Client, Config, ReconnectPolicy, Server, ServerConfig, Value};
+use fred::types::config::ClusterDiscoveryPolicy;
 use fred::types::scripts::Script;
 use fred::types::FromValue;
+use scanfleet_common::keys::Keys;
 
 use crate::error::OobError;
 
@@ -109,7 +112,7 @@ pub struct Polled {
 #[derive(Clone)]
 pub struct Store {
     redis: Client,
-    prefix: String,
+    keys: Keys,
     /// The sliding expiry, in seconds.
     ttl: u64,
 }
@@ -118,7 +121,28 @@ impl Store {
     /// Connects (with a reconnect policy, so a Redis restart is ridden out)
     /// and checks that Redis answers.
     pub async fn connect(url: &str, prefix: &str, ttl: u64) -> Result<Store, OobError> {
-        let config = Config::from_url(url).map_err(OobError::RedisUrl)?;
+        Store::connect_cluster(url, &[], prefix, ttl).await
+    }
+
+    /// [`connect`](Self::connect), to the Redis Cluster of the seeds in
+    /// `cluster_nodes` when there are any (the URL gives the credentials).
+    pub async fn connect_cluster(
+        url: &str,
+        cluster_nodes: &[(String, u16)],
+        prefix: &str,
+        ttl: u64,
+    ) -> Result<Store, OobError> {
+        let mut config = Config::from_url(url).map_err(OobError::RedisUrl)?;
+        if !cluster_nodes.is_empty() {
+            config.server = ServerConfig::Clustered {
+                hosts: cluster_nodes
+                    .iter()
+                    .map(|(host, port)| Server::new(host.as_str(), *port))
+                    .collect(),
+                policy: ClusterDiscoveryPolicy::UseCache,
+            };
+            config.database = None;
+        }
         let redis = Builder::from_config(config)
             .set_policy(ReconnectPolicy::new_exponential(0, 100, 2000, 2))
             .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
@@ -129,7 +153,7 @@ impl Store {
         redis.init().await?;
         Ok(Store {
             redis,
-            prefix: prefix.to_string(),
+            keys: Keys::new(prefix),
             ttl,
         })
     }
@@ -144,10 +168,24 @@ impl Store {
         args: Vec<String>,
     ) -> Result<R, OobError> {
         let keys = vec![
-            format!("{}:oob:reg:{correlation_id}", self.prefix),
-            format!("{}:oob:int:{correlation_id}", self.prefix),
+            self.keys.oob_registration(correlation_id),
+            self.keys.oob_interactions(correlation_id),
         ];
-        Ok(script.evalsha_with_reload(&self.redis, keys, args).await?)
+        // While a cluster moves the keys' slot, a script finding one key
+        // moved and not the other is refused (`TRYAGAIN`): try again.
+        let mut tries = 0;
+        loop {
+            match script
+                .evalsha_with_reload(&self.redis, keys.clone(), args.clone())
+                .await
+            {
+                Err(e) if e.details().starts_with("TRYAGAIN") && tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                result => return Ok(result?),
+            }
+        }
     }
 
     /// Stores a new registration; `false` when the id is already taken.
