@@ -2,14 +2,19 @@
 //! run as a plain process on loopback, answers every route of every host
 //! of `docker/lab/stacks.json` byte for byte as the tests' own stack lab
 //! ([`StackLab`]) does, by `Host` on its one port; and a name that is not a
-//! stack host still gets the static site. With `SCANFLEET_LAB_SITE` set
-//! (`ADDR:PORT`, e.g. a running `scanfleet-lab` container) that server is
-//! compared instead.
+//! stack host still gets the static site; and the `auto` engine, run by a
+//! scanner node with the fixture's corpus templates, finds on each stack
+//! host of `lab_site.py` exactly its known findings. With
+//! `SCANFLEET_LAB_SITE` set (`ADDR:PORT`, e.g. a running `scanfleet-lab`
+//! container) that server is compared and scanned instead.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use scanfleet_tests::stacks::{route_requests, stack_hosts, StackLab};
+use scanfleet_tests::fleet::Fleet;
+use scanfleet_tests::stacks::{
+    corpus_subset, route_requests, stack_host, stack_hosts, stack_templates, StackLab,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -163,4 +168,64 @@ async fn the_docker_labs_site_answers_each_stack_host_as_the_tests_stack_lab() {
     .await;
     assert!(other.contains("<h1>Lab shop</h1>"), "{other}");
     assert!(other.contains("Server: SimpleHTTP"), "{other}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_on_the_docker_labs_site_finds_each_stack_hosts_known_findings() {
+    let Some(templates) = corpus_subset(&stack_templates()) else {
+        println!("template corpus not found; skipping");
+        return;
+    };
+    let Some(site) = LabSite::start().await else {
+        return;
+    };
+    // Every stack name to the site's address, port 80 to its port; nothing
+    // else is reached.
+    let (ip, port) = site.addr.rsplit_once(':').expect("ADDR:PORT");
+    let hosts = stack_hosts();
+    let env: Vec<(String, String)> = vec![
+        (
+            "SCANFLEET_SCANNER__HOSTS".into(),
+            hosts
+                .iter()
+                .map(|h| format!("{h}={ip}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
+        ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
+        (
+            "SCANFLEET_SCANNER__CONNECT_TO".into(),
+            format!(":80:{ip}:{port},:443:127.0.0.1:9"),
+        ),
+        (
+            "SCANFLEET_SCANNER__TEMPLATES_DIR".into(),
+            templates.display().to_string(),
+        ),
+    ];
+    let fleet = Fleet::new(&env).await;
+    let _api = fleet.api(&[]).await;
+    let _node = fleet.node("node-a", &[("SCANFLEET_SCANNER__CONCURRENCY", "3")]);
+    let token = fleet.user().await;
+    let mut scans = Vec::new();
+    for host in &hosts {
+        let target = fleet.target(&token, host).await;
+        scans.push((*host, fleet.scan(&token, &target, "auto").await));
+    }
+    for (host, scan) in scans {
+        let detail = fleet
+            .wait_finished(&token, &scan, Duration::from_secs(300))
+            .await;
+        assert_eq!(detail["status"], "completed", "{host}: {detail}");
+        let found: Vec<String> = Fleet::finding_keys(&detail)
+            .into_iter()
+            .filter(|k| !k.starts_with("http-probe "))
+            .collect();
+        assert_eq!(
+            found,
+            stack_host(host).findings,
+            "{host}: auto on lab_site.py ({})",
+            site.addr
+        );
+    }
 }
