@@ -16,8 +16,10 @@ trap stop INT TERM EXIT
 # A lab site to scan on this machine: `lab.scanfleet.test` (and
 # `www.lab.scanfleet.test`) answer from 127.0.0.1, with a deliberately
 # exposed .git/config and two blind weaknesses that call back to
-# scanfleet-oob, started here on loopback. Scanner settings the caller set
-# are left alone.
+# scanfleet-oob, started here on loopback; the stack lab's hosts
+# (docker/lab/stacks.json: wordpress.stack.test, nginx.stack.test...)
+# answer from the same site by Host. Scanner settings the caller set are
+# left alone.
 lab_port="${SCANFLEET_LAB_PORT:-8081}"
 if [ "${SCANFLEET_LAB:-on}" != off ]; then
   site="$root/.dev/lab"
@@ -42,8 +44,14 @@ HTML
   rm -rf "$root/.dev/templates" && mkdir -p "$root/.dev/templates"
   cp -r "$root/scanner/engine/templates" "$root/.dev/templates/pack"
   cp -r "$root/docker/lab/oob-templates" "$root/.dev/templates/oob"
+  # The corpus templates the stack lab's known findings are found with,
+  # when the public corpus is beside the checkout.
+  corpus="${SCANFLEET_CORPUS:-$root/../shared/corpus/nuclei-templates/http}"
+  if [ -d "$corpus" ]; then
+    "$root/docker/lab/stacks.py" templates "$corpus" "$root/.dev/templates/stacks/http"
+  fi
   export SCANFLEET_SCANNER__TEMPLATES_DIR="${SCANFLEET_SCANNER__TEMPLATES_DIR:-$root/.dev/templates}"
-  lab_names="lab.scanfleet.test www.lab.scanfleet.test"
+  lab_names="lab.scanfleet.test www.lab.scanfleet.test $("$root/docker/lab/stacks.py" hosts | tr '\n' ' ')"
   hosts=""; connect=""
   for n in $lab_names; do
     hosts="${hosts:+$hosts,}$n=127.0.0.1"
@@ -53,7 +61,7 @@ HTML
   export SCANFLEET_SCANNER__CONNECT_TO="${SCANFLEET_SCANNER__CONNECT_TO:-$connect}"
   # The lab lives on loopback, which scans may not reach otherwise.
   export SCANFLEET_SCANNER__ALLOW_PRIVATE="${SCANFLEET_SCANNER__ALLOW_PRIVATE:-true}"
-  echo "scanfleet: lab site lab.scanfleet.test served on 127.0.0.1:$lab_port, its OOB server scanfleet-oob on $oob_http (DNS $oob_dns, zone $oob_domain) (SCANFLEET_LAB=off to skip)" >&2
+  echo "scanfleet: lab site lab.scanfleet.test (and the stack lab's *.stack.test hosts) served on 127.0.0.1:$lab_port, its OOB server scanfleet-oob on $oob_http (DNS $oob_dns, zone $oob_domain) (SCANFLEET_LAB=off to skip)" >&2
 fi
 
 # Webhook receivers of a local walk live on loopback too (dev mode only:

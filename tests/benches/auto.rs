@@ -22,7 +22,7 @@ use scanfleet_http::{ClientConfig, TargetUrl};
 use scanfleet_scanner::auto::plan::{auto_plan, left_out_counts};
 use scanfleet_scanner::auto::techmap::TechMap;
 use scanfleet_scanner::node::probe::probe;
-use scanfleet_tests::stacks::{StackLab, STACK_HOSTS};
+use scanfleet_tests::stacks::{stack_hosts, StackLab};
 
 fn corpus() -> PathBuf {
     if let Ok(p) = std::env::var("SCANFLEET_CORPUS") {
@@ -38,7 +38,7 @@ fn corpus() -> PathBuf {
 
 fn engine(lab: &StackLab, rps: Option<u32>) -> Engine {
     let mut client = ClientConfig::default();
-    for (k, v) in lab.node_env(&STACK_HOSTS) {
+    for (k, v) in lab.node_env(&stack_hosts()) {
         match k.as_str() {
             "SCANFLEET_SCANNER__HOSTS" => {
                 client.hosts = ClientConfig::parse_hosts(&v).expect("hosts");
@@ -160,12 +160,11 @@ async fn main() {
         None => Some(50),
     };
     let hosts: Vec<&str> = match std::env::var("BENCH_HOSTS") {
-        Ok(list) => STACK_HOSTS
-            .iter()
-            .copied()
+        Ok(list) => stack_hosts()
+            .into_iter()
             .filter(|h| list.split(',').any(|x| h.starts_with(x.trim())))
             .collect(),
-        Err(_) => STACK_HOSTS.to_vec(),
+        Err(_) => stack_hosts(),
     };
     let started = Instant::now();
     let loaded =

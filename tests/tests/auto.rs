@@ -1,9 +1,10 @@
 //! The `auto` engine end to end (issue 35): scanner nodes started from
 //! their binary scan the stack lab (hosts that present as WordPress,
-//! Jenkins, Grafana, Tomcat, nginx, and one with nothing to detect) with
-//! templates of the public corpus; detection names each host's
-//! technologies with evidence, `auto` finds what `full` finds, the
-//! coverage adds up, and the per-host request ceiling holds.
+//! Jenkins, Grafana, Tomcat, nginx, and one with nothing to detect;
+//! `docker/lab/stacks.json`) with templates of the public corpus;
+//! detection names each host's technologies with evidence, `full` finds
+//! each host's known findings and `auto` the same, the coverage adds up,
+//! and the per-host request ceiling holds.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,27 +14,12 @@ use scanfleet_engine::engine::load::load_templates;
 use scanfleet_scanner::auto::techmap::TechMap;
 use scanfleet_tests::fleet::Fleet;
 use scanfleet_tests::stacks::{
-    corpus_subset, expected_technologies, StackLab, BLANK, GRAFANA, JENKINS, NGINX, STACK_HOSTS,
-    TOMCAT, WORDPRESS,
+    corpus_subset, stack_host, stack_hosts, stack_templates, StackLab, BLANK, NGINX,
 };
 use serde_json::{json, Value};
 
-/// The corpus templates of the lab's products, and every detection
-/// template: what the tests' nodes load.
-const SUBSET: &[&str] = &[
-    "technologies",
-    "exposed-panels/jenkins-login.yaml",
-    "vulnerabilities/jenkins/jenkins-script.yaml",
-    "exposed-panels/grafana-detect.yaml",
-    "cves/2021/CVE-2021-43798.yaml",
-    "cves/2023/CVE-2023-6933.yaml",
-    "exposed-panels/apache/public-tomcat-manager.yaml",
-    "default-logins/apache/tomcat-default-login.yaml",
-    "vulnerabilities/generic/generic-env.yaml",
-];
-
 async fn stack_fleet(lab: &StackLab, templates: Option<&std::path::Path>) -> Fleet {
-    let mut env = lab.node_env(&STACK_HOSTS);
+    let mut env = lab.node_env(&stack_hosts());
     if let Some(dir) = templates {
         env.push((
             "SCANFLEET_SCANNER__TEMPLATES_DIR".into(),
@@ -98,7 +84,8 @@ fn assert_adds_up(c: &Value, templates_total: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds() {
-    let Some(templates) = corpus_subset(SUBSET) else {
+    // The lab products' own templates and every detection template.
+    let Some(templates) = corpus_subset(&stack_templates()) else {
         println!("template corpus not found; skipping");
         return;
     };
@@ -109,7 +96,7 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
     let token = fleet.user().await;
 
     let mut per_host: BTreeMap<&str, (Vec<String>, Vec<String>, Value)> = BTreeMap::new();
-    for host in STACK_HOSTS {
+    for host in stack_hosts() {
         let target = fleet.target(&token, host).await;
         let (full_scan, full) = finished(&fleet, &token, &target, "full").await;
         let (auto_scan, auto) = finished(&fleet, &token, &target, "auto").await;
@@ -128,7 +115,7 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
         );
     }
 
-    let total = per_host[WORDPRESS].2["hosts"][0]["templates"]["total"]
+    let total = per_host.values().next().expect("hosts").2["hosts"][0]["templates"]["total"]
         .as_u64()
         .expect("total");
     for (host, (full, auto, c)) in &per_host {
@@ -138,48 +125,33 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
         assert_eq!(hosts.len(), 1, "{c}");
         assert_eq!(hosts[0]["host"], *host);
         let techs = hosts[0]["technologies"].as_array().unwrap();
-        for (name, evidence) in expected_technologies(host) {
+        let known = stack_host(host);
+        assert_eq!(
+            full,
+            &known.findings,
+            "{host}: full must find the known findings of docker/lab/stacks.json; it found {}",
+            serde_json::to_string_pretty(full).unwrap_or_default()
+        );
+        for expected in &known.technologies {
             let t = techs
                 .iter()
-                .find(|t| t["name"] == name)
-                .unwrap_or_else(|| panic!("{host}: {name} not detected in {techs:?}"));
+                .find(|t| t["name"] == expected.name)
+                .unwrap_or_else(|| panic!("{host}: {} not detected in {techs:?}", expected.name));
             assert!(
                 t["evidence"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .any(|e| e.as_str().unwrap().starts_with(evidence)),
-                "{host}: {name} lacks evidence {evidence}: {t}"
+                    .any(|e| e.as_str().unwrap().starts_with(&expected.evidence)),
+                "{host}: {} lacks evidence {}: {t}",
+                expected.name,
+                expected.evidence
             );
+            if let Some(version) = &expected.version {
+                assert_eq!(t["version"], version.as_str(), "{host}: {t}");
+            }
         }
     }
-    // What each product's own templates find.
-    let has = |host: &str, template: &str| per_host[host].1.iter().any(|k| k.starts_with(template));
-    assert!(
-        has(WORDPRESS, "CVE-2023-6933 "),
-        "{:?}",
-        per_host[WORDPRESS].1
-    );
-    assert!(has(JENKINS, "jenkins-script "), "{:?}", per_host[JENKINS].1);
-    assert!(has(GRAFANA, "CVE-2021-43798 "), "{:?}", per_host[GRAFANA].1);
-    assert!(
-        has(TOMCAT, "public-tomcat-manager "),
-        "{:?}",
-        per_host[TOMCAT].1
-    );
-    assert!(has(NGINX, "generic-env "), "{:?}", per_host[NGINX].1);
-    // Versions extracted where the detectors read one.
-    let version = |host: &str, name: &str| -> Value {
-        per_host[host].2["hosts"][0]["technologies"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == name)
-            .map(|t| t["version"].clone())
-            .unwrap_or(Value::Null)
-    };
-    assert_eq!(version(NGINX, "nginx"), "1.18.0");
-    assert_eq!(version(JENKINS, "jenkins"), "2.150.1");
     // The blank host: nothing detected, the baseline ran.
     let blank = &per_host[BLANK].2["hosts"][0];
     assert_eq!(blank["technologies"], json!([]), "{blank}");

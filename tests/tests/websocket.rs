@@ -230,9 +230,9 @@ async fn next_json(
 /// none; a listener of the finished scan gets them in its snapshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_and_status_messages_carry_the_coverage_counts_once_known() {
-    use scanfleet_tests::stacks::{StackLab, BLANK, STACK_HOSTS};
+    use scanfleet_tests::stacks::{stack_hosts, StackLab, BLANK};
     let lab = StackLab::start().await;
-    let fleet = scanfleet_tests::fleet::Fleet::new(&lab.node_env(&STACK_HOSTS)).await;
+    let fleet = scanfleet_tests::fleet::Fleet::new(&lab.node_env(&stack_hosts())).await;
     let _api = fleet.api(&[]).await;
     let _node = fleet.node("node-a", &[]);
     let token = fleet.user().await;
