@@ -304,6 +304,15 @@ pub struct ClusterNode {
     pub slots: Vec<(u16, u16)>,
 }
 
+/// Whether the server on `port` is a master, or a replica whose link to
+/// its master is up (one that never synced cannot be promoted when its
+/// master dies).
+fn replica_in_sync(port: u16) -> bool {
+    command(port, &["INFO", "replication"]).is_some_and(|r| {
+        r.contains("role:master") || r.contains("master_link_status:up")
+    })
+}
+
 impl RedisCluster {
     pub fn start() -> RedisCluster {
         let servers: Vec<RedisServer> = (0..6)
@@ -366,6 +375,7 @@ impl RedisCluster {
             let ok = self.servers.iter().filter(|s| s.child.is_some()).all(|s| {
                 command(s.port, &["CLUSTER", "INFO"])
                     .is_some_and(|r| r.contains("cluster_state:ok"))
+                    && replica_in_sync(s.port)
             }) && self.covered();
             if ok {
                 return;
