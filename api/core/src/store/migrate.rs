@@ -91,6 +91,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0037_fingerprint_search.sql"),
     ),
     (
+        38,
+        "fingerprint_search_by_target",
+        include_str!("../../migrations/0038_fingerprint_search_by_target.sql"),
+    ),
+    (
         39,
         "tier_rps_per_host",
         include_str!("../../migrations/0039_tier_rps_per_host.sql"),
