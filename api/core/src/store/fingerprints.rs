@@ -227,7 +227,8 @@ pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
 /// nothing seen since the scan was created (by a scan running alongside)
 /// is fixed by it.
 ///
-/// Then counts the scan's changes into `scan_changes` (once).
+/// Then counts the scan's changes into `scan_changes` (once), with the ids
+/// of its worst findings ([`crate::store::findings::keep_worst`]).
 pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     static FIX: LazyLock<String> = LazyLock::new(|| {
         format!(
@@ -257,6 +258,7 @@ pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCo
             &[&scan_id],
         )
         .await?;
+    crate::store::findings::keep_worst(db, scan_id).await?;
     ChangeCounts::try_from(&row)
 }
 

@@ -100,6 +100,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "tier_rps_per_host",
         include_str!("../../migrations/0039_tier_rps_per_host.sql"),
     ),
+    (
+        40,
+        "scan_worst_findings",
+        include_str!("../../migrations/0040_scan_worst_findings.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
