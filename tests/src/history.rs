@@ -66,7 +66,8 @@ pub async fn lay_history(
         )
         .await
         .expect("findings");
-        // What completing the scan counts (`fingerprints::complete`).
+        // What completing the scan counts and keeps
+        // (`fingerprints::complete`).
         db.execute(
             "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
              VALUES ($1, CASE WHEN $2 = 0 THEN $3 ELSE 0 END,
@@ -75,6 +76,9 @@ pub async fn lay_history(
         )
         .await
         .expect("changes");
+        scanfleet_core::store::findings::keep_worst(&**db, scan)
+            .await
+            .expect("worst findings");
         db.execute(
             "UPDATE fingerprints SET last_scan_id = $1, first_scan_id = COALESCE(first_scan_id, $1)
              WHERE target_id = $2",

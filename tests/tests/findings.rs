@@ -776,3 +776,77 @@ async fn deleting_a_scan_or_a_fingerprint_clears_the_references_to_it() {
         .get(0);
     assert_eq!(left, 0);
 }
+
+/// Issue 33: a completed scan's page reads the worst findings kept when it
+/// completed, and they are the rows, in the order, that picking them from
+/// all its findings gives (before and after completing, and with a
+/// finding triaged since: the status is read as it stands).
+#[tokio::test]
+async fn a_completed_scans_kept_worst_findings_are_the_ones_picked_from_all_its_findings() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let scan = new_scan(&app, &user).await;
+    let severities = Severity::ALL;
+    let list: Vec<FindingEvent> = (0..450)
+        .map(|i| FindingEvent {
+            host: format!("h{}.example.com", i % 7),
+            ..finding(
+                &format!("t{}", i % 11),
+                severities[i % severities.len()],
+                &format!("/p/{i}"),
+            )
+        })
+        .collect();
+    insert(&app, scan, &user, &list).await;
+    let db = app.state.db.get().await.unwrap();
+    let worst = |limit: i64| {
+        let db = &db;
+        async move {
+            findings::worst_of_scan(&***db, scan, limit)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| format!("{r:?}"))
+                .collect::<Vec<_>>()
+        }
+    };
+    let running = worst(findings::KEPT_WORST).await;
+    assert_eq!(running.len() as i64, findings::KEPT_WORST);
+    let everything = worst(1000).await;
+    assert_eq!(everything.len(), 450);
+    assert_eq!(running[..], everything[..running.len()]);
+
+    scan_finds(&app, &user, scan, &[]).await;
+    let kept: Vec<Uuid> = db
+        .query_one(
+            "SELECT worst_findings FROM scan_changes WHERE scan_id = $1",
+            &[&scan],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(kept.len() as i64, findings::KEPT_WORST);
+    assert_eq!(worst(findings::KEPT_WORST).await, running);
+    assert_eq!(worst(10).await, running[..10]);
+    assert_eq!(worst(1000).await, everything);
+
+    // Triage after completion shows on the kept rows.
+    let first = findings::worst_of_scan(&**db, scan, 1).await.unwrap();
+    db.execute(
+        "UPDATE fingerprints SET status = 'false_positive'
+         WHERE id = (SELECT fingerprint_id FROM findings WHERE id = $1)",
+        &[&first[0].id],
+    )
+    .await
+    .unwrap();
+    let triaged = worst(findings::KEPT_WORST).await;
+    assert!(triaged[0].contains("false_positive"), "{}", triaged[0]);
+    assert_eq!(triaged[..], worst(1000).await[..triaged.len()]);
+
+    // A scan with fewer findings than are kept: all of them, at any limit.
+    let small = new_scan(&app, &user).await;
+    scan_finds(&app, &user, small, &list[..3]).await;
+    let all = findings::worst_of_scan(&**db, small, 1000).await.unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].severity, Severity::Critical);
+}

@@ -1247,3 +1247,166 @@ async fn a_text_search_gives_the_same_answer_before_and_after_the_index_catches_
     drop(pool);
     scanfleet_tests::drop_database(&database_url("postgres"), &name);
 }
+
+/// Issue 33: a text that matches most of a target's fingerprints is
+/// answered from the search table's text (not every fingerprint's row),
+/// with the other filters and at any offset: the same page and total as
+/// reading every fingerprint, with part of the target still pending and a
+/// renamed fingerprint whose indexed text is behind.
+#[tokio::test]
+async fn a_broad_text_search_with_other_filters_gives_what_reading_every_fingerprint_gives() {
+    use store::fingerprint_search::index_pending;
+    use store::fingerprints::{list_for_target, FingerprintFilter, SEARCH_CANDIDATES};
+    let name = scanfleet_tests::create_database().await;
+    let pool = store::connect(&database_url(&name)).unwrap();
+    migrate::run(&pool).await.unwrap();
+    let db = pool.get().await.unwrap();
+    let (user, target) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    db.execute(
+        "INSERT INTO users (id, email, password_hash) VALUES ($1, $2, 'x')",
+        &[&user, &format!("{user}@example.com")],
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO targets (id, user_id, domain) VALUES ($1, $2, 'big.example.com')",
+        &[&target, &user],
+    )
+    .await
+    .unwrap();
+    // Severity, status, state and change vary; one in nine on another host.
+    let n = SEARCH_CANDIDATES + 2_000;
+    db.execute(
+        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
+                                   severity, severity_rank, host, matched_at, status, state,
+                                   last_change, first_seen_at, last_seen_at)
+         SELECT gen_random_uuid(), $1, $2, 't:' || i, 't' || (i % 30), 'Finding ' || i,
+                (ARRAY['critical','high','medium','low','info'])[1 + i % 5], (i % 5)::smallint,
+                CASE WHEN i % 9 = 0 THEN 'other.test' ELSE 'h' || (i % 40) || '.example.com' END,
+                'https://h' || (i % 40) || '/p/' || i,
+                CASE WHEN i % 17 = 0 THEN 'false_positive' ELSE 'open' END,
+                CASE WHEN i % 13 = 0 THEN 'fixed' ELSE 'open' END,
+                CASE WHEN i % 3 = 0 THEN 'new' ELSE 'recurring' END,
+                now(), now() - (i % 500) * interval '1 second'
+         FROM generate_series(1, $3::bigint) AS i",
+        &[&user, &target, &n],
+    )
+    .await
+    .unwrap();
+    // Most of the target indexed, the rest pending; then a renamed one
+    // pending with its old text still in the index.
+    index_pending(&db, n - 1_500).await.unwrap();
+    let renamed = db
+        .execute(
+            "UPDATE fingerprints SET name = 'Renamed check', host = 'renamed.test'
+             WHERE target_id = $1 AND name IN ('Finding 18', 'Finding 20')",
+            &[&target],
+        )
+        .await
+        .unwrap();
+    assert_eq!(renamed, 2);
+    let expected = |filter: &FingerprintFilter, (limit, offset): (i64, i64)| {
+        let db = &db;
+        let filter = filter.clone();
+        async move {
+            let rank = filter.severity.map(|s| i16::from(s.rank()));
+            let pattern = format!("%{}%", filter.text.clone().unwrap().to_lowercase());
+            let rows = db
+                .query(
+                    "SELECT fp.id FROM fingerprints fp
+                     WHERE fp.target_id = $1 AND ($2::text IS NULL OR fp.state = $2)
+                       AND ($3::text IS NULL OR fp.status = $3)
+                       AND ($4::smallint IS NULL OR fp.severity_rank = $4)
+                       AND ($5::text IS NULL OR CASE WHEN $5 = 'fixed' THEN fp.state = 'fixed'
+                            ELSE fp.state = 'open' AND fp.last_change = $5 END)
+                       AND lower(fp.name || ' ' || fp.template_id || ' ' || fp.host || ' '
+                                 || fp.matched_at) LIKE $6
+                     ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
+                    &[
+                        &target,
+                        &filter.state,
+                        &filter.status,
+                        &rank,
+                        &filter.change,
+                        &pattern,
+                    ],
+                )
+                .await
+                .unwrap();
+            let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.get(0)).collect();
+            let total = ids.len() as i64;
+            let page = ids
+                .into_iter()
+                .skip(offset as usize)
+                .take(limit as usize)
+                .collect::<Vec<_>>();
+            (page, total)
+        }
+    };
+    let text = |t: &str| Some(t.to_string());
+    let filters = [
+        FingerprintFilter {
+            text: text("EXAMPLE.com"),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("finding"),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("example.com"),
+            severity: Some(scanfleet_common::Severity::Low),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("example.com"),
+            status: Some("false_positive".into()),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("/p/"),
+            change: Some("fixed".into()),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("/p/"),
+            state: Some("open".into()),
+            change: Some("new".into()),
+            ..Default::default()
+        },
+        // A third of the target: sampled as broad, many missed.
+        FingerprintFilter {
+            text: text("h1"),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("h1"),
+            severity: Some(scanfleet_common::Severity::High),
+            ..Default::default()
+        },
+        FingerprintFilter {
+            text: text("renamed"),
+            ..Default::default()
+        },
+    ];
+    for round in ["some pending", "all indexed"] {
+        for filter in &filters {
+            for page in [(50, 0), (500, 9_000), (50, 11_990), (50, 20_000)] {
+                let (rows, total) = list_for_target(&db, user, target, filter, page)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let got: Vec<uuid::Uuid> = rows.iter().map(|r| r.id).collect();
+                assert_eq!(
+                    (got, total),
+                    expected(filter, page).await,
+                    "{round}: {filter:?} {page:?}"
+                );
+            }
+        }
+        while index_pending(&db, 5_000).await.unwrap() > 0 {}
+    }
+    drop(db);
+    drop(pool);
+    scanfleet_tests::drop_database(&database_url("postgres"), &name);
+}

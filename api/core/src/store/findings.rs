@@ -374,27 +374,84 @@ pub async fn stream_for_scan(
         .and_then(|row| std::future::ready(FindingRow::try_from(&row))))
 }
 
+/// How many of a completed scan's worst findings [`keep_worst`] keeps (a
+/// scan's page lists 200).
+pub const KEPT_WORST: i64 = 200;
+
+/// The ids of a scan's `$2` worst findings, in [`worst_of_scan`]'s order:
+/// Postgres keeps only the top rows while it sorts, so a scan of 100,000
+/// findings costs one pass, not a full sort (with the join under the
+/// `LIMIT` it sorted every finding of the scan, on disk).
+fn worst_ids_sql() -> String {
+    format!(
+        "SELECT f.id FROM findings f WHERE f.scan_id = $1
+         ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id LIMIT $2"
+    )
+}
+
+/// Keeps the ids of a scan's [`KEPT_WORST`] worst findings with its
+/// changes (`scan_changes`, written first): a completed scan's findings do
+/// not change, so its page reads them by id instead of picking them from
+/// all its findings on every view. Called when it completes
+/// (`fingerprints::complete`).
+pub async fn keep_worst(db: &impl GenericClient, scan_id: Uuid) -> Result<(), Error> {
+    db.execute(
+        &format!(
+            "UPDATE scan_changes SET worst_findings = ARRAY({}) WHERE scan_id = $1",
+            worst_ids_sql()
+        ),
+        &[&scan_id, &KEPT_WORST],
+    )
+    .await?;
+    Ok(())
+}
+
 /// The `limit` worst findings of a scan (by severity, then host), as
-/// [`stream_for_scan`] orders them: Postgres keeps only the top rows while
-/// it sorts, so a scan of 100,000 findings costs one pass, not a full sort.
+/// [`stream_for_scan`] orders them. A completed scan's are read by the ids
+/// [`keep_worst`] kept (when they cover `limit`); a running one's (or one
+/// completed before they were kept) are picked from all its findings.
 pub async fn worst_of_scan(
     db: &impl GenericClient,
     scan_id: Uuid,
     limit: i64,
 ) -> Result<Vec<FindingRow>, Error> {
-    // The page's ids first, from the findings alone: with the join under
-    // the `LIMIT` Postgres sorted every finding of the scan (on disk, at
-    // 100,000) where a bounded top-N sort of the ids keeps `limit` of them.
-    let sql = format!(
-        "WITH page AS (
-             SELECT f.id, {SEVERITY_RANK} AS rank, f.host, f.created_at FROM findings f
-             WHERE f.scan_id = $1
-             ORDER BY 2, f.host, f.created_at, f.id LIMIT $2)
-         SELECT {COLUMNS} FROM page JOIN findings f ON f.id = page.id
-              LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
-         ORDER BY page.rank, page.host, page.created_at, page.id"
-    );
-    let rows = db.query(&sql, &[&scan_id, &limit]).await?;
+    let kept: Option<Vec<Uuid>> = db
+        .query_opt(
+            "SELECT worst_findings FROM scan_changes WHERE scan_id = $1",
+            &[&scan_id],
+        )
+        .await?
+        .map(|r| r.try_get::<_, Option<Vec<Uuid>>>("worst_findings"))
+        .transpose()?
+        .flatten();
+    // Fewer kept than [`KEPT_WORST`]: the scan has no more findings.
+    let covers = |ids: &Vec<Uuid>| limit <= KEPT_WORST || (ids.len() as i64) < KEPT_WORST;
+    let rows = match kept.filter(covers) {
+        Some(ids) => {
+            db.query(
+                &format!(
+                    "SELECT {COLUMNS} FROM unnest($1::uuid[]) WITH ORDINALITY AS w(id, ord)
+                     JOIN findings f ON f.id = w.id
+                     LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
+                     ORDER BY w.ord LIMIT $2"
+                ),
+                &[&ids, &limit],
+            )
+            .await?
+        }
+        None => {
+            // The page's ids first, from the findings alone, then their
+            // rows.
+            let sql = format!(
+                "WITH page AS ({ids})
+                 SELECT {COLUMNS} FROM page JOIN findings f ON f.id = page.id
+                      LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
+                 ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id",
+                ids = worst_ids_sql()
+            );
+            db.query(&sql, &[&scan_id, &limit]).await?
+        }
+    };
     rows.iter().map(FindingRow::try_from).collect()
 }
 

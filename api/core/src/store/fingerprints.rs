@@ -227,7 +227,8 @@ pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
 /// nothing seen since the scan was created (by a scan running alongside)
 /// is fixed by it.
 ///
-/// Then counts the scan's changes into `scan_changes` (once).
+/// Then counts the scan's changes into `scan_changes` (once), with the ids
+/// of its worst findings ([`crate::store::findings::keep_worst`]).
 pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     static FIX: LazyLock<String> = LazyLock::new(|| {
         format!(
@@ -257,6 +258,7 @@ pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCo
             &[&scan_id],
         )
         .await?;
+    crate::store::findings::keep_worst(db, scan_id).await?;
     ChangeCounts::try_from(&row)
 }
 
@@ -627,34 +629,119 @@ static LIST_TOTAL: LazyLock<String> = LazyLock::new(|| {
 /// not for every row the offset skips (the change in `$7`).
 static LIST_PAGE: LazyLock<String> = LazyLock::new(|| list_page(&list_conditions("$7")));
 
-/// Candidates of a text search past which the search reads every
-/// fingerprint of the target instead ([`SCANNED`]): fetching each
-/// candidate by its id costs more than a scan once they are a tenth of
-/// 100,000 (a search that matches nearly everything, such as the target's
-/// domain).
+/// Candidates of a text search past which fetching each by its id costs
+/// more than the broad reading of [`BROAD`]: they are a tenth of 100,000
+/// (a search that matches nearly everything, such as the target's domain).
 pub const SEARCH_CANDIDATES: i64 = 10_000;
+
+/// Rows of the target's search text that [`INDEXED`] looks at first: when
+/// a tenth of them or more match, the text is broad and the trigram index
+/// is not read (gathering 100,000 matches from it costs more than reading
+/// the target's text, and the answer would overflow anyway).
+const SEARCH_SAMPLE: i64 = 1_000;
 
 /// The page with every filter and its total, the text included (`$8`),
 /// from the fingerprints the trigram index of migration 0037 names for the
 /// text and those still pending for it, fetched by id and each checked
 /// against the fingerprint as it stands (so an index behind the
-/// fingerprints gives the same answer). Past [`SEARCH_CANDIDATES`] (`$10`)
-/// it reads nothing and says `overflow`. Whether the target is the user's
-/// (`$9`) and the total on every row, one row with no fingerprint when the
-/// page is empty; the change in `$7`.
+/// fingerprints gives the same answer). Past [`SEARCH_CANDIDATES`] (`$10`),
+/// or when a sample of the target's text ([`SEARCH_SAMPLE`]) says the text
+/// is broad, it reads nothing and says `overflow`. Whether the target is
+/// the user's (`$9`) and the total on every row, one row with no
+/// fingerprint when the page is empty; the change in `$7`.
 static INDEXED: LazyLock<String> = LazyLock::new(|| {
     filtered(
-        "candidates AS MATERIALIZED (
-             SELECT ARRAY(SELECT s.fingerprint_id FROM fingerprint_search s
-                          WHERE s.target_id = $1 AND s.text LIKE $8
-                          UNION ALL
-                          SELECT p.fingerprint_id FROM fingerprint_search_pending p
-                          WHERE p.target_id = $1
-                          LIMIT $10::bigint + 1) AS ids),
-         overflow AS (SELECT cardinality(ids) > $10::bigint AS overflow FROM candidates),",
+        &format!(
+            "sample AS MATERIALIZED (
+                 SELECT count(*) > 0 AND count(*) FILTER (WHERE x.text LIKE $8) * 10 >= count(*)
+                        AS broad
+                 FROM (SELECT s.text FROM fingerprint_search s WHERE s.target_id = $1
+                       LIMIT {SEARCH_SAMPLE}) x),
+             candidates AS MATERIALIZED (
+                 SELECT ARRAY(SELECT s.fingerprint_id FROM fingerprint_search s
+                              WHERE NOT (SELECT broad FROM sample)
+                                AND s.target_id = $1 AND s.text LIKE $8
+                              UNION ALL
+                              SELECT p.fingerprint_id FROM fingerprint_search_pending p
+                              WHERE NOT (SELECT broad FROM sample) AND p.target_id = $1
+                              LIMIT $10::bigint + 1) AS ids),
+             overflow AS (SELECT (SELECT broad FROM sample) OR cardinality(ids) > $10::bigint
+                                 AS overflow
+                          FROM candidates),"
+        ),
         "fp.id = ANY ((SELECT ids FROM candidates)::uuid[])
          AND NOT (SELECT overflow FROM overflow) AND",
         "(SELECT overflow FROM overflow)",
+    )
+});
+
+/// A text search that matches many of the target's fingerprints, without
+/// reading all their rows (wide, and rewritten by every sighting;
+/// computing their text is most of the cost): the target's rows of the
+/// search table (migration 0037, found by migration 0038's index) hold the
+/// text already lower-cased, and a fingerprint that is not pending has its
+/// text there as it stands (the pending ones are checked against the
+/// fingerprint).
+/// - `missed`: the target's fingerprints whose text does not match, few
+///   when the text is broad;
+/// - the total: the kept counts of the other filters ([`LIST_TOTAL`]'s)
+///   less the missed ones those filters keep (none to fetch without
+///   filters);
+/// - the page: the target's fingerprints in the list's order with the
+///   other filters (the list's index), each checked against its search
+///   text, until the page is full, reading at most [`SEARCH_CANDIDATES`]
+///   (`$10`) of them: a page that comes out short of what the total
+///   promises was cut there ([`searched`] asks [`SCANNED`] then).
+///
+/// Says `overflow` (and reads no page) past `$10` missed ones to fetch;
+/// [`SCANNED`] answers then. The parameters and answer of [`INDEXED`].
+static BROAD: LazyLock<String> = LazyLock::new(|| {
+    let conditions = list_conditions("$7");
+    format!(
+        "WITH pending AS MATERIALIZED (
+             SELECT DISTINCT p.fingerprint_id AS id FROM fingerprint_search_pending p
+             WHERE p.target_id = $1),
+         missed AS MATERIALIZED (
+             SELECT s.fingerprint_id AS id FROM fingerprint_search s
+             WHERE s.target_id = $1 AND NOT s.text LIKE $8
+               AND s.fingerprint_id NOT IN (SELECT id FROM pending)
+             UNION ALL
+             SELECT fp.id FROM pending JOIN fingerprints fp ON fp.id = pending.id
+             WHERE fp.target_id = $1 AND NOT {TEXT_MATCHES}),
+         filters AS (
+             SELECT $2::text IS NULL AND $3::text IS NULL AND $4::smallint IS NULL
+                    AND $7::text IS NULL AS none),
+         overflow AS (
+             SELECT NOT (SELECT none FROM filters)
+                    AND (SELECT count(*) FROM missed) > $10::bigint AS overflow),
+         page AS (
+             SELECT w.id FROM (
+                 SELECT fp.id, fp.severity_rank, fp.last_seen_at,
+                        CASE WHEN fp.id IN (SELECT id FROM pending) THEN {TEXT_MATCHES}
+                             ELSE COALESCE((SELECT s.text FROM fingerprint_search s
+                                            WHERE s.fingerprint_id = fp.id) LIKE $8, false)
+                        END AS hit
+                 FROM fingerprints fp
+                 WHERE NOT (SELECT overflow FROM overflow) AND {conditions}
+                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+                 LIMIT $10::bigint) w
+             WHERE w.hit
+             ORDER BY w.severity_rank, w.last_seen_at DESC, w.id
+             LIMIT $5 OFFSET $6),
+         head AS (
+             SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $9) AS owned,
+                    (SELECT COALESCE(sum(fp.n), 0)::bigint FROM fingerprint_counts fp
+                     WHERE {conditions})
+                    - CASE WHEN (SELECT none FROM filters) THEN (SELECT count(*) FROM missed)
+                           WHEN (SELECT overflow FROM overflow) THEN 0
+                           ELSE (SELECT count(*) FROM fingerprints fp
+                                 WHERE fp.id = ANY (ARRAY(SELECT id FROM missed))
+                                   AND {conditions}) END AS total,
+                    (SELECT overflow FROM overflow) AS overflow)
+         SELECT head.owned, head.total, head.overflow, r.*
+         FROM head LEFT JOIN LATERAL ({rows}) r ON true
+         ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
+        rows = page_rows(),
     )
 });
 
@@ -726,16 +813,28 @@ fn like_pattern(text: &str) -> String {
     p
 }
 
-/// A text search's head row and page ([`INDEXED`], then [`SCANNED`] when
-/// the candidates overflow); `None` when the target is not the user's.
+/// A text search's head row and page: [`INDEXED`], then [`BROAD`] when its
+/// candidates overflow (and the page lies within the fingerprints
+/// [`BROAD`] reads one by one), then [`SCANNED`] when that overflows or
+/// its page was cut short; `None` when the target is not the user's.
 async fn searched(
     db: &impl deadpool_postgres::GenericClient,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync); 10],
+    (limit, offset): (i64, i64),
 ) -> Result<Option<(Row, Vec<Row>)>, Error> {
+    let overflows = |rows: &[Row]| -> Result<bool, Error> {
+        let overflow = rows.first().map(|r| r.try_get::<_, bool>("overflow"));
+        Ok(overflow.transpose()? == Some(true))
+    };
     let stmt = db.prepare_cached(&INDEXED).await?;
     let mut rows = db.query(&stmt, params).await?;
-    let overflow = rows.first().map(|r| r.try_get::<_, bool>("overflow"));
-    if overflow.transpose()? == Some(true) {
+    let mut answered = !overflows(&rows)?;
+    if !answered && limit.saturating_add(offset) <= SEARCH_CANDIDATES {
+        let stmt = db.prepare_cached(&BROAD).await?;
+        rows = db.query(&stmt, params).await?;
+        answered = !overflows(&rows)? && !cut_short(&rows, (limit, offset))?;
+    }
+    if !answered {
         let stmt = db.prepare_cached(&SCANNED).await?;
         rows = db.query(&stmt, &params[..9]).await?;
     }
@@ -752,10 +851,26 @@ async fn searched(
     Ok(Some((head, rows)))
 }
 
+/// Whether a page of [`BROAD`] holds fewer fingerprints than its total
+/// leaves after the offset: its reading stopped before the page was full.
+fn cut_short(rows: &[Row], (limit, offset): (i64, i64)) -> Result<bool, Error> {
+    let Some(head) = rows.first() else {
+        return Ok(false);
+    };
+    let total: i64 = head.try_get("total")?;
+    let expected = (total - offset).clamp(0, limit.max(0));
+    let got = rows
+        .iter()
+        .filter(|r| matches!(r.try_get::<_, Option<Uuid>>("id"), Ok(Some(_))))
+        .count();
+    Ok((got as i64) < expected)
+}
+
 /// One page of a target's fingerprints, worst first and most recently
 /// seen first within a severity, with the total; `None` when the target is
-/// not the user's. Two prepared statements (three for a search that
-/// matches many), cached on the connection.
+/// not the user's. Two prepared statements (a text search: one, two when
+/// it matches many, three when it matches many with other filters that
+/// keep many of the rest), cached on the connection.
 pub async fn list_for_target(
     db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
@@ -815,7 +930,7 @@ pub async fn list_for_target(
             &user_id,
             &SEARCH_CANDIDATES,
         ];
-        match searched(db, &params).await? {
+        match searched(db, &params, (limit, offset)).await? {
             Some(found) => found,
             None => return Ok(None),
         }

@@ -91,9 +91,19 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("../../migrations/0037_fingerprint_search.sql"),
     ),
     (
+        38,
+        "fingerprint_search_by_target",
+        include_str!("../../migrations/0038_fingerprint_search_by_target.sql"),
+    ),
+    (
         39,
         "tier_rps_per_host",
         include_str!("../../migrations/0039_tier_rps_per_host.sql"),
+    ),
+    (
+        40,
+        "scan_worst_findings",
+        include_str!("../../migrations/0040_scan_worst_findings.sql"),
     ),
 ];
 
