@@ -183,10 +183,16 @@ async fn fleet_scaling(counts: &str) {
         .unwrap_or(16);
     let slow = Lab::start(Duration::from_millis(50)).await;
     let mut first: Option<(usize, f64)> = None;
-    for nodes in counts.split(',').filter_map(|n| n.trim().parse::<usize>().ok()) {
+    for nodes in counts
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+    {
         let rate = throughput(&slow, nodes, nodes * per_node).await;
         let (base_nodes, base) = *first.get_or_insert((nodes, rate));
-        println!("{nodes} node(s) / {base_nodes} node(s): {:.2}x", rate / base);
+        println!(
+            "{nodes} node(s) / {base_nodes} node(s): {:.2}x",
+            rate / base
+        );
     }
 }
 

@@ -308,9 +308,8 @@ pub struct ClusterNode {
 /// its master is up (one that never synced cannot be promoted when its
 /// master dies).
 fn replica_in_sync(port: u16) -> bool {
-    command(port, &["INFO", "replication"]).is_some_and(|r| {
-        r.contains("role:master") || r.contains("master_link_status:up")
-    })
+    command(port, &["INFO", "replication"])
+        .is_some_and(|r| r.contains("role:master") || r.contains("master_link_status:up"))
 }
 
 impl RedisCluster {

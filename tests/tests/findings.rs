@@ -500,6 +500,9 @@ async fn scan_finds(app: &TestApp, user: &TestUser, scan_id: Uuid, list: &[Findi
             .unwrap();
     }
     fingerprints::complete(&**db, scan_id).await.unwrap();
+    scanfleet_core::store::findings::keep_worst(&**db, scan_id)
+        .await
+        .unwrap();
 }
 
 /// The `template_id`s of a diff list, sorted.

@@ -929,6 +929,9 @@ async fn complete(app: &TestApp, scan_id: Uuid) {
     set_status(app, scan_id, ScanStatus::Completed).await;
     let db = app.state.db.get().await.unwrap();
     fingerprints::complete(&**db, scan_id).await.unwrap();
+    scanfleet_core::store::findings::keep_worst(&**db, scan_id)
+        .await
+        .unwrap();
     notifications::create_scan_complete(&**db, scan_id)
         .await
         .unwrap();

@@ -293,6 +293,7 @@ async fn finish(
     match status {
         ScanStatus::Completed => {
             fingerprints::complete(db, scan_id).await?;
+            findings::keep_worst(db, scan_id).await?;
             notifications::create_scan_complete(db, scan_id).await?;
         }
         ScanStatus::Failed => {

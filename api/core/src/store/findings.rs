@@ -392,8 +392,8 @@ fn worst_ids_sql() -> String {
 /// Keeps the ids of a scan's [`KEPT_WORST`] worst findings with its
 /// changes (`scan_changes`, written first): a completed scan's findings do
 /// not change, so its page reads them by id instead of picking them from
-/// all its findings on every view. Called when it completes
-/// (`fingerprints::complete`).
+/// all its findings on every view. Called by the ingester when it
+/// completes, after [`fingerprints::complete`] counted its changes.
 pub async fn keep_worst(db: &impl GenericClient, scan_id: Uuid) -> Result<(), Error> {
     db.execute(
         &format!(

@@ -227,8 +227,9 @@ pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
 /// nothing seen since the scan was created (by a scan running alongside)
 /// is fixed by it.
 ///
-/// Then counts the scan's changes into `scan_changes` (once), with the ids
-/// of its worst findings ([`crate::store::findings::keep_worst`]).
+/// Then counts the scan's changes into `scan_changes` (once); the ingester
+/// then keeps the ids of its worst findings there
+/// (`store::findings::keep_worst`).
 pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     static FIX: LazyLock<String> = LazyLock::new(|| {
         format!(
@@ -258,7 +259,6 @@ pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCo
             &[&scan_id],
         )
         .await?;
-    crate::store::findings::keep_worst(db, scan_id).await?;
     ChangeCounts::try_from(&row)
 }
 
