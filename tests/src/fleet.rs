@@ -242,6 +242,18 @@ impl Fleet {
         body
     }
 
+    /// The notifications about `scan` (of the user's latest 500).
+    pub async fn scan_notifications(&self, token: &str, scan: &str) -> Vec<Value> {
+        let notes = self.get("/notifications?limit=500", token).await;
+        notes
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|n| n["scan_id"] == scan)
+            .cloned()
+            .collect()
+    }
+
     /// Registers and logs in a user on the admin tier (no scan limits); the
     /// access token.
     pub async fn user(&self) -> String {

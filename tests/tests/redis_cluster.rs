@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use scanfleet_tests::fleet::{fleet_with_lab, Fleet};
+use scanfleet_tests::fleet::{fleet_with_lab, Fleet, Proc};
 use scanfleet_tests::lab::{full_findings, lab_hosts, Lab, DOMAIN};
 use scanfleet_tests::oob::{oob_templates_dir, OobServer, OOB_DOMAIN};
 use scanfleet_tests::redis::{add_command_calls, Persistence, RedisCluster, RedisServer};
@@ -50,18 +50,6 @@ async fn follow(fleet: &Fleet, token: &str, scan: &str) -> Vec<Value> {
     messages
 }
 
-/// The scan's notifications.
-async fn notifications(fleet: &Fleet, token: &str, scan: &str) -> Vec<Value> {
-    let notes = fleet.get("/notifications?limit=500", token).await;
-    notes
-        .as_array()
-        .expect("a list")
-        .iter()
-        .filter(|n| n["scan_id"] == scan)
-        .cloned()
-        .collect()
-}
-
 /// The scan ended completed with the clean scan's findings, each once,
 /// one notification, taken up `attempts` times at most.
 async fn assert_clean(fleet: &Fleet, token: &str, scan: &str, attempts: i64) {
@@ -71,7 +59,7 @@ async fn assert_clean(fleet: &Fleet, token: &str, scan: &str, attempts: i64) {
     assert_eq!(detail["status"], "completed", "{detail}");
     assert_eq!(Fleet::finding_keys(&detail), full_findings(&lab_hosts()));
     assert_eq!(detail["findings_count"], 12, "{detail}");
-    let notes = notifications(fleet, token, scan).await;
+    let notes = fleet.scan_notifications(token, scan).await;
     assert_eq!(notes.len(), 1, "{notes:?}");
     let taken = fleet.attempts(scan).await.unwrap_or(0);
     assert!((1..=attempts).contains(&taken), "taken up {taken} times");
@@ -152,20 +140,46 @@ async fn a_full_lab_scan_on_a_redis_cluster_ends_with_the_clean_scans_findings()
     );
 }
 
+/// A full scan running on one of two nodes that take one scan at a time,
+/// with an api and a scheduler; the processes live as long as `_procs`.
+struct Running {
+    _procs: Vec<Proc>,
+    token: String,
+    target: String,
+    scan: String,
+}
+
+async fn run_a_scan_on_two_nodes(fleet: &Fleet) -> Running {
+    let one_at_a_time = [("SCANFLEET_SCANNER__CONCURRENCY", "1")];
+    let procs = vec![
+        fleet.api(&[]).await,
+        fleet.scheduler(&[]),
+        fleet.node("node-a", &one_at_a_time),
+        fleet.node("node-b", &one_at_a_time),
+    ];
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+    let scan = fleet.scan(&token, &target, "full").await;
+    fleet.running_on(&token, &scan).await;
+    Running {
+        _procs: procs,
+        token,
+        target,
+        scan,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_mid_scan_loses_and_duplicates_nothing_and_new_scans_run() {
     let mut cluster = RedisCluster::start();
     let lab = Lab::start(Duration::from_millis(60)).await;
     let fleet = fleet_on(&cluster, &lab).await;
-    let _api = fleet.api(&[]).await;
-    let _scheduler = fleet.scheduler(&[]);
-    let one_at_a_time = [("SCANFLEET_SCANNER__CONCURRENCY", "1")];
-    let _a = fleet.node("node-a", &one_at_a_time);
-    let _b = fleet.node("node-b", &one_at_a_time);
-    let token = fleet.user().await;
-    let target = fleet.target(&token, DOMAIN).await;
-    let scan = fleet.scan(&token, &target, "full").await;
-    fleet.running_on(&token, &scan).await;
+    let Running {
+        _procs,
+        token,
+        target,
+        scan,
+    } = run_a_scan_on_two_nodes(&fleet).await;
 
     // The master of the queue's slot: jobs, leases and wake-ups.
     let queue_slot = cluster.slot(&fleet.keys().scan_queue_jobs());
@@ -206,15 +220,12 @@ async fn slots_moved_mid_scan_lose_nothing() {
     let cluster = RedisCluster::start();
     let lab = Lab::start(Duration::from_millis(60)).await;
     let fleet = fleet_on(&cluster, &lab).await;
-    let _api = fleet.api(&[]).await;
-    let _scheduler = fleet.scheduler(&[]);
-    let one_at_a_time = [("SCANFLEET_SCANNER__CONCURRENCY", "1")];
-    let _a = fleet.node("node-a", &one_at_a_time);
-    let _b = fleet.node("node-b", &one_at_a_time);
-    let token = fleet.user().await;
-    let target = fleet.target(&token, DOMAIN).await;
-    let scan = fleet.scan(&token, &target, "full").await;
-    fleet.running_on(&token, &scan).await;
+    let Running {
+        _procs,
+        token,
+        target,
+        scan,
+    } = run_a_scan_on_two_nodes(&fleet).await;
     let _ws = fleet.websocket(&token, &scan).await;
 
     // First the queue's slot and the scan's slot, by hand, one key every

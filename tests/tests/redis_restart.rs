@@ -12,7 +12,7 @@ use reqwest::Method;
 use scanfleet_tests::fleet::{fleet_with_lab, Fleet};
 use scanfleet_tests::lab::{full_findings, lab_hosts, Lab, DOMAIN};
 use scanfleet_tests::redis::{Persistence, RedisServer, SentinelSet, SENTINEL_MASTER};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The fleet's settings for these tests: rate limiting on (its fallback is
 /// under test), a reaper that looks every second.
@@ -72,18 +72,6 @@ async fn wait_taken(fleet: &Fleet, token: &str, scan: &str, within: Duration) {
     fleet
         .wait_scan(token, scan, within, |s| s["status"] != "queued")
         .await;
-}
-
-/// The scan's notifications of `kind`.
-async fn notifications(fleet: &Fleet, token: &str, scan: &str) -> Vec<Value> {
-    let notes = fleet.get("/notifications?limit=500", token).await;
-    notes
-        .as_array()
-        .expect("a list")
-        .iter()
-        .filter(|n| n["scan_id"] == scan)
-        .cloned()
-        .collect()
 }
 
 /// While Redis is away: requests that do not need it answer at once, and
@@ -178,7 +166,7 @@ async fn a_redis_restart_mid_scan_with_aof_always_loses_nothing_and_new_scans_ru
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     for id in [&scan, &fresh] {
-        let notes = notifications(&fleet, &token, id).await;
+        let notes = fleet.scan_notifications(&token, id).await;
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert_eq!(notes[0]["type"], "scan_complete");
     }
@@ -227,7 +215,7 @@ async fn a_redis_restart_without_persistence_still_ends_every_scan_and_runs_the_
         assert_eq!(done["status"], "completed", "{done}");
     }
     for id in [&running, &queued, &fresh] {
-        let notes = notifications(&fleet, &token, id).await;
+        let notes = fleet.scan_notifications(&token, id).await;
         assert_eq!(notes.len(), 1, "{id}: {notes:?}");
     }
 }

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use apalis::prelude::{Data, TaskSink, WorkerBuilder, WorkerBuilderExt};
+use apalis::prelude::{Data, TaskSink, WorkerBuilder, WorkerBuilderExt, WorkerError};
 use fred::clients::Client;
 use fred::interfaces::ListInterface;
 use scanfleet_bus::{RedisTarget, ScanQueue, ScanTasks, Taking};
 use scanfleet_common::jobs::{Engine, ScanJob};
 use scanfleet_common::keys::Keys;
 use scanfleet_common::Settings;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -61,14 +62,27 @@ async fn run_one(job: ScanJob, seen: Data<Seen>, queue: Data<ScanQueue>) {
     queue.finish(job.scan_id, "node-a").await.unwrap();
 }
 
-fn taking(wake: Client, stop: &CancellationToken) -> Taking {
-    Taking {
-        wake,
+/// An apalis worker named `node-a` on `queue`, two tasks at once, running
+/// [`run_one`] until `stop` fires.
+async fn start_worker(
+    queue: &ScanQueue,
+    stop: &CancellationToken,
+    seen: &Seen,
+) -> JoinHandle<Result<(), WorkerError>> {
+    let taking = Taking {
+        wake: client("wake").await,
         node: "node-a".into(),
         lease: Duration::from_secs(30),
         idle_wait: Duration::from_secs(20),
         stop: stop.clone(),
-    }
+    };
+    let worker = WorkerBuilder::new("node-a")
+        .backend(ScanTasks::taking(queue.clone(), taking))
+        .concurrency(2)
+        .data(seen.clone())
+        .data(queue.clone())
+        .build(run_one);
+    tokio::spawn(worker.run())
 }
 
 #[tokio::test]
@@ -89,14 +103,7 @@ async fn submitted_tasks_run_once_each_never_more_at_once_than_the_slots() {
 
     let stop = CancellationToken::new();
     let seen = Seen::default();
-    let backend = ScanTasks::taking(queue.clone(), taking(client("wake").await, &stop));
-    let worker = WorkerBuilder::new("node-a")
-        .backend(backend)
-        .concurrency(2)
-        .data(seen.clone())
-        .data(queue.clone())
-        .build(run_one);
-    let running = tokio::spawn(worker.run());
+    let running = start_worker(&queue, &stop, &seen).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while seen.ids.lock().unwrap().len() < jobs.len() {
         assert!(Instant::now() < deadline, "the worker ran {:?}", seen.ids);
@@ -130,14 +137,7 @@ async fn a_stopped_worker_ends_at_once_and_leaves_no_wait_to_take_a_wake_up() {
     let queue = ScanQueue::new(redis.clone(), &keys);
     let stop = CancellationToken::new();
     let seen = Seen::default();
-    let backend = ScanTasks::taking(queue.clone(), taking(client("wake").await, &stop));
-    let worker = WorkerBuilder::new("node-a")
-        .backend(backend)
-        .concurrency(2)
-        .data(seen.clone())
-        .data(queue.clone())
-        .build(run_one);
-    let running = tokio::spawn(worker.run());
+    let running = start_worker(&queue, &stop, &seen).await;
     // Let it claim nothing and block on the wake-up list (20 s wait).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopped = Instant::now();
