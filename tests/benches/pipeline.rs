@@ -142,23 +142,206 @@ async fn websocket_latency(lab: &Lab) {
     summary("scanner event to WebSocket client", samples);
 }
 
+/// CPU time (user and system, clock ticks) of process `pid`, with its
+/// waited-for children's when `children`.
+fn cpu_ticks(pid: u32, children: bool) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses), from the
+    // state letter (field 3) on: utime, stime, cutime and cstime are
+    // fields 14 to 17.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let at = |field: usize| {
+        fields
+            .get(field - 3)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    at(14) + at(15) + if children { at(16) + at(17) } else { 0 }
+}
+
+/// CPU ticks of every `postgres` process, with the children each has
+/// waited for (backends that ended).
+fn postgres_ticks() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(|pid| cpu_ticks(pid, true))
+        .sum()
+}
+
+/// The Redis server's process id and commands processed so far.
+fn redis_stats() -> Option<(u32, u64)> {
+    let port = std::env::var("REDIS_URL")
+        .ok()
+        .and_then(|u| u.rsplit(':').next()?.trim_end_matches('/').parse().ok())
+        .unwrap_or(6379);
+    let info = scanfleet_tests::redis::command(port, &["INFO"])?;
+    let field = |name: &str| {
+        info.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(':')?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+    };
+    Some((
+        u32::try_from(field("process_id")?).ok()?,
+        field("total_commands_processed")?,
+    ))
+}
+
+/// Where the CPU goes during a run, by process kind, in clock ticks.
+#[derive(Default)]
+struct Cpu {
+    api: u64,
+    nodes: u64,
+    postgres: u64,
+    redis: u64,
+    redis_commands: u64,
+    /// This process: the lab's server and the client.
+    bench: u64,
+    /// The whole machine, every core (`/proc/stat`).
+    machine: u64,
+    /// Every process: its command name and CPU ticks.
+    processes: std::collections::HashMap<u32, (String, u64)>,
+}
+
+/// Every process of the machine by id: command name and CPU ticks.
+fn process_ticks() -> std::collections::HashMap<u32, (String, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            Some((pid, (comm.trim().to_string(), cpu_ticks(pid, false))))
+        })
+        .collect()
+}
+
+/// Busy clock ticks of the whole machine (user, nice, system, irq,
+/// softirq, steal).
+fn machine_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let cpu: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| cpu.get(i)).sum()
+}
+
+impl Cpu {
+    fn read(api: u32, nodes: &[u32]) -> Cpu {
+        let (redis_pid, redis_commands) = redis_stats().unwrap_or((0, 0));
+        Cpu {
+            api: cpu_ticks(api, false),
+            nodes: nodes.iter().map(|&p| cpu_ticks(p, false)).sum(),
+            postgres: postgres_ticks(),
+            redis: if redis_pid == 0 {
+                0
+            } else {
+                cpu_ticks(redis_pid, false)
+            },
+            redis_commands,
+            bench: cpu_ticks(std::process::id(), false),
+            machine: machine_ticks(),
+            processes: process_ticks(),
+        }
+    }
+
+    /// Per scan between `self` and `later`, in CPU-milliseconds.
+    fn print_per_scan(&self, later: &Cpu, scans: usize) {
+        let hz: f64 = std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+            .unwrap_or(100.0);
+        let ms = |a: u64, b: u64| (b.saturating_sub(a)) as f64 * 1000.0 / hz / scans as f64;
+        println!(
+            "  CPU-ms a scan: api (ingester included) {:.1}, postgres {:.1}, redis {:.1}, \
+             nodes (engine included) {:.1}, lab and client {:.1}, whole machine {:.1}; \
+             Redis commands a scan {:.0}",
+            ms(self.api, later.api),
+            ms(self.postgres, later.postgres),
+            ms(self.redis, later.redis),
+            ms(self.nodes, later.nodes),
+            ms(self.bench, later.bench),
+            ms(self.machine, later.machine),
+            (later.redis_commands.saturating_sub(self.redis_commands)) as f64 / scans as f64
+        );
+        // By command name, for processes alive at both readings: what else
+        // the machine spent its time on.
+        let mut by_name: std::collections::HashMap<&str, u64> = Default::default();
+        for (pid, (name, ticks)) in &later.processes {
+            let before = self.processes.get(pid).map_or(0, |(_, t)| *t);
+            *by_name.entry(name.as_str()).or_default() += ticks.saturating_sub(before);
+        }
+        let mut by_name: Vec<_> = by_name.into_iter().filter(|(_, t)| *t > 0).collect();
+        by_name.sort_by(|a, b| b.1.cmp(&a.1));
+        let top: Vec<String> = by_name
+            .iter()
+            .take(8)
+            .map(|(name, t)| format!("{name} {:.1}", ms(0, *t)))
+            .collect();
+        println!("  CPU-ms a scan by process name: {}", top.join(", "));
+    }
+}
+
 async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
     let fleet = fleet(lab).await;
-    let _api = fleet.api(&[]).await;
-    let _nodes: Vec<_> = (0..nodes)
+    let api = fleet.api(&[]).await;
+    let node_procs: Vec<_> = (0..nodes)
         .map(|i| fleet.node(&format!("bench-{i}"), &[]))
         .collect();
+    let node_pids: Vec<u32> = node_procs.iter().map(|p| p.pid()).collect();
     let token = fleet.user().await;
     let mut targets = Vec::new();
     for i in 0..count {
         targets.push(fleet.target(&token, &format!("t{i}.bench.test")).await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let db = fleet.db().await;
+    let db_stats = || async {
+        let row = db
+            .query_one(
+                "SELECT xact_commit, tup_inserted, tup_updated, tup_fetched
+                 FROM pg_stat_database WHERE datname = current_database()",
+                &[],
+            )
+            .await
+            .expect("pg_stat_database");
+        (0..4).map(|i| row.get::<_, i64>(i)).collect::<Vec<i64>>()
+    };
+    let db_before = db_stats().await;
+    let cpu = Cpu::read(api.pid(), &node_pids);
     let start = Instant::now();
-    let mut scans = Vec::new();
-    for t in &targets {
-        scans.push(fleet.scan(&token, t, "quick").await);
-    }
+    // Submitted as many users and the scheduler would: several at once
+    // (`BENCH_SUBMITTERS`, 16 unless set), so that the fleet, not one
+    // client's round trips, sets the pace.
+    let submitters: usize = std::env::var("BENCH_SUBMITTERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16);
+    let scans: Vec<String> = futures::stream::iter(&targets)
+        .map(|t| fleet.scan(&token, t, "quick"))
+        .buffered(submitters)
+        .collect()
+        .await;
+    let submitted = start.elapsed();
     for s in &scans {
         let done = fleet
             .wait_finished(&token, s, Duration::from_secs(600))
@@ -167,8 +350,23 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
     }
     let per_minute = count as f64 / start.elapsed().as_secs_f64() * 60.0;
     println!(
-        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({count} scans in {:.1} s)",
-        start.elapsed().as_secs_f64()
+        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({count} scans in {:.1} s, \
+         submitted in the first {:.1} s)",
+        start.elapsed().as_secs_f64(),
+        submitted.as_secs_f64()
+    );
+    cpu.print_per_scan(&Cpu::read(api.pid(), &node_pids), count);
+    // The statistics collector reports a backend's counts when its
+    // transaction ends, at most once a second.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let db_after = db_stats().await;
+    let per_scan = |i: usize| (db_after[i] - db_before[i]) as f64 / count as f64;
+    println!(
+        "  Postgres a scan: {:.1} commits, {:.1} rows inserted, {:.1} updated, {:.0} fetched",
+        per_scan(0),
+        per_scan(1),
+        per_scan(2),
+        per_scan(3)
     );
     per_minute
 }

@@ -30,7 +30,32 @@ pub fn binary(name: &str) -> PathBuf {
         if release {
             args.push("--release");
         }
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        // What cargo set for this test's own crate (`CARGO_MANIFEST_DIR`,
+        // `CARGO_PKG_NAME`, `OUT_DIR`...) must not reach the nested build:
+        // build scripts that watch those names (ring's does) would run
+        // again, and every crate above them would be rebuilt here and then
+        // once more by the next top-level `cargo build`.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name == "OUT_DIR"
+                || name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_")
+                || [
+                    "CARGO_MANIFEST_DIR",
+                    "CARGO_MANIFEST_PATH",
+                    "CARGO_MANIFEST_LINKS",
+                    "CARGO_CRATE_NAME",
+                    "CARGO_PRIMARY_PACKAGE",
+                    "CARGO_TARGET_TMPDIR",
+                    "CARGO_RUSTC_CURRENT_DIR",
+                ]
+                .contains(&name.as_ref())
+            {
+                cargo.env_remove(name.as_ref());
+            }
+        }
+        let status = cargo
             .args(&args)
             .current_dir(&root)
             .status()
@@ -74,6 +99,11 @@ impl Proc {
     /// Whether the process has exited (and with success).
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(status)) if status.success())
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn log_text(&self) -> String {

@@ -53,6 +53,9 @@ const BATCH: u64 = 256;
 const PAGE: u64 = 1000;
 /// How long a read blocks when the index is idle.
 const BLOCK: Duration = Duration::from_secs(1);
+/// How long the ingester waits, after an idle read returned, for more of
+/// the same burst of events.
+const LINGER: Duration = Duration::from_millis(50);
 /// The longest pause between retries while Postgres or Redis is away.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Index entries pending this long with another consumer (a dead api
@@ -94,6 +97,16 @@ impl Ingester {
                 }
                 if entries.is_empty() {
                     entries = self.index.read(">", BATCH, Some(BLOCK)).await?;
+                    // A scan's events come in bursts (a status, a stage, a
+                    // few findings): what arrives within LINGER joins the
+                    // batch, so each scan costs one transaction per burst,
+                    // not one per event. The WebSocket reads the streams
+                    // themselves and does not wait for this.
+                    if !entries.is_empty() && (entries.len() as u64) < BATCH {
+                        tokio::time::sleep(LINGER).await;
+                        let more = BATCH - entries.len() as u64;
+                        entries.extend(self.index.read(">", more, None).await?);
+                    }
                 }
                 self.apply(&entries).await?;
                 Ok::<usize, Error>(entries.len())
