@@ -360,6 +360,29 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
     // transaction ends, at most once a second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let db_after = db_stats().await;
+    // The tables read most, for where Postgres' time goes.
+    let tables = db
+        .query(
+            "SELECT relname::text, seq_tup_read + coalesce(idx_tup_fetch, 0) AS read,
+                    n_tup_upd, seq_scan
+             FROM pg_stat_user_tables ORDER BY 2 DESC LIMIT 6",
+            &[],
+        )
+        .await
+        .expect("pg_stat_user_tables");
+    let tables: Vec<String> = tables
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {:.0} read ({} full scans), {:.1} updated",
+                r.get::<_, String>(0),
+                r.get::<_, i64>(1) as f64 / count as f64,
+                r.get::<_, i64>(3),
+                r.get::<_, i64>(2) as f64 / count as f64
+            )
+        })
+        .collect();
+    println!("  tables a scan: {}", tables.join("; "));
     let per_scan = |i: usize| (db_after[i] - db_before[i]) as f64 / count as f64;
     println!(
         "  Postgres a scan: {:.1} commits, {:.1} rows inserted, {:.1} updated, {:.0} fetched",

@@ -230,13 +230,20 @@ pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
 /// Then counts the scan's changes into `scan_changes` (once); the ingester
 /// then keeps the ids of its worst findings there
 /// (`store::findings::keep_worst`).
+///
+/// The target is looked up on its own (an init plan), so the fingerprints
+/// are always read by the target's index: joined on the scan's row, a
+/// plan made while the table was small read every open fingerprint of
+/// every target at each completion.
 pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     static FIX: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH fixed AS (
                  UPDATE fingerprints fp SET state = 'fixed', fixed_at = now()
                  FROM scans s
-                 WHERE s.id = $1 AND fp.target_id = s.target_id AND fp.state = 'open'
+                 WHERE s.id = $1
+                   AND fp.target_id = (SELECT target_id FROM scans WHERE id = $1)
+                   AND fp.state = 'open'
                    AND fp.last_scan_id IS DISTINCT FROM s.id
                    AND fp.last_seen_at < s.created_at
                    AND {}
