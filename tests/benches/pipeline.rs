@@ -291,7 +291,7 @@ impl Cpu {
             *by_name.entry(name.as_str()).or_default() += ticks.saturating_sub(before);
         }
         let mut by_name: Vec<_> = by_name.into_iter().filter(|(_, t)| *t > 0).collect();
-        by_name.sort_by(|a, b| b.1.cmp(&a.1));
+        by_name.sort_by_key(|b| std::cmp::Reverse(b.1));
         let top: Vec<String> = by_name
             .iter()
             .take(8)
