@@ -257,3 +257,127 @@ async fn the_dashboard_needs_credentials() {
         .await;
     r.assert_problem(401);
 }
+
+/// The rollups as counted from the scans themselves (the backfill of
+/// migration 0004), beside the kept ones: (kept, counted).
+async fn rollups(app: &TestApp, user: Uuid) -> (Vec<String>, Vec<String>) {
+    let db = app.state.db.get().await.unwrap();
+    let read = |sql: &'static str| {
+        let db = &db;
+        async move {
+            db.query(sql, &[&user])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect::<Vec<String>>()
+        }
+    };
+    let kept = [
+        read(
+            "SELECT format('totals %s %s %s %s', scans, findings_count, critical_count, high_count)
+             FROM user_scan_totals WHERE user_id = $1",
+        )
+        .await,
+        read(
+            "SELECT format('%s %s %s', day, scans, vulnerabilities) FROM user_daily_activity
+             WHERE user_id = $1 AND (scans <> 0 OR vulnerabilities <> 0) ORDER BY day",
+        )
+        .await,
+    ]
+    .concat();
+    let counted = [
+        read(
+            "SELECT format('totals %s %s %s %s', count(*), sum(findings_count),
+                           sum(critical_count), sum(high_count))
+             FROM scans WHERE user_id = $1",
+        )
+        .await,
+        read(
+            "SELECT format('%s %s %s', day, scans, vulns) FROM (
+                 SELECT day, sum(scans) AS scans, sum(vulns) AS vulns FROM (
+                     SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS scans,
+                            0 AS vulns
+                     FROM scans WHERE user_id = $1 GROUP BY 1
+                     UNION ALL
+                     SELECT (completed_at AT TIME ZONE 'UTC')::date, 0, sum(findings_count)
+                     FROM scans WHERE user_id = $1 AND status = 'completed'
+                       AND completed_at IS NOT NULL GROUP BY 1) a
+                 GROUP BY day) b
+             WHERE scans <> 0 OR vulns <> 0 ORDER BY day",
+        )
+        .await,
+    ]
+    .concat();
+    (kept, counted)
+}
+
+#[tokio::test]
+async fn the_rollups_follow_every_change_of_a_scans_life_and_skip_the_others() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, user.id, "rollups.example.com").await;
+    let a = scan(&app, user.id, t, "queued", Duration::days(2), (0, 0, 0)).await;
+    let b = scan(&app, user.id, t, "queued", Duration::zero(), (0, 0, 0)).await;
+    let db = app.state.db.get().await.unwrap();
+    let step = |sql: &'static str, id: Uuid| {
+        let db = &db;
+        async move {
+            db.execute(sql, &[&id]).await.unwrap();
+        }
+    };
+    // What the ingester does to a scan as it runs, then completes, and to
+    // one that fails; then a completed scan is reopened by hand and moved.
+    for (sql, id) in [
+        ("UPDATE scans SET status = 'pending' WHERE id = $1", a),
+        ("UPDATE scans SET status = 'running', progress = 10 WHERE id = $1", a),
+        ("UPDATE scans SET findings_count = findings_count + 7, critical_count = 2, high_count = 3 WHERE id = $1", a),
+        ("UPDATE scans SET status = 'running' WHERE id = $1", a),
+        ("UPDATE scans SET status = 'completed', completed_at = now() WHERE id = $1", a),
+        ("UPDATE scans SET status = 'running', findings_count = 4 WHERE id = $1", b),
+        ("UPDATE scans SET status = 'failed', completed_at = now() WHERE id = $1", b),
+        ("UPDATE scans SET status = 'running', completed_at = NULL WHERE id = $1", a),
+        ("UPDATE scans SET status = 'completed', completed_at = now() - interval '1 day' WHERE id = $1", a),
+    ] {
+        step(sql, id).await;
+        let (kept, counted) = rollups(&app, user.id).await;
+        assert_eq!(kept, counted, "after {sql}");
+    }
+    let (kept, _) = rollups(&app, user.id).await;
+    assert_eq!(kept[0], "totals 2 11 2 3", "{kept:?}");
+    // A change of status between two states that are not `completed`, and
+    // an update of other columns, leave the rollup rows untouched.
+    let touched = || async {
+        db.query_one(
+            "SELECT n_tup_upd + n_tup_hot_upd FROM pg_stat_xact_user_tables
+             WHERE relname = 'user_scan_totals'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    db.batch_execute("BEGIN").await.unwrap();
+    let before = touched().await;
+    step("UPDATE scans SET status = 'pending' WHERE id = $1", b).await;
+    step(
+        "UPDATE scans SET status = 'running', progress = 50 WHERE id = $1",
+        b,
+    )
+    .await;
+    assert_eq!(
+        touched().await,
+        before,
+        "status changes outside `completed`"
+    );
+    step(
+        "UPDATE scans SET findings_count = findings_count + 1 WHERE id = $1",
+        b,
+    )
+    .await;
+    assert!(
+        touched().await > before,
+        "a count that changed moves the rollup"
+    );
+    db.batch_execute("COMMIT").await.unwrap();
+}

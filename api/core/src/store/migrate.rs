@@ -105,6 +105,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_worst_findings",
         include_str!("../../migrations/0040_scan_worst_findings.sql"),
     ),
+    (
+        41,
+        "scan_rollup_on_change",
+        include_str!("../../migrations/0041_scan_rollup_on_change.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
