@@ -194,6 +194,21 @@ impl StackLab {
             .unwrap_or(0)
     }
 
+    /// The whole seconds from `host`'s first request to its last, both
+    /// counted.
+    pub fn seconds_spanned(&self, host: &str) -> u64 {
+        let c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let seconds = c
+            .by_second
+            .keys()
+            .filter(|(h, _)| h == host)
+            .map(|(_, s)| *s);
+        match (seconds.clone().min(), seconds.max()) {
+            (Some(first), Some(last)) => last - first + 1,
+            _ => 0,
+        }
+    }
+
     /// Node (or CLI) settings that send every name in `hosts` to the lab:
     /// the hosts map, HTTP to the lab's port, HTTPS to a closed port.
     pub fn node_env(&self, hosts: &[&str]) -> Vec<(String, String)> {
