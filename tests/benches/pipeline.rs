@@ -20,6 +20,7 @@
 //! the first count. `SCANFLEET_TEST_PROFILE=debug` with `cargo test
 //! --bench pipeline` runs it on debug builds (no release build needed).
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -59,7 +60,7 @@ async fn fleet(lab: &Lab) -> Fleet {
 /// Entry-id milliseconds of the scan's first `pending` event.
 async fn pickup_ms(fleet: &Fleet, scan: &str) -> Option<i64> {
     use fred::interfaces::StreamsInterface;
-    let entries: Vec<(String, std::collections::HashMap<String, String>)> = fleet
+    let entries: Vec<(String, HashMap<String, String>)> = fleet
         .redis()
         .await
         .xrange_values(
@@ -162,21 +163,6 @@ fn cpu_ticks(pid: u32, children: bool) -> u64 {
     at(14) + at(15) + if children { at(16) + at(17) } else { 0 }
 }
 
-/// CPU ticks of every `postgres` process, with the children each has
-/// waited for (backends that ended).
-fn postgres_ticks() -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "postgres")
-        })
-        .map(|pid| cpu_ticks(pid, true))
-        .sum()
-}
-
 /// The Redis server's process id and commands processed so far.
 fn redis_stats() -> Option<(u32, u64)> {
     let port = std::env::var("REDIS_URL")
@@ -199,31 +185,26 @@ fn redis_stats() -> Option<(u32, u64)> {
     ))
 }
 
-/// Where the CPU goes during a run, by process kind, in clock ticks.
-#[derive(Default)]
+/// One reading of where the CPU went, in clock ticks.
 struct Cpu {
-    api: u64,
-    nodes: u64,
-    postgres: u64,
-    redis: u64,
+    /// Every process by id: its command name and CPU ticks, with those of
+    /// the children it waited for (Postgres backends that ended).
+    processes: HashMap<u32, (String, u64)>,
+    redis_pid: u32,
     redis_commands: u64,
-    /// This process: the lab's server and the client.
-    bench: u64,
     /// The whole machine, every core (`/proc/stat`).
     machine: u64,
-    /// Every process: its command name and CPU ticks.
-    processes: std::collections::HashMap<u32, (String, u64)>,
 }
 
 /// Every process of the machine by id: command name and CPU ticks.
-fn process_ticks() -> std::collections::HashMap<u32, (String, u64)> {
+fn process_ticks() -> HashMap<u32, (String, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Default::default();
+        return HashMap::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter_map(|pid| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            Some((pid, (comm.trim().to_string(), cpu_ticks(pid, false))))
+            Some((pid, (comm.trim().to_string(), cpu_ticks(pid, true))))
         })
         .collect()
 }
@@ -244,58 +225,72 @@ fn machine_ticks() -> u64 {
 }
 
 impl Cpu {
-    fn read(api: u32, nodes: &[u32]) -> Cpu {
+    fn read() -> Cpu {
         let (redis_pid, redis_commands) = redis_stats().unwrap_or((0, 0));
         Cpu {
-            api: cpu_ticks(api, false),
-            nodes: nodes.iter().map(|&p| cpu_ticks(p, false)).sum(),
-            postgres: postgres_ticks(),
-            redis: if redis_pid == 0 {
-                0
-            } else {
-                cpu_ticks(redis_pid, false)
-            },
-            redis_commands,
-            bench: cpu_ticks(std::process::id(), false),
-            machine: machine_ticks(),
             processes: process_ticks(),
+            redis_pid,
+            redis_commands,
+            machine: machine_ticks(),
         }
     }
 
-    /// Per scan between `self` and `later`, in CPU-milliseconds.
-    fn print_per_scan(&self, later: &Cpu, scans: usize) {
+    /// Ticks of the processes `pids` between the two readings (all of a
+    /// process started between them, such as a new Postgres backend).
+    fn spent(&self, later: &Cpu, pids: impl IntoIterator<Item = u32>) -> u64 {
+        pids.into_iter()
+            .filter_map(|pid| {
+                let before = self.processes.get(&pid).map_or(0, |(_, t)| *t);
+                let (_, after) = later.processes.get(&pid)?;
+                Some(after.saturating_sub(before))
+            })
+            .sum()
+    }
+
+    /// Per scan between `self` and `later`, in CPU-milliseconds: the api
+    /// (`api`), the nodes (`nodes`), Postgres, Redis, this process and the
+    /// whole machine, then every process by command name.
+    fn print_per_scan(&self, later: &Cpu, scans: usize, api: u32, nodes: &[u32]) {
         let hz: f64 = std::process::Command::new("getconf")
             .arg("CLK_TCK")
             .output()
             .ok()
             .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
             .unwrap_or(100.0);
-        let ms = |a: u64, b: u64| (b.saturating_sub(a)) as f64 * 1000.0 / hz / scans as f64;
+        let ms = |ticks: u64| ticks as f64 * 1000.0 / hz / scans as f64;
+        let named = |name: &str| {
+            self.spent(
+                later,
+                later
+                    .processes
+                    .iter()
+                    .filter(|(_, (n, _))| n == name)
+                    .map(|(pid, _)| *pid),
+            )
+        };
         println!(
             "  CPU-ms a scan: api (ingester included) {:.1}, postgres {:.1}, redis {:.1}, \
              nodes (engine included) {:.1}, lab and client {:.1}, whole machine {:.1}; \
              Redis commands a scan {:.0}",
-            ms(self.api, later.api),
-            ms(self.postgres, later.postgres),
-            ms(self.redis, later.redis),
-            ms(self.nodes, later.nodes),
-            ms(self.bench, later.bench),
-            ms(self.machine, later.machine),
+            ms(self.spent(later, [api])),
+            ms(named("postgres")),
+            ms(self.spent(later, [self.redis_pid])),
+            ms(self.spent(later, nodes.iter().copied())),
+            ms(self.spent(later, [std::process::id()])),
+            ms(later.machine.saturating_sub(self.machine)),
             (later.redis_commands.saturating_sub(self.redis_commands)) as f64 / scans as f64
         );
-        // By command name, for processes alive at both readings: what else
-        // the machine spent its time on.
-        let mut by_name: std::collections::HashMap<&str, u64> = Default::default();
-        for (pid, (name, ticks)) in &later.processes {
-            let before = self.processes.get(pid).map_or(0, |(_, t)| *t);
-            *by_name.entry(name.as_str()).or_default() += ticks.saturating_sub(before);
+        // By command name: what else the machine spent its time on.
+        let mut by_name: HashMap<&str, u64> = HashMap::new();
+        for (pid, (name, _)) in &later.processes {
+            *by_name.entry(name.as_str()).or_default() += self.spent(later, [*pid]);
         }
         let mut by_name: Vec<_> = by_name.into_iter().filter(|(_, t)| *t > 0).collect();
         by_name.sort_by_key(|b| std::cmp::Reverse(b.1));
         let top: Vec<String> = by_name
             .iter()
             .take(8)
-            .map(|(name, t)| format!("{name} {:.1}", ms(0, *t)))
+            .map(|(name, t)| format!("{name} {:.1}", ms(*t)))
             .collect();
         println!("  CPU-ms a scan by process name: {}", top.join(", "));
     }
@@ -327,7 +322,7 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         (0..4).map(|i| row.get::<_, i64>(i)).collect::<Vec<i64>>()
     };
     let db_before = db_stats().await;
-    let cpu = Cpu::read(api.pid(), &node_pids);
+    let cpu = Cpu::read();
     let start = Instant::now();
     // Submitted as many users and the scheduler would: several at once
     // (`BENCH_SUBMITTERS`, 16 unless set), so that the fleet, not one
@@ -355,7 +350,7 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         start.elapsed().as_secs_f64(),
         submitted.as_secs_f64()
     );
-    cpu.print_per_scan(&Cpu::read(api.pid(), &node_pids), count);
+    cpu.print_per_scan(&Cpu::read(), count, api.pid(), &node_pids);
     // The statistics collector reports a backend's counts when its
     // transaction ends, at most once a second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
