@@ -45,6 +45,7 @@ use poem_openapi::types::{
 };
 use scanfleet_common::events::ScanStatus;
 use scanfleet_common::jobs::Engine;
+use scanfleet_core::fingerprint::FindingStatus;
 use serde_json::Value;
 
 /// A string request value described by `schema` in the contract: inline
@@ -177,7 +178,7 @@ contract_string!(
     /// /findings/{finding_id}` and the filter of the target findings list
     /// generate one enum class (issue 37, item 9).
     FindingStatusName,
-    component || one_of(&["open", "confirmed", "false_positive", "accepted_risk", "fixed"])
+    component || one_of(&FindingStatus::names())
 );
 contract_string!(
     /// A fingerprint's state across scans: `open` or `fixed`.
@@ -405,6 +406,17 @@ pub type KeyLifetimeDays = Bounded<1, { bounds::KEY_MAX_EXPIRES_IN_DAYS }>;
 /// The raw value of an optional bounded query value, for `routes::page`.
 pub fn raw<const MIN: i64, const MAX: i64>(value: Option<Bounded<MIN, MAX>>) -> Option<i64> {
     value.map(|v| v.0)
+}
+
+/// `value` of `field` as a finding status; a 422 naming the field
+/// otherwise.
+pub fn finding_status(field: &str, value: &str) -> Result<FindingStatus, crate::error::Error> {
+    FindingStatus::parse(value).ok_or_else(|| {
+        crate::error::Error::invalid(
+            field,
+            format!("must be one of {}", FindingStatus::names().join(", ")),
+        )
+    })
 }
 
 /// `value` of `field` as a calendar date; a 422 naming the field otherwise.

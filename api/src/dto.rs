@@ -115,7 +115,7 @@ impl From<&FindingRow> for Vulnerability {
             scan_id: f.scan_id,
             name: f.name.clone(),
             severity: f.severity.as_str().to_string(),
-            status: f.status.clone(),
+            status: f.status.as_str().to_string(),
             template_id: f.template_id.clone(),
             host: f.host.clone(),
             matched_at: f.matched_at.clone(),

@@ -56,6 +56,19 @@ macro_rules! text_column {
     };
 }
 
+/// The severity rank of the SQL expression `expr` (a severity's name):
+/// critical 0 to info 4 as [`Severity::rank`] gives them, any other text
+/// after info. Written from `Severity` itself, so SQL that sorts or
+/// compares by severity cannot disagree with the code.
+pub fn severity_rank(expr: &str) -> String {
+    let mut sql = format!("CASE {expr}");
+    for s in Severity::ALL {
+        sql.push_str(&format!(" WHEN '{}' THEN {}", s.as_str(), s.rank()));
+    }
+    sql.push_str(&format!(" ELSE {} END", Severity::ALL.len()));
+    sql
+}
+
 text_column!(ScanStatus, ScanStatus::parse);
 text_column!(Engine, Engine::parse);
 text_column!(Severity, Severity::parse);
@@ -78,6 +91,15 @@ mod tests {
         assert_eq!(
             Engine::from_sql(&Type::VARCHAR, b"recon").unwrap(),
             Engine::Recon
+        );
+    }
+
+    #[test]
+    fn the_sql_severity_rank_names_every_severity_with_its_rank() {
+        assert_eq!(
+            severity_rank("f.severity"),
+            "CASE f.severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 WHEN 'medium' THEN 2 \
+             WHEN 'low' THEN 3 WHEN 'info' THEN 4 ELSE 5 END"
         );
     }
 

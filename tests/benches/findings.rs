@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
+use scanfleet_core::fingerprint::FindingStatus;
 use scanfleet_core::store::findings;
 use scanfleet_core::store::fingerprints::{self, FingerprintFilter};
 use scanfleet_tests::history::wait_for_search_index;
@@ -180,7 +181,7 @@ async fn time_store(
     };
     let filter = FingerprintFilter {
         state: param("state"),
-        status: param("status"),
+        status: param("status").and_then(|s| FindingStatus::parse(&s)),
         severity: param("severity")
             .and_then(|s| Severity::ALL.into_iter().find(|x| x.as_str() == s)),
         ..FingerprintFilter::default()

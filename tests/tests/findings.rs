@@ -843,7 +843,11 @@ async fn a_completed_scans_kept_worst_findings_are_the_ones_picked_from_all_its_
     .await
     .unwrap();
     let triaged = worst(findings::KEPT_WORST).await;
-    assert!(triaged[0].contains("false_positive"), "{}", triaged[0]);
+    assert!(
+        triaged[0].contains("status: FalsePositive"),
+        "{}",
+        triaged[0]
+    );
     assert_eq!(triaged[..], worst(1000).await[..triaged.len()]);
 
     // A scan with fewer findings than are kept: all of them, at any limit.

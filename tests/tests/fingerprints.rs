@@ -1360,7 +1360,7 @@ async fn a_broad_text_search_with_other_filters_gives_what_reading_every_fingerp
         },
         FingerprintFilter {
             text: text("example.com"),
-            status: Some("false_positive".into()),
+            status: Some(scanfleet_core::fingerprint::FindingStatus::FalsePositive),
             ..Default::default()
         },
         FingerprintFilter {

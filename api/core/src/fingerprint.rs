@@ -45,6 +45,58 @@ impl Change {
 // `findings.change` and `fingerprints.last_change` hold the name.
 scanfleet_common::text_column!(Change, Change::parse);
 
+/// A finding's triage status, kept on its fingerprint so that it sticks
+/// across scans; new findings are `open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FindingStatus {
+    Open,
+    Confirmed,
+    FalsePositive,
+    /// Until a day (or for good); past that day the finding reads as open.
+    AcceptedRisk,
+    Fixed,
+}
+
+impl FindingStatus {
+    /// Every status, in the order lists and choices show them.
+    pub const ALL: [FindingStatus; 5] = [
+        FindingStatus::Open,
+        FindingStatus::Confirmed,
+        FindingStatus::FalsePositive,
+        FindingStatus::AcceptedRisk,
+        FindingStatus::Fixed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingStatus::Open => "open",
+            FindingStatus::Confirmed => "confirmed",
+            FindingStatus::FalsePositive => "false_positive",
+            FindingStatus::AcceptedRisk => "accepted_risk",
+            FindingStatus::Fixed => "fixed",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<FindingStatus> {
+        FindingStatus::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+
+    /// The names, for error messages and the contract's lists.
+    pub fn names() -> [&'static str; 5] {
+        FindingStatus::ALL.map(FindingStatus::as_str)
+    }
+}
+
+impl std::fmt::Display for FindingStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+// `fingerprints.status`, `findings.status` and the status history hold the
+// name.
+scanfleet_common::text_column!(FindingStatus, FindingStatus::parse);
+
 /// `matched_at` in its normal form (see the module's rule).
 pub fn normalise_matched_at(raw: &str) -> String {
     let Some((scheme, rest)) = raw.split_once("://") else {

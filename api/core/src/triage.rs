@@ -5,6 +5,7 @@
 use uuid::Uuid;
 
 use crate::error::Error;
+use crate::fingerprint::FindingStatus;
 use crate::store::findings::{self, FindingRow, StatusChange};
 use crate::Core;
 
@@ -44,7 +45,7 @@ pub async fn set_status(
         .await?
         .ok_or(Error::NotFound("finding"))?;
     // After the ownership check; the transaction is dropped, not committed.
-    if change.until.is_some() && change.status != "accepted_risk" {
+    if change.until.is_some() && change.status != FindingStatus::AcceptedRisk {
         return Err(Error::invalid(
             "until",
             "is only taken with status accepted_risk",

@@ -111,7 +111,7 @@ impl Renderer for CsvRenderer {
             &f.template_id,
             &f.name,
             f.severity.as_str(),
-            &f.status,
+            f.status.as_str(),
             &f.host,
             &f.matched_at,
             &f.description,

@@ -352,7 +352,7 @@ impl Renderer for HtmlRenderer {
         out.push_str("</code></dd>\n<dt>Matched at</dt><dd><code>");
         escape_into(out, &f.matched_at);
         out.push_str("</code></dd>\n<dt>Status</dt><dd>");
-        escape_into(out, &f.status.replace('_', " "));
+        escape_into(out, &f.status.as_str().replace('_', " "));
         out.push_str("</dd>\n");
         for (label, value) in [
             ("Description", &f.description),

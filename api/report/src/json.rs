@@ -57,7 +57,7 @@ impl From<&FindingRow> for ReportFinding {
             severity: f.severity.as_str().to_string(),
             name: f.name.clone(),
             template_id: f.template_id.clone(),
-            status: f.status.clone(),
+            status: f.status.as_str().to_string(),
             host: f.host.clone(),
             matched_at: f.matched_at.clone(),
             description: f.description.clone(),

@@ -21,7 +21,7 @@ use scanfleet_common::Severity;
 use serde_json::{json, Value};
 
 use super::{Header, Renderer, ReportError, TOOL_NAME};
-use scanfleet_core::fingerprint::Change;
+use scanfleet_core::fingerprint::{Change, FindingStatus};
 use scanfleet_core::store::findings::FindingRow;
 use scanfleet_core::store::fingerprints::FixedFingerprint;
 
@@ -124,7 +124,7 @@ struct ResultOf<'a> {
     matched_at: &'a str,
     host: &'a str,
     finding_id: uuid::Uuid,
-    status: &'a str,
+    status: FindingStatus,
     accepted_until: Option<chrono::NaiveDate>,
     extracted_results: &'a [String],
 }
@@ -134,20 +134,20 @@ struct ResultOf<'a> {
 /// is `external`, and it is in force, so `status` is `accepted`; an
 /// accepted risk says until when, in its justification and as
 /// `properties.acceptedUntil`. Empty for every other status.
-pub fn suppressions(status: &str, accepted_until: Option<chrono::NaiveDate>) -> Value {
+pub fn suppressions(status: FindingStatus, accepted_until: Option<chrono::NaiveDate>) -> Value {
     let justification = match (status, accepted_until) {
-        ("false_positive", _) => "Triaged as a false positive.".to_string(),
-        ("accepted_risk", Some(until)) => format!("Risk accepted until {until}."),
-        ("accepted_risk", None) => "Risk accepted.".to_string(),
+        (FindingStatus::FalsePositive, _) => "Triaged as a false positive.".to_string(),
+        (FindingStatus::AcceptedRisk, Some(until)) => format!("Risk accepted until {until}."),
+        (FindingStatus::AcceptedRisk, None) => "Risk accepted.".to_string(),
         _ => return json!([]),
     };
     let mut suppression = json!({
         "kind": "external",
         "status": "accepted",
         "justification": justification,
-        "properties": {"triageStatus": status},
+        "properties": {"triageStatus": status.as_str()},
     });
-    if let Some(until) = accepted_until.filter(|_| status == "accepted_risk") {
+    if let Some(until) = accepted_until.filter(|_| status == FindingStatus::AcceptedRisk) {
         suppression["properties"]["acceptedUntil"] = json!(until);
     }
     json!([suppression])
@@ -174,7 +174,7 @@ impl SarifRenderer {
             "properties": {
                 "findingId": r.finding_id,
                 "severity": severity.as_str(),
-                "status": r.status,
+                "status": r.status.as_str(),
                 "host": r.host,
                 "extractedResults": r.extracted_results,
             },
@@ -196,7 +196,7 @@ impl Renderer for SarifRenderer {
             matched_at: &f.matched_at,
             host: &f.host,
             finding_id: f.id,
-            status: &f.status,
+            status: f.status,
             accepted_until: f.accepted_until,
             extracted_results: &f.extracted_results,
         });
@@ -235,7 +235,7 @@ impl Renderer for SarifRenderer {
             matched_at: &f.matched_at,
             host: &f.host,
             finding_id: f.last_finding_id,
-            status: &f.status,
+            status: f.status,
             accepted_until: f.accepted_until,
             extracted_results: &f.extracted_results,
         });

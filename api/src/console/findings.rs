@@ -42,10 +42,10 @@ impl HistoryLine {
     // exported).
     #[allow(clippy::wrong_self_convention)]
     pub fn from_label(&self) -> &'static str {
-        status_label(&self.entry.from_status)
+        status_label(self.entry.from_status)
     }
     pub fn to_label(&self) -> &'static str {
-        status_label(&self.entry.to_status)
+        status_label(self.entry.to_status)
     }
 }
 
@@ -91,8 +91,8 @@ async fn finding_page(
                 .into_iter()
                 .map(|entry| HistoryLine { entry })
                 .collect(),
-            status_opts: options(&status_choices(), &finding.status),
-            status_label: status_label(&finding.status),
+            status_opts: options(&status_choices(), finding.status.as_str()),
+            status_label: status_label(finding.status),
             fingerprint,
             finding,
             detail,
@@ -120,24 +120,8 @@ pub async fn set_status(
 ) -> PageResult {
     let me = page::signed(&visitor)?;
     let form = super::form::read(body).await;
-    let status = form.get("status").to_string();
-    if !findings::STATUSES.contains(&status.as_str()) {
-        return Err(PageError::BadRequest(format!(
-            "status: must be one of {}",
-            findings::STATUSES.join(", ")
-        )));
-    }
     let reason = crate::routes::findings::reason_of("reason", form.opt("reason"))?;
-    let until = match form.opt("until") {
-        Some(d) if status == "accepted_risk" => Some(crate::contract::date("until", d)?),
-        _ => None,
-    };
-    let change = findings::StatusChange {
-        status: &status,
-        until,
-        reason: &reason,
-        actor_email: &me.user.email,
-    };
+    let change = super::targets::change_of(&form, "status", &reason, &me.user.email)?;
     scanfleet_core::triage::set_statuses(&state.core, me.user.id, &[finding_id], &change).await?;
     Ok(page::redirect(&format!("/findings/{finding_id}")))
 }

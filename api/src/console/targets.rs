@@ -15,8 +15,9 @@ use super::form::{self, FormData};
 use super::page::{self, Chrome, FormErrors, PageError, PageResult, Visitor};
 use crate::routes::findings::{filter_of, reason_of};
 use crate::state::AppState;
+use scanfleet_core::fingerprint::FindingStatus;
 use scanfleet_core::ownership;
-use scanfleet_core::store::findings::{StatusChange, STATUSES};
+use scanfleet_core::store::findings::StatusChange;
 use scanfleet_core::store::fingerprints::{self, FingerprintRow};
 use scanfleet_core::store::scans::{self, ScanFilter, ScanRow};
 use scanfleet_core::store::schedules::{self, Schedule};
@@ -304,15 +305,16 @@ pub fn options(choices: &[(&'static str, &'static str)], current: &str) -> Vec<O
 /// One row of a target's findings.
 pub struct FindingLine {
     pub row: FingerprintRow,
-    pub change: String,
+    /// `fixed`, or the change its last scan recorded.
+    pub change: &'static str,
 }
 
 impl FindingLine {
     fn of(row: FingerprintRow) -> FindingLine {
         let change = if row.state == "fixed" {
-            "fixed".to_string()
+            "fixed"
         } else {
-            row.last_change.clone()
+            row.last_change.as_str()
         };
         FindingLine { row, change }
     }
@@ -326,29 +328,31 @@ impl FindingLine {
     }
 
     pub fn status_label(&self) -> &'static str {
-        status_label(&self.row.status)
+        status_label(self.row.status)
     }
 
     /// The row's status select.
     pub fn status_opts(&self) -> Vec<Opt> {
-        options(&status_choices(), &self.row.status)
+        options(&status_choices(), self.row.status.as_str())
     }
 }
 
-pub fn status_label(status: &str) -> &'static str {
+pub fn status_label(status: FindingStatus) -> &'static str {
     match status {
-        "open" => "Open",
-        "confirmed" => "Confirmed",
-        "false_positive" => "False positive",
-        "accepted_risk" => "Accepted risk",
-        "fixed" => "Fixed",
-        _ => "Unknown",
+        FindingStatus::Open => "Open",
+        FindingStatus::Confirmed => "Confirmed",
+        FindingStatus::FalsePositive => "False positive",
+        FindingStatus::AcceptedRisk => "Accepted risk",
+        FindingStatus::Fixed => "Fixed",
     }
 }
 
 /// The statuses a row's select offers, with their labels.
 pub fn status_choices() -> Vec<(&'static str, &'static str)> {
-    STATUSES.iter().map(|s| (*s, status_label(s))).collect()
+    FindingStatus::ALL
+        .iter()
+        .map(|s| (s.as_str(), status_label(*s)))
+        .collect()
 }
 
 #[derive(Template)]
@@ -580,21 +584,24 @@ pub async fn start_scan(
     }
 }
 
-/// The status change a triage form asks for.
-fn change_of<'a>(
+/// The status change a triage form asks for: `status` (the form's field
+/// `status_field`), and `until` for an accepted risk.
+pub(super) fn change_of<'a>(
     form: &'a FormData,
-    status: &'a str,
+    status_field: &str,
     reason: &'a str,
     actor_email: &'a str,
 ) -> Result<StatusChange<'a>, PageError> {
-    if !STATUSES.contains(&status) {
-        return Err(PageError::BadRequest(format!(
-            "status: must be one of {}",
-            STATUSES.join(", ")
-        )));
-    }
+    let status = FindingStatus::parse(form.get(status_field)).ok_or_else(|| {
+        PageError::BadRequest(format!(
+            "{status_field}: must be one of {}",
+            FindingStatus::names().join(", ")
+        ))
+    })?;
     let until = match form.opt("until") {
-        Some(d) if status == "accepted_risk" => Some(crate::contract::date("until", d)?),
+        Some(d) if status == FindingStatus::AcceptedRisk => {
+            Some(crate::contract::date("until", d)?)
+        }
         _ => None,
     };
     Ok(StatusChange {
@@ -621,19 +628,18 @@ pub async fn triage(
         .all("finding")
         .map(|v| Uuid::parse_str(v).map_err(|_| PageError::NotFound))
         .collect::<Result<_, _>>()?;
-    let status = form.get("action").to_string();
     let reason = reason_of("reason", form.opt("reason"))?;
     let notice = if ids.is_empty() {
         "Select findings first.".to_string()
     } else {
-        let change = change_of(&form, &status, &reason, &me.user.email)?;
+        let change = change_of(&form, "action", &reason, &me.user.email)?;
         let done =
             scanfleet_core::triage::set_statuses(&state.core, me.user.id, &ids, &change).await?;
         format!(
             "{} finding{} marked {}.",
             done.len(),
             if done.len() == 1 { "" } else { "s" },
-            status_label(&status).to_lowercase()
+            status_label(change.status).to_lowercase()
         )
     };
     let block = findings_block(
@@ -661,8 +667,7 @@ pub async fn row_status(
 ) -> PageResult {
     let me = page::signed(&visitor)?;
     let form = form::read(body).await;
-    let status = form.get("status").to_string();
-    let change = change_of(&form, &status, "", &me.user.email)?;
+    let change = change_of(&form, "status", "", &me.user.email)?;
     let rows =
         scanfleet_core::triage::set_statuses(&state.core, me.user.id, &[finding_id], &change)
             .await?;
@@ -739,7 +744,7 @@ fn export_json(lines: &[FindingLine]) -> String {
             serde_json::json!({
                 "id": r.id, "finding_id": r.last_finding_id, "fingerprint": r.fingerprint,
                 "template_id": r.template_id, "name": r.name, "severity": r.severity.as_str(),
-                "host": r.host, "matched_at": r.matched_at, "status": r.status,
+                "host": r.host, "matched_at": r.matched_at, "status": r.status.as_str(),
                 "until": r.accepted_until, "state": r.state, "change": l.change,
                 "first_seen_at": r.first_seen_at, "last_seen_at": r.last_seen_at,
                 "fixed_at": r.fixed_at, "occurrences": r.occurrences,
@@ -763,10 +768,10 @@ fn export_csv(lines: &[FindingLine]) -> String {
             r.severity.as_str().to_string(),
             r.host.clone(),
             r.matched_at.clone(),
-            r.status.clone(),
+            r.status.as_str().to_string(),
             r.accepted_until.map(|d| d.to_string()).unwrap_or_default(),
             r.state.clone(),
-            l.change.clone(),
+            l.change.to_string(),
             r.first_seen_at.to_rfc3339(),
             r.last_seen_at.to_rfc3339(),
             r.occurrences.to_string(),

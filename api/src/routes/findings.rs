@@ -20,7 +20,7 @@ use crate::contract::{
 use crate::error::{Error, Result};
 use crate::json_body::JsonBody;
 use crate::state::AppState;
-use scanfleet_core::store::findings::{self, STATUSES};
+use scanfleet_core::store::findings;
 use scanfleet_core::store::fingerprints::{self, FingerprintFilter, FingerprintRow};
 
 #[derive(Debug, Object)]
@@ -58,8 +58,8 @@ impl From<findings::HistoryEntry> for StatusHistoryEntry {
         StatusHistoryEntry {
             id: h.id,
             actor: h.actor_email,
-            from_status: h.from_status,
-            to_status: h.to_status,
+            from_status: h.from_status.as_str().to_string(),
+            to_status: h.to_status.as_str().to_string(),
             until: h.accepted_until,
             reason: h.reason,
             changed_at: h.changed_at,
@@ -140,7 +140,7 @@ impl From<FingerprintRow> for TargetFinding {
             severity: f.severity.as_str().to_string(),
             host: f.host,
             matched_at: f.matched_at,
-            status: f.status,
+            status: f.status.as_str().to_string(),
             until: f.accepted_until,
             state: f.state,
             first_seen_at: f.first_seen_at,
@@ -203,15 +203,6 @@ pub struct ScanDiff {
     pub not_compared: i64,
 }
 
-fn status_of(raw: Option<&str>) -> Result<Option<String>, Error> {
-    raw.map(|v| {
-        STATUSES.contains(&v).then(|| v.to_string()).ok_or_else(|| {
-            Error::invalid("status", format!("must be one of {}", STATUSES.join(", ")))
-        })
-    })
-    .transpose()
-}
-
 /// The filters of a target's findings list, by the list's parameter names
 /// (the console's filters use the same names and values).
 pub fn filter_of(
@@ -262,7 +253,9 @@ pub fn filter_of(
         .transpose()?;
     Ok(FingerprintFilter {
         state,
-        status: status_of(status)?,
+        status: status
+            .map(|v| contract::finding_status("status", v))
+            .transpose()?,
         severity,
         change,
         text,
@@ -376,7 +369,7 @@ impl FindingsApi {
         finding_id: Path<Uuid>,
         body: JsonBody<FindingUpdate>,
     ) -> Result<Json<Vulnerability>> {
-        let status = status_of(Some(&body.status))?.unwrap_or_default();
+        let status = contract::finding_status("status", &body.status)?;
         let until = body
             .until
             .as_ref()
@@ -384,7 +377,7 @@ impl FindingsApi {
             .transpose()?;
         let reason = reason_of("reason", body.reason.as_deref())?;
         let change = findings::StatusChange {
-            status: &status,
+            status,
             until,
             reason: &reason,
             actor_email: &me.user.email,

@@ -363,7 +363,7 @@ mod tests {
             template_id: format!("t-{i}"),
             name: format!("Finding \"{i}\" <é>\n"),
             severity,
-            status: "open".into(),
+            status: scanfleet_core::fingerprint::FindingStatus::Open,
             host: "shop.example.test".into(),
             matched_at: format!("https://shop.example.test/p{i}?a=1&b=\u{1}"),
             description: String::new(),

@@ -230,7 +230,7 @@ mod tests {
             template_id: format!("t{i}"),
             name: format!("finding <{i}> & {}", "x".repeat(1000)),
             severity: Severity::ALL[i % 5],
-            status: "open".into(),
+            status: scanfleet_core::fingerprint::FindingStatus::Open,
             host: "h".into(),
             matched_at: format!("https://h/{}", "p".repeat(1000)),
             description: String::new(),

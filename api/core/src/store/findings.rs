@@ -15,18 +15,9 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::fingerprint::Change;
+use crate::fingerprint::{Change, FindingStatus};
 use crate::store::fingerprints::{self, Recorded};
 use crate::store::scans::ScanRow;
-
-/// Triage statuses of a finding; new findings are `open`.
-pub const STATUSES: [&str; 5] = [
-    "open",
-    "confirmed",
-    "false_positive",
-    "accepted_risk",
-    "fixed",
-];
 
 #[derive(Debug, Clone)]
 pub struct FindingRow {
@@ -36,7 +27,7 @@ pub struct FindingRow {
     pub template_id: String,
     pub name: String,
     pub severity: Severity,
-    pub status: String,
+    pub status: FindingStatus,
     pub host: String,
     pub matched_at: String,
     pub description: String,
@@ -259,7 +250,7 @@ async fn insert_rows(
     let dedup: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
     let fingerprint_ids: Vec<Uuid> = recorded.iter().map(|r| r.id).collect();
     let changes: Vec<Change> = recorded.iter().map(|r| r.change).collect();
-    let statuses: Vec<&str> = recorded.iter().map(|r| r.status.as_str()).collect();
+    let statuses: Vec<FindingStatus> = recorded.iter().map(|r| r.status).collect();
     let classifications: Vec<Option<serde_json::Value>> = batch
         .iter()
         .map(|(f, _)| (!f.classification.is_empty()).then(|| serde_json::json!(f.classification)))
@@ -319,8 +310,9 @@ pub async fn scan_with_findings(
              LEFT JOIN findings f ON f.scan_id = s.id
              LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
              WHERE s.id = $1 AND s.user_id = $2
-             ORDER BY {SEVERITY_RANK}, f.created_at, f.id",
-            crate::store::scans::COLUMNS
+             ORDER BY {rank}, f.created_at, f.id",
+            crate::store::scans::COLUMNS,
+            rank = *SEVERITY_RANK
         )
     });
     let stmt = db.prepare_cached(&SQL).await?;
@@ -349,9 +341,10 @@ pub enum FindingOrder {
     ByHost,
 }
 
-/// Severity rank in SQL, critical 0 to info 4, matching `Severity::rank`.
-const SEVERITY_RANK: &str = "CASE f.severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1 \
-     WHEN 'medium' THEN 2 WHEN 'low' THEN 3 ELSE 4 END";
+/// A finding's severity rank in SQL, critical 0 to info 4
+/// (`Severity::rank`).
+static SEVERITY_RANK: LazyLock<String> =
+    LazyLock::new(|| scanfleet_common::sql::severity_rank("f.severity"));
 
 /// A scan's findings as Postgres sends them, one row at a time, sorted by
 /// the database: a report of any size holds none of them twice.
@@ -360,10 +353,11 @@ pub async fn stream_for_scan(
     scan_id: Uuid,
     order: FindingOrder,
 ) -> Result<impl futures::Stream<Item = Result<FindingRow, Error>>, Error> {
+    let rank = &*SEVERITY_RANK;
     let order_by = match order {
-        FindingOrder::BySeverity => format!("{SEVERITY_RANK}, f.host, f.created_at, f.id"),
+        FindingOrder::BySeverity => format!("{rank}, f.host, f.created_at, f.id"),
         FindingOrder::ByHost => format!(
-            "min({SEVERITY_RANK}) OVER (PARTITION BY f.host), f.host, {SEVERITY_RANK}, \
+            "min({rank}) OVER (PARTITION BY f.host), f.host, {rank}, \
              f.created_at, f.id"
         ),
     };
@@ -383,9 +377,10 @@ pub const KEPT_WORST: i64 = 200;
 /// findings costs one pass, not a full sort (with the join under the
 /// `LIMIT` it sorted every finding of the scan, on disk).
 fn worst_ids_sql() -> String {
+    let rank = &*SEVERITY_RANK;
     format!(
         "SELECT f.id FROM findings f WHERE f.scan_id = $1
-         ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id LIMIT $2"
+         ORDER BY {rank}, f.host, f.created_at, f.id LIMIT $2"
     )
 }
 
@@ -446,8 +441,9 @@ pub async fn worst_of_scan(
                 "WITH page AS ({ids})
                  SELECT {COLUMNS} FROM page JOIN findings f ON f.id = page.id
                       LEFT JOIN fingerprints fp ON fp.id = f.fingerprint_id
-                 ORDER BY {SEVERITY_RANK}, f.host, f.created_at, f.id",
-                ids = worst_ids_sql()
+                 ORDER BY {rank}, f.host, f.created_at, f.id",
+                ids = worst_ids_sql(),
+                rank = *SEVERITY_RANK
             );
             db.query(&sql, &[&scan_id, &limit]).await?
         }
@@ -525,8 +521,7 @@ pub async fn find_with_detail(
 /// A change of a finding's triage status, as its history records it.
 #[derive(Debug, Clone, Copy)]
 pub struct StatusChange<'a> {
-    /// One of [`STATUSES`].
-    pub status: &'a str,
+    pub status: FindingStatus,
     /// Kept for `accepted_risk` only.
     pub until: Option<NaiveDate>,
     /// Why, in the user's words; may be empty.
@@ -547,7 +542,9 @@ pub async fn set_status(
     finding_id: Uuid,
     change: &StatusChange<'_>,
 ) -> Result<Option<FindingRow>, Error> {
-    let until = change.until.filter(|_| change.status == "accepted_risk");
+    let until = change
+        .until
+        .filter(|_| change.status == FindingStatus::AcceptedRisk);
     let owned = db
         .query_opt(
             "SELECT f.fingerprint_id, COALESCE(fp.status, f.status) AS status,
@@ -561,7 +558,7 @@ pub async fn set_status(
         return Ok(None);
     };
     let fingerprint_id: Option<Uuid> = owned.try_get("fingerprint_id")?;
-    let before: String = owned.try_get("status")?;
+    let before: FindingStatus = owned.try_get("status")?;
     let before_until: Option<NaiveDate> = owned.try_get("accepted_until")?;
     if let Some(fingerprint_id) = fingerprint_id {
         fingerprints::set_status(db, fingerprint_id, change.status, until).await?;
@@ -608,8 +605,8 @@ pub struct HistoryEntry {
     pub id: Uuid,
     /// Who made it (their email at the time).
     pub actor_email: String,
-    pub from_status: String,
-    pub to_status: String,
+    pub from_status: FindingStatus,
+    pub to_status: FindingStatus,
     pub accepted_until: Option<NaiveDate>,
     pub reason: String,
     pub changed_at: DateTime<Utc>,
@@ -780,8 +777,9 @@ pub async fn diff(
              WHERE f.scan_id = $1 AND NOT EXISTS (
                  SELECT 1 FROM findings o
                  WHERE o.scan_id = $2 AND o.fingerprint_id = f.fingerprint_id)
-             ORDER BY {SEVERITY_RANK}, f.created_at, f.id",
+             ORDER BY {rank}, f.created_at, f.id",
             covers = fingerprints::covers_sql("other", "fp"),
+            rank = *SEVERITY_RANK
         )
     });
     let (from, to) = match against {

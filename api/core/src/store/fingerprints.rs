@@ -19,7 +19,7 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::fingerprint::{fingerprint, normalise_matched_at, Change};
+use crate::fingerprint::{fingerprint, normalise_matched_at, Change, FindingStatus};
 
 /// The template id of the HTTP probe every engine runs on every host it
 /// reaches (the scanner's `PROBE_TEMPLATE_ID`).
@@ -31,7 +31,7 @@ pub const PROBE_TEMPLATE_ID: &str = "http-probe";
 pub struct Recorded {
     pub id: Uuid,
     pub change: Change,
-    pub status: String,
+    pub status: FindingStatus,
     /// When the target first had it.
     pub first_seen_at: DateTime<Utc>,
 }
@@ -344,19 +344,21 @@ pub async fn changed_findings(
     change: Change,
     limit: i64,
 ) -> Result<Vec<ChangedFinding>, Error> {
-    let rows = db
-        .query(
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "SELECT severity, name, template_id, host, matched_at FROM (
                  SELECT DISTINCT ON (f.fingerprint_id) f.severity, f.name, f.template_id,
                         f.host, f.matched_at
                  FROM findings f
                  WHERE f.scan_id = $1 AND f.change = $2 AND f.fingerprint_id IS NOT NULL
                  ORDER BY f.fingerprint_id, f.created_at, f.id) c
-             ORDER BY CASE severity WHEN 'critical' THEN 0 WHEN 'high' THEN 1
-                      WHEN 'medium' THEN 2 WHEN 'low' THEN 3 ELSE 4 END, host, matched_at
+             ORDER BY {rank}, host, matched_at
              LIMIT $3",
-            &[&scan_id, &change.as_str(), &limit],
+            rank = scanfleet_common::sql::severity_rank("severity")
         )
+    });
+    let rows = db
+        .query(&*SQL, &[&scan_id, &change.as_str(), &limit])
         .await?;
     rows.iter().map(ChangedFinding::try_from).collect()
 }
@@ -374,7 +376,7 @@ pub struct FixedFingerprint {
     /// In its normal form (see [`crate::fingerprint`]).
     pub matched_at: String,
     /// The triage status as it stands today.
-    pub status: String,
+    pub status: FindingStatus,
     /// The last day an `accepted_risk` status holds.
     pub accepted_until: Option<NaiveDate>,
     pub fixed_at: DateTime<Utc>,
@@ -458,7 +460,7 @@ pub async fn stream_fixed_by_scan(
 pub async fn set_status(
     db: &impl GenericClient,
     fingerprint_id: Uuid,
-    status: &str,
+    status: FindingStatus,
     until: Option<NaiveDate>,
 ) -> Result<(), Error> {
     db.execute(
@@ -529,7 +531,7 @@ pub struct FingerprintRow {
     pub severity: Severity,
     pub host: String,
     pub matched_at: String,
-    pub status: String,
+    pub status: FindingStatus,
     pub accepted_until: Option<NaiveDate>,
     pub state: String,
     pub first_seen_at: DateTime<Utc>,
@@ -538,8 +540,8 @@ pub struct FingerprintRow {
     pub last_scan_id: Option<Uuid>,
     pub fixed_at: Option<DateTime<Utc>>,
     pub occurrences: i32,
-    /// What its last scan recorded: `new`, `recurring` or `regressed`.
-    pub last_change: String,
+    /// What its last scan recorded.
+    pub last_change: Change,
     /// The finding of its last occurrence, for triage and retest.
     pub last_finding_id: Option<Uuid>,
 }
@@ -581,7 +583,7 @@ impl TryFrom<&Row> for FingerprintRow {
 #[derive(Debug, Clone, Default)]
 pub struct FingerprintFilter {
     pub state: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<FindingStatus>,
     pub severity: Option<Severity>,
     /// `new`, `recurring` or `regressed` (open fingerprints whose last
     /// scan recorded that change), or `fixed` (fixed ones).

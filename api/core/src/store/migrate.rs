@@ -110,6 +110,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_rollup_on_change",
         include_str!("../../migrations/0041_scan_rollup_on_change.sql"),
     ),
+    (
+        42,
+        "drop_webhook_severity_rank",
+        include_str!("../../migrations/0042_drop_webhook_severity_rank.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.

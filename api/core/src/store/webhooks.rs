@@ -7,7 +7,10 @@
 //! wants it, and its deliveries are created by the same statement, so the
 //! outbox never holds events nobody will send.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
+use scanfleet_common::sql::severity_rank;
 use scanfleet_common::Severity;
 use serde_json::{json, Value};
 use tokio_postgres::{GenericClient, Row};
@@ -253,14 +256,13 @@ pub struct NewEvent<'a> {
 /// Writes an event and its deliveries to every enabled webhook of the user
 /// that wants it; nothing when none does. Returns the deliveries created.
 pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Result<i64, Error> {
-    let row = db
-        .query_one(
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "WITH wanted AS (
                  SELECT w.id FROM webhooks w
                  WHERE w.user_id = $1 AND w.enabled
                    AND (($5::uuid IS NULL AND $2 = ANY (w.events)) OR w.id = $5)
-                   AND ($4::text IS NULL
-                        OR webhook_severity_rank($4) <= webhook_severity_rank(w.min_severity))
+                   AND ($4::text IS NULL OR {event} <= {wanted})
              ), event AS (
                  INSERT INTO webhook_events (id, user_id, type, data)
                  SELECT $6, $1, $2, $3 WHERE EXISTS (SELECT 1 FROM wanted)
@@ -271,6 +273,13 @@ pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Resu
                  RETURNING id
              )
              SELECT count(*) AS n FROM created",
+            event = severity_rank("$4::text"),
+            wanted = severity_rank("w.min_severity"),
+        )
+    });
+    let row = db
+        .query_one(
+            &*SQL,
             &[
                 &event.user_id,
                 &event.kind,
@@ -295,8 +304,8 @@ pub async fn record_new_findings_of_scan(
     db: &impl GenericClient,
     scan_id: Uuid,
 ) -> Result<i64, Error> {
-    let row = db
-        .query_one(
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "WITH changed AS (
                  SELECT DISTINCT ON (COALESCE(f.fingerprint_id, f.id)) f.id, f.user_id, f.scan_id, f.severity,
                         f.created_at,
@@ -314,20 +323,23 @@ pub async fn record_new_findings_of_scan(
                  WHERE EXISTS (
                      SELECT 1 FROM webhooks w
                      WHERE w.user_id = c.user_id AND w.enabled AND c.type = ANY (w.events)
-                       AND webhook_severity_rank(c.severity) <= webhook_severity_rank(w.min_severity))
+                       AND {found} <= {wanted})
                  ORDER BY c.created_at, c.id
                  RETURNING id, user_id, type, data->>'severity' AS severity
              ), created AS (
                  INSERT INTO webhook_deliveries (webhook_id, event_id)
                  SELECT w.id, event.id FROM event JOIN webhooks w
                    ON w.user_id = event.user_id AND w.enabled AND event.type = ANY (w.events)
-                  AND webhook_severity_rank(event.severity) <= webhook_severity_rank(w.min_severity)
+                  AND {sent} <= {wanted}
                  RETURNING id
              )
              SELECT count(*) AS n FROM created",
-            &[&scan_id],
+            found = severity_rank("c.severity"),
+            sent = severity_rank("event.severity"),
+            wanted = severity_rank("w.min_severity"),
         )
-        .await?;
+    });
+    let row = db.query_one(&*SQL, &[&scan_id]).await?;
     let created: i64 = row.try_get("n")?;
     wake_dispatchers(db, created).await?;
     Ok(created)

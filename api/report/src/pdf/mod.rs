@@ -535,7 +535,7 @@ impl Renderer for PdfRenderer {
         self.y += 3.0;
         self.field("Template", &f.template_id, false);
         self.field("Matched at", &f.matched_at, false);
-        self.field("Status", &f.status.replace('_', " "), false);
+        self.field("Status", &f.status.as_str().replace('_', " "), false);
         if !f.description.trim().is_empty() {
             self.field("Description", &f.description, true);
         }
