@@ -299,7 +299,7 @@ async fn main() {
         "SELECT count(*) FROM fingerprints fp WHERE fp.target_id = $1",
         "SELECT sum(n) FROM fingerprint_counts fp WHERE fp.target_id = $1",
         "SELECT fp.id FROM fingerprints fp WHERE fp.target_id = $1
-         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id LIMIT 50",
+         ORDER BY fp.severity_rank, fp.first_seen_at DESC, fp.id LIMIT 50",
     ] {
         let plan = db
             .query(&format!("EXPLAIN (ANALYZE, FORMAT JSON) {sql}"), &[&big])

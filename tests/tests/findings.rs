@@ -857,3 +857,49 @@ async fn a_completed_scans_kept_worst_findings_are_the_ones_picked_from_all_its_
     assert_eq!(all.len(), 3);
     assert_eq!(all[0].severity, Severity::Critical);
 }
+
+/// Issue 36: a sighting of a known fingerprint changes no indexed column
+/// (the list orders by when a fingerprint was first seen, which a rescan
+/// does not move), so a rescan's sightings are heap-only updates where the
+/// page has room. Before migration 0043 the list index held
+/// `last_seen_at`, and no sighting was.
+#[tokio::test]
+async fn a_rescans_sightings_are_heap_only_updates() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let first = new_scan(&app, &user).await;
+    let list: Vec<FindingEvent> = (0..200)
+        .map(|i| {
+            finding(
+                &format!("t{}", i % 5),
+                Severity::ALL[i % 5],
+                &format!("/p/{i}"),
+            )
+        })
+        .collect();
+    scan_finds(&app, &user, first, &list).await;
+    let mut db = app.state.db.get().await.unwrap();
+    let target: Uuid = db
+        .query_one("SELECT target_id FROM scans WHERE id = $1", &[&first])
+        .await
+        .unwrap()
+        .get(0);
+    let second = scan_of(&app, &user, target, "full").await;
+    let tx = db.transaction().await.unwrap();
+    findings::insert_findings(&*tx, second, user.id, &list)
+        .await
+        .unwrap();
+    // This transaction's own counts of the table's updates.
+    let row = tx
+        .query_one(
+            "SELECT pg_stat_get_xact_tuples_updated('fingerprints'::regclass) AS updated,
+                    pg_stat_get_xact_tuples_hot_updated('fingerprints'::regclass) AS hot",
+            &[],
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let (updated, hot): (i64, i64) = (row.get("updated"), row.get("hot"));
+    assert_eq!(updated, 200);
+    assert!(hot >= updated / 4, "{hot} of {updated} sightings were HOT");
+}

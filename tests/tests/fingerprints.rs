@@ -1321,7 +1321,7 @@ async fn a_broad_text_search_with_other_filters_gives_what_reading_every_fingerp
                             ELSE fp.state = 'open' AND fp.last_change = $5 END)
                        AND lower(fp.name || ' ' || fp.template_id || ' ' || fp.host || ' '
                                  || fp.matched_at) LIKE $6
-                     ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
+                     ORDER BY fp.severity_rank, fp.first_seen_at DESC, fp.id",
                     &[
                         &target,
                         &filter.state,

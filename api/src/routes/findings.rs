@@ -156,8 +156,8 @@ impl From<FingerprintRow> for TargetFinding {
 
 #[derive(ApiResponse)]
 pub enum TargetFindingList {
-    /// The target's findings, worst first, most recently seen first within
-    /// a severity.
+    /// The target's findings, worst first, then the most recently found
+    /// first within a severity (by when each was first seen).
     #[oai(status = 200)]
     Ok(
         Json<Vec<TargetFinding>>,

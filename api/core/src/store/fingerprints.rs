@@ -725,17 +725,17 @@ static BROAD: LazyLock<String> = LazyLock::new(|| {
                     AND (SELECT count(*) FROM missed) > $10::bigint AS overflow),
          page AS (
              SELECT w.id FROM (
-                 SELECT fp.id, fp.severity_rank, fp.last_seen_at,
+                 SELECT fp.id, fp.severity_rank, fp.first_seen_at,
                         CASE WHEN fp.id IN (SELECT id FROM pending) THEN {TEXT_MATCHES}
                              ELSE COALESCE((SELECT s.text FROM fingerprint_search s
                                             WHERE s.fingerprint_id = fp.id) LIKE $8, false)
                         END AS hit
                  FROM fingerprints fp
                  WHERE NOT (SELECT overflow FROM overflow) AND {conditions}
-                 ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+                 ORDER BY fp.severity_rank, fp.first_seen_at DESC, fp.id
                  LIMIT $10::bigint) w
              WHERE w.hit
-             ORDER BY w.severity_rank, w.last_seen_at DESC, w.id
+             ORDER BY w.severity_rank, w.first_seen_at DESC, w.id
              LIMIT $5 OFFSET $6),
          head AS (
              SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $9) AS owned,
@@ -749,7 +749,7 @@ static BROAD: LazyLock<String> = LazyLock::new(|| {
                     (SELECT overflow FROM overflow) AS overflow)
          SELECT head.owned, head.total, head.overflow, r.*
          FROM head LEFT JOIN LATERAL ({rows}) r ON true
-         ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
+         ORDER BY r.severity_rank, r.first_seen_at DESC, r.id",
         rows = page_rows(),
     )
 });
@@ -765,17 +765,17 @@ fn filtered(before: &str, only: &str, overflow: &str) -> String {
     format!(
         "WITH {before}
          matched AS MATERIALIZED (
-             SELECT fp.id, fp.severity_rank, fp.last_seen_at FROM fingerprints fp
+             SELECT fp.id, fp.severity_rank, fp.first_seen_at FROM fingerprints fp
              WHERE {only} {conditions} AND {TEXT_MATCHES}),
          page AS (
-             SELECT id FROM matched ORDER BY severity_rank, last_seen_at DESC, id
+             SELECT id FROM matched ORDER BY severity_rank, first_seen_at DESC, id
              LIMIT $5 OFFSET $6),
          head AS (
              SELECT EXISTS (SELECT 1 FROM targets WHERE id = $1 AND user_id = $9) AS owned,
                     (SELECT count(*) FROM matched) AS total, {overflow} AS overflow)
          SELECT head.owned, head.total, head.overflow, r.*
          FROM head LEFT JOIN LATERAL ({rows}) r ON true
-         ORDER BY r.severity_rank, r.last_seen_at DESC, r.id",
+         ORDER BY r.severity_rank, r.first_seen_at DESC, r.id",
         conditions = list_conditions("$7"),
         rows = page_rows(),
     )
@@ -800,10 +800,10 @@ fn list_page(conditions: &str) -> String {
     format!(
         "WITH page AS (
              SELECT fp.id FROM fingerprints fp WHERE {conditions}
-             ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id
+             ORDER BY fp.severity_rank, fp.first_seen_at DESC, fp.id
              LIMIT $5 OFFSET $6)
          {rows}
-         ORDER BY fp.severity_rank, fp.last_seen_at DESC, fp.id",
+         ORDER BY fp.severity_rank, fp.first_seen_at DESC, fp.id",
         rows = page_rows()
     )
 }
@@ -876,7 +876,7 @@ fn cut_short(rows: &[Row], (limit, offset): (i64, i64)) -> Result<bool, Error> {
 }
 
 /// One page of a target's fingerprints, worst first and most recently
-/// seen first within a severity, with the total; `None` when the target is
+/// found (`first_seen_at`) first within a severity, with the total; `None` when the target is
 /// not the user's. Two prepared statements (a text search: one, two when
 /// it matches many, three when it matches many with other filters that
 /// keep many of the rest), cached on the connection.

@@ -115,6 +115,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "drop_webhook_severity_rank",
         include_str!("../../migrations/0042_drop_webhook_severity_rank.sql"),
     ),
+    (
+        43,
+        "fingerprint_sightings_hot",
+        include_str!("../../migrations/0043_fingerprint_sightings_hot.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
