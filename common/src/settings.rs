@@ -594,17 +594,24 @@ fn parse_hosts(
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|entry| {
-            let (host, port) = match entry.rsplit_once(':') {
-                Some((h, p)) if !h.ends_with(':') => (h, p.parse().ok()),
-                _ => (entry, Some(default_port)),
-            };
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            match port {
-                Some(port) if !host.is_empty() => Ok((host.to_string(), port)),
-                _ => Err(invalid(name, entry, "host:port entries")),
-            }
+            host_port(entry, default_port).ok_or_else(|| invalid(name, entry, "host:port entries"))
         })
         .collect()
+}
+
+/// One `host:port` (`[v6]:port` too); the port defaults to
+/// `default_port`. None when the host is empty or the port not a number.
+pub fn host_port(entry: &str, default_port: u16) -> Option<(String, u16)> {
+    let entry = entry.trim();
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(':') => (h, p.parse().ok()),
+        _ => (entry, Some(default_port)),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match port {
+        Some(port) if !host.is_empty() => Some((host.to_string(), port)),
+        _ => None,
+    }
 }
 
 fn read_env_file(path: &Path) -> Result<HashMap<String, String>, SettingsError> {

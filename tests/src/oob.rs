@@ -94,6 +94,32 @@ impl OobServer {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits for `scan` (of the lab with [`oob_templates_dir`]'s
+    /// templates, on `node`) to end, and checks it completed with the
+    /// blind lookup and SSRF called back through this server, and the
+    /// probe; the logs of both when it did not.
+    pub async fn assert_scan_found_the_callbacks(
+        &self,
+        fleet: &crate::fleet::Fleet,
+        token: &str,
+        scan: &str,
+        node: &crate::fleet::Proc,
+    ) {
+        let scan = fleet
+            .wait_finished(token, scan, Duration::from_secs(90))
+            .await;
+        assert_eq!(scan["status"], "completed", "{scan}");
+        let keys = crate::fleet::Fleet::finding_keys(&scan);
+        assert_eq!(
+            keys.len(),
+            3,
+            "{keys:?}\n{}\n{}",
+            node.log_text(),
+            self.log_text()
+        );
+        assert!(keys[0].ends_with(".oob.lab.test"), "{keys:?}");
+    }
 }
 
 impl Drop for OobServer {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use scanfleet_tests::fleet::{fleet_with_lab, Fleet};
 use scanfleet_tests::lab::{full_findings, lab_hosts, Lab, DOMAIN};
+use scanfleet_tests::oob::{oob_templates_dir, OobServer, OOB_DOMAIN};
 use scanfleet_tests::redis::{Persistence, RedisServer, SentinelSet, SENTINEL_MASTER};
 use serde_json::json;
 
@@ -280,4 +281,53 @@ async fn a_sentinel_failover_mid_scan_ends_the_scan_and_new_scans_run_on_the_pro
         .wait_finished(&token, &fresh, Duration::from_secs(60))
         .await;
     assert_eq!(done["status"], "completed", "{done}");
+}
+
+/// The out-of-band server follows a Sentinel failover as the other
+/// processes do: after the master is killed and its replica promoted, a
+/// scan of the lab's out-of-band checks still registers with the server
+/// and gets its callbacks, kept on the new master. (Before, the server
+/// kept reconnecting to the dead master: no out-of-band finding.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_out_of_band_server_follows_a_sentinel_failover() {
+    let mut set = SentinelSet::start();
+    let url = set.master.url();
+    let sentinels = set.sentinels_setting();
+    let redis = [
+        ("REDIS_URL", url.as_str()),
+        ("REDIS_SENTINELS", sentinels.as_str()),
+        ("REDIS_SENTINEL_MASTER", SENTINEL_MASTER),
+    ];
+    let oob = OobServer::start_with(&redis).await;
+    let lab = Lab::start_with_oob(Duration::ZERO, oob.target()).await;
+    let templates = oob_templates_dir();
+    let server = oob.url();
+    let mut settings = redis.to_vec();
+    settings.extend([
+        ("SCANFLEET_SCANNER__INTERACTSH_SERVER", server.as_str()),
+        ("SCANFLEET_SCANNER__INTERACTSH_DOMAIN", OOB_DOMAIN),
+        (
+            "SCANFLEET_SCANNER__TEMPLATES_DIR",
+            templates.to_str().expect("path"),
+        ),
+    ]);
+    let fleet = fleet_with_lab(&lab, &[DOMAIN], &settings).await;
+    let _api = fleet.api(&[]).await;
+    let node = fleet.node("node-a", &[]);
+    let token = fleet.user().await;
+    let target = fleet.target(&token, DOMAIN).await;
+
+    set.master.kill9();
+    let told = Instant::now();
+    while set.master_port() != Some(set.replica.port) && told.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        set.master_port(),
+        Some(set.replica.port),
+        "the replica is master"
+    );
+    let scan = create_when_back(&fleet, &token, &target, Duration::from_secs(30)).await;
+    oob.assert_scan_found_the_callbacks(&fleet, &token, &scan, &node)
+        .await;
 }

@@ -1,9 +1,8 @@
 //! Redis clients that outlive the server they talk to: every client of the
-//! api, the scheduler and the scanner nodes is built here, with a reconnect
-//! policy, so a Redis restart or a Sentinel failover costs a pause, never a
-//! client that stays broken. The out-of-band server (`scanfleet-oob`) links
-//! no bus and builds its one client itself (`scanner/oob/src/store.rs`):
-//! it reconnects too (up to 2 s apart) but does not follow Sentinel.
+//! api, the scheduler, the scanner nodes and the out-of-band server
+//! (`scanfleet-oob`) is built here, with a reconnect policy, so a Redis
+//! restart or a Sentinel failover costs a pause, never a client that stays
+//! broken.
 //!
 //! - **Reconnects** forever, 50 to 500 ms apart. Commands issued while the
 //!   connection is down wait in the client's queue and run once it is back,

@@ -42,13 +42,7 @@ pub struct Application {
 impl Application {
     /// Connects to Redis and binds every configured listener.
     pub async fn build(settings: Settings) -> Result<Application, OobError> {
-        let store = Store::connect_cluster(
-            settings.redis_url.expose(),
-            &settings.redis_cluster_nodes,
-            &settings.redis_prefix,
-            settings.eviction_secs,
-        )
-        .await?;
+        let store = Store::connect_to(&settings.redis(), settings.eviction_secs).await?;
         let https = match (settings.https, &settings.cert, &settings.key) {
             (Some(addr), Some(cert), Some(key)) => {
                 Some((bind("HTTPS", addr).await?, tls_acceptor(cert, key)?))

@@ -30,8 +30,8 @@ pub enum OobError {
     },
     #[error("the TLS certificate and key do not make a server configuration")]
     Tls(#[source] rustls::Error),
-    #[error("REDIS_URL is not a valid Redis URL")]
-    RedisUrl(#[source] fred::error::Error),
+    #[error(transparent)]
+    RedisUrl(#[from] scanfleet_bus::connect::BadRedisUrl),
     #[error("Redis call failed")]
     Redis(#[from] fred::error::Error),
     #[error("Redis answered a script with an unexpected shape: {0}")]

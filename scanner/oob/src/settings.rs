@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use scanfleet_common::secret::Secret;
+use scanfleet_common::settings::{host_port, RedisSettings};
 
 /// Everything `scanfleet-oob` is told at start-up.
 #[derive(Debug, Clone, Parser)]
@@ -82,6 +83,19 @@ pub struct Settings {
         value_parser = parse_host_port
     )]
     pub redis_cluster_nodes: Vec<(String, u16)>,
+    /// Sentinels (`host:port`, comma-separated in the environment) asked
+    /// for the master on every (re)connect, so the server follows a
+    /// promoted replica; the URL then gives the password and database.
+    #[arg(
+        long,
+        env = "REDIS_SENTINELS",
+        value_delimiter = ',',
+        value_parser = parse_sentinel
+    )]
+    pub redis_sentinels: Vec<(String, u16)>,
+    /// The master's name among the sentinels.
+    #[arg(long, env = "REDIS_SENTINEL_MASTER", default_value = "mymaster")]
+    pub redis_sentinel_master: String,
     /// Prefix of every Redis key (`{prefix}:oob:...`); no braces.
     #[arg(long, env = "SCANFLEET_REDIS_PREFIX", default_value = "scanfleet",
           value_parser = parse_prefix)]
@@ -108,7 +122,21 @@ impl Settings {
             metrics: None,
             redis_url: Secret::new(redis_url),
             redis_cluster_nodes: Vec::new(),
+            redis_sentinels: Vec::new(),
+            redis_sentinel_master: "mymaster".to_string(),
             redis_prefix: redis_prefix.to_string(),
+        }
+    }
+
+    /// The Redis settings as the other processes hold them, so the server
+    /// connects as they do (`scanfleet_bus::connect`).
+    pub fn redis(&self) -> RedisSettings {
+        RedisSettings {
+            url: self.redis_url.clone(),
+            sentinels: self.redis_sentinels.clone(),
+            sentinel_master: self.redis_sentinel_master.clone(),
+            cluster_nodes: self.redis_cluster_nodes.clone(),
+            prefix: self.redis_prefix.clone(),
         }
     }
 }
@@ -150,16 +178,12 @@ pub struct InvalidHostPort(String);
 /// `host:port`, the port 6379 when left out (as the other processes read
 /// `SCANFLEET_REDIS__CLUSTER_NODES`).
 fn parse_host_port(raw: &str) -> Result<(String, u16), InvalidHostPort> {
-    let raw = raw.trim();
-    let (host, port) = match raw.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(':') => (host, port.parse().ok()),
-        _ => (raw, Some(6379)),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    match port {
-        Some(port) if !host.is_empty() => Ok((host.to_string(), port)),
-        _ => Err(InvalidHostPort(raw.to_string())),
-    }
+    host_port(raw, 6379).ok_or_else(|| InvalidHostPort(raw.to_string()))
+}
+
+/// A sentinel's `host:port` (port 26379 when left out).
+fn parse_sentinel(raw: &str) -> Result<(String, u16), InvalidHostPort> {
+    host_port(raw, 26379).ok_or_else(|| InvalidHostPort(raw.to_string()))
 }
 
 fn parse_prefix(raw: &str) -> Result<String, scanfleet_common::settings::SettingsError> {
@@ -216,6 +240,31 @@ mod tests {
             "10.0.0.1:port",
         ];
         assert!(Settings::try_parse_from(bad).is_err());
+    }
+
+    #[test]
+    fn sentinels_default_to_port_26379_and_reach_the_redis_settings() {
+        let s = Settings::try_parse_from([
+            "scanfleet-oob",
+            "--domain",
+            "a.b",
+            "--ip",
+            "192.0.2.1",
+            "--redis-sentinels",
+            "s1,s2:26380",
+            "--redis-sentinel-master",
+            "queue",
+        ])
+        .unwrap();
+        let redis = s.redis();
+        assert_eq!(
+            redis.sentinels,
+            vec![("s1".to_string(), 26379), ("s2".to_string(), 26380)]
+        );
+        assert_eq!(redis.sentinel_master, "queue");
+        assert_eq!(redis.prefix, "scanfleet");
+        let default = Settings::local("a.b", "redis://127.0.0.1:6379", "p").redis();
+        assert!(default.sentinels.is_empty() && default.cluster_nodes.is_empty());
     }
 
     #[test]

@@ -19,11 +19,13 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::interfaces::ClientLike;
-use fred::prelude::{Builder, Client, Config, ReconnectPolicy, Server, ServerConfig, Value};
-use fred::types::config::ClusterDiscoveryPolicy;
+use fred::prelude::{Client, Value};
 use fred::types::scripts::Script;
 use fred::types::FromValue;
+use scanfleet_bus::RedisTarget;
 use scanfleet_common::keys::Keys;
+use scanfleet_common::secret::Secret;
+use scanfleet_common::settings::RedisSettings;
 
 use crate::error::OobError;
 
@@ -34,8 +36,6 @@ pub const MAX_PENDING: u64 = 100_000;
 /// for the next poll. Bounds the size of an answer (about 650 bytes an
 /// item) and the memory the server needs to build it.
 pub const MAX_PER_POLL: u64 = 10_000;
-/// The longest a Redis command waits, queued or in flight.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 static REGISTER: LazyLock<Script> = LazyLock::new(|| {
     Script::from_lua(
@@ -118,42 +118,31 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects (with a reconnect policy, so a Redis restart is ridden out)
-    /// and checks that Redis answers.
+    /// Connects to the single server at `url` and checks that Redis
+    /// answers (see [`connect_to`](Self::connect_to)).
     pub async fn connect(url: &str, prefix: &str, ttl: u64) -> Result<Store, OobError> {
-        Store::connect_cluster(url, &[], prefix, ttl).await
+        let redis = RedisSettings {
+            url: Secret::new(url),
+            sentinels: Vec::new(),
+            sentinel_master: String::new(),
+            cluster_nodes: Vec::new(),
+            prefix: prefix.to_string(),
+        };
+        Store::connect_to(&redis, ttl).await
     }
 
-    /// [`connect`](Self::connect), to the Redis Cluster of the seeds in
-    /// `cluster_nodes` when there are any (the URL gives the credentials).
-    pub async fn connect_cluster(
-        url: &str,
-        cluster_nodes: &[(String, u16)],
-        prefix: &str,
-        ttl: u64,
-    ) -> Result<Store, OobError> {
-        let mut config = Config::from_url(url).map_err(OobError::RedisUrl)?;
-        if !cluster_nodes.is_empty() {
-            config.server = ServerConfig::Clustered {
-                hosts: cluster_nodes
-                    .iter()
-                    .map(|(host, port)| Server::new(host.as_str(), *port))
-                    .collect(),
-                policy: ClusterDiscoveryPolicy::UseCache,
-            };
-            config.database = None;
-        }
-        let redis = Builder::from_config(config)
-            .set_policy(ReconnectPolicy::new_exponential(0, 100, 2000, 2))
-            .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
-            // While Redis is away commands queue; a listener must not wait
-            // on them for ever (a DNS resolver gave up long before).
-            .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
-            .build()?;
-        redis.init().await?;
+    /// Connects as every other process does (`scanfleet_bus::connect`): a
+    /// single server, the master the sentinels name (followed after a
+    /// failover) or a Redis Cluster, reconnecting for good, commands
+    /// queued while Redis is away for at most the bus's command timeout (a
+    /// listener must not wait on them for ever: a DNS resolver gave up
+    /// long before); and checks that Redis answers.
+    pub async fn connect_to(redis: &RedisSettings, ttl: u64) -> Result<Store, OobError> {
+        let target = RedisTarget::from_settings(redis).map_err(OobError::RedisUrl)?;
+        let client = scanfleet_bus::connect(&target, "oob").await?;
         Ok(Store {
-            redis,
-            keys: Keys::new(prefix),
+            redis: client,
+            keys: Keys::new(&redis.prefix),
             ttl,
         })
     }
