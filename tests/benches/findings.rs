@@ -3,10 +3,12 @@
 //! - ingest throughput: one scan of 10,000 findings recorded through
 //!   `findings::insert_findings` in pages of 1,000 (the ingester's page),
 //!   each page in its own transaction; once for a first scan (every
-//!   fingerprint new) and once for a second scan of the same target (every
-//!   fingerprint recurring); and, for comparison, the same pages through
-//!   the insert statement the ingester ran before fingerprints (findings
-//!   only, no fingerprint upsert);
+//!   fingerprint new), then a second and a third scan of the same target
+//!   (every fingerprint recurring); the same three on a new target with
+//!   the fingerprint list index of before migration 0043 (no sighting a
+//!   HOT update); and, for comparison, the same pages through the insert
+//!   statement the ingester ran before fingerprints (findings only, no
+//!   fingerprint upsert);
 //! - `GET /targets/{id}/findings` p50/p95 for a target with 100,000
 //!   fingerprints and a user with 1,000,000 findings (10 completed scans of
 //!   100,000 findings, laid with SQL), over several filters and pages.
