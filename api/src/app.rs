@@ -23,6 +23,7 @@ use crate::hub::Hub;
 use crate::payments::Payments;
 use crate::routes::{self, health};
 use crate::state::AppState;
+use crate::webhooks::guard::Guard;
 use scanfleet_core::ingest::Ingester;
 use scanfleet_core::startup;
 use scanfleet_core::store::users;
@@ -144,6 +145,7 @@ impl AppState {
             auth_cache: Arc::new(AuthCache::default()),
             detail_cache: Arc::default(),
             payments: Arc::new(Payments::from_settings(&settings)),
+            webhook_guard: Arc::new(Guard::from_settings(&settings)),
             settings: Arc::new(settings),
         })
     }

@@ -13,6 +13,7 @@ use crate::auth::cache::AuthCache;
 use crate::auth::tokens::JwtKeys;
 use crate::hub::Hub;
 use crate::payments::Payments;
+use crate::webhooks::guard::Guard;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -31,6 +32,9 @@ pub struct AppState {
     pub detail_cache: Arc<crate::detail_cache::DetailCache>,
     /// The payment provider, built once from the settings at start-up.
     pub payments: Arc<Payments>,
+    /// Where a webhook may be sent (its resolver and hosts map), built once
+    /// at start-up and shared by the webhook routes and the dispatchers.
+    pub(crate) webhook_guard: Arc<Guard>,
 }
 
 impl Deref for AppState {

@@ -11,7 +11,6 @@ use crate::contract::bounds::{
 };
 use crate::error::Error;
 use crate::state::AppState;
-use crate::webhooks::guard::Guard;
 use crate::webhooks::sign;
 use scanfleet_core::outbox;
 use scanfleet_core::scans::upgrade_prompt;
@@ -56,7 +55,8 @@ pub async fn checked_url(state: &AppState, raw: &str, kind: &str) -> Result<Stri
             format!("must be at most {URL_MAX} characters"),
         ));
     }
-    Guard::from_settings(&state.settings)
+    state
+        .webhook_guard
         .check(raw, kind == "slack")
         .await
         .map_err(|e| Error::invalid("url", e.to_string()))?;

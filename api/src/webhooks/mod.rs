@@ -35,7 +35,7 @@ pub(crate) fn spawn(state: &AppState, stop: CancellationToken) -> Vec<JoinHandle
     }
     let dispatcher = Arc::new(dispatch::Dispatcher::new(
         state.db.clone(),
-        guard::Guard::from_settings(settings),
+        (*state.webhook_guard).clone(),
         settings.webhooks.clone(),
         format!("{}/api/v1", settings.api.public_url),
     ));
