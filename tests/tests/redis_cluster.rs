@@ -285,6 +285,8 @@ async fn slots_moved_mid_scan_lose_nothing() {
     // split, one node's client answered "Max attempts reached" (fred's
     // redirections) and then timed out for about 15 s, its lease lapsed
     // and the other node took the scan over: run twice, recorded once.
+    // The clients allow more attempts a command since; a second take-up
+    // is still allowed here, as that run was never reproduced at will.
     assert_clean(&fleet, &token, &scan, 2).await;
     let fresh = fleet.scan(&token, &target, "full").await;
     assert_clean(&fleet, &token, &fresh, 1).await;

@@ -133,6 +133,14 @@ impl RedisTarget {
                     max_timeout: Some(Duration::from_secs(10)),
                     interval: Duration::from_secs(1),
                 };
+                // While a cluster moves a slot key by key, one command can
+                // meet `MOVED`, then `ASK` (each followed by a new write);
+                // with fred's defaults (3 attempts, 5 redirections) a
+                // command of the queue once ran out of attempts mid-move
+                // ("Max attempts reached") and its node lost its lease.
+                // The command timeout still bounds the whole.
+                c.max_command_attempts = 10;
+                c.max_redirections = 10;
             })
             .with_performance_config(|p| {
                 p.default_command_timeout = COMMAND_TIMEOUT;
