@@ -814,3 +814,79 @@ async fn the_scan_list_pages_filters_and_counts_in_one_answer() {
         (0, Some("0"))
     );
 }
+
+/// What the ingester makes of a scan's progress, written with its
+/// position (one update of the scan's row a round): the last stage, the
+/// best progress (never down), a status that skips one between; and the
+/// stage of the round that ends the scan, written before its status.
+#[tokio::test]
+async fn the_ingester_keeps_the_last_stage_and_the_best_progress_of_each_round() {
+    use scanfleet_common::events::{ScanEvent, ScanEventKind, Stage};
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let target = app
+        .new_target(&user, &format!("t{}.example.com", Uuid::new_v4().simple()))
+        .await;
+    let id = scan(&app, &user, target).await;
+    let progress = |stage, progress| {
+        ScanEvent::new(
+            id,
+            ScanEventKind::Progress {
+                stage,
+                progress,
+                current_tool: Some(format!("{stage:?}")),
+            },
+        )
+        .to_json()
+    };
+    let append = |lines: Vec<String>| {
+        let app = &app;
+        async move {
+            scanfleet_bus::events::append(&app.state.redis, &app.state.keys, id, &lines)
+                .await
+                .unwrap();
+        }
+    };
+    let settled = |want: Value| {
+        let (app, user) = (&app, &user);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let r = app
+                    .get(&format!("/api/v1/scans/{id}"), &user.access_token)
+                    .await;
+                let got = json!({
+                    "status": r.body["status"],
+                    "stage": r.body["stage"],
+                    "progress": r.body["progress"],
+                });
+                if got == want {
+                    return;
+                }
+                assert!(std::time::Instant::now() < deadline, "{got} != {want}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    append(vec![
+        ScanEvent::status(id, ScanStatus::Running, None).to_json(),
+        progress(Stage::Probe, 40),
+        progress(Stage::Validate, 60),
+        progress(Stage::Validate, 50),
+    ])
+    .await;
+    settled(json!({"status": "running", "stage": "VALIDATE", "progress": 60})).await;
+    append(vec![progress(Stage::Validate, 30)]).await;
+    // Later rounds do not take progress back either.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settled(json!({"status": "running", "stage": "VALIDATE", "progress": 60})).await;
+    append(vec![
+        progress(Stage::Report, 90),
+        ScanEvent::status(id, ScanStatus::Failed, Some("the node gave up".into())).to_json(),
+    ])
+    .await;
+    settled(json!({"status": "failed", "stage": "REPORT", "progress": 90})).await;
+    append(vec![progress(Stage::Validate, 95)]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    settled(json!({"status": "failed", "stage": "REPORT", "progress": 90})).await;
+}

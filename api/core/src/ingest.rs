@@ -31,7 +31,6 @@
 //! append is logged, not retried: the events are committed, and a
 //! listener that waited in vain reads the identity once for its process.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -168,6 +167,9 @@ impl Ingester {
         let mut closed = false;
         let mut applied = 0usize;
         let mut recorded = Vec::new();
+        // The round's last stage and best progress, written with the
+        // position (one update of the scan's row, not two).
+        let mut progress = None;
         'pages: loop {
             let page: Vec<Entry> = events::range(&self.redis, &stream, &cursor, "+", PAGE).await?;
             if page.is_empty() {
@@ -185,6 +187,19 @@ impl Ingester {
                     changes
                         .flush(&*tx, scan_id, position.user_id, &mut recorded)
                         .await?;
+                    // The scan's last stage as it ended, before its status
+                    // stops progress from moving.
+                    fold_progress(&mut progress, changes.progress.take());
+                    if let Some(p) = progress.take() {
+                        scans::record_progress(
+                            &*tx,
+                            scan_id,
+                            &p.stage,
+                            p.progress,
+                            p.current_tool.as_deref(),
+                        )
+                        .await?;
+                    }
                     finish(&*tx, scan_id, terminal).await?;
                     closed = true;
                     break 'pages;
@@ -193,6 +208,7 @@ impl Ingester {
             changes
                 .flush(&*tx, scan_id, position.user_id, &mut recorded)
                 .await?;
+            fold_progress(&mut progress, changes.progress.take());
             if (page.len() as u64) < PAGE {
                 break;
             }
@@ -200,7 +216,7 @@ impl Ingester {
         if applied == 0 {
             return Ok(());
         }
-        scans::save_ingest_position(&*tx, scan_id, &cursor, closed).await?;
+        scans::save_ingest_position(&*tx, scan_id, &cursor, closed, progress.as_ref()).await?;
         tx.commit().await?;
         if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, &recorded).await {
             tracing::warn!(error = %e, "could not publish the recorded findings");
@@ -230,8 +246,21 @@ impl Ingester {
 struct Changes {
     findings: Vec<FindingEvent>,
     coverage: Vec<CoverageEvent>,
-    progress: Option<(String, u8, Option<String>)>,
-    statuses: BTreeMap<u8, ScanStatus>,
+    /// Left for the round to write (see [`fold_progress`]).
+    progress: Option<scans::Progress>,
+    status: Option<ScanStatus>,
+}
+
+/// `next` folded into `into`: its stage and tool, and the best progress of
+/// the two (progress never goes down).
+fn fold_progress(into: &mut Option<scans::Progress>, next: Option<scans::Progress>) {
+    let Some(mut next) = next else {
+        return;
+    };
+    if let Some(before) = into.as_ref() {
+        next.progress = next.progress.max(before.progress);
+    }
+    *into = Some(next);
 }
 
 impl Changes {
@@ -245,15 +274,24 @@ impl Changes {
                 stage,
                 progress,
                 current_tool,
-            } => {
-                let best = self.progress.as_ref().map_or(0, |p| p.1).max(progress);
-                self.progress = Some((stage.as_str().to_string(), best, current_tool));
-            }
+            } => fold_progress(
+                &mut self.progress,
+                Some(scans::Progress {
+                    stage: stage.as_str().to_string(),
+                    progress: i16::from(progress),
+                    current_tool,
+                }),
+            ),
             ScanEventKind::Status { status, error } if status.is_terminal() => {
                 return Some((status, error));
             }
+            // Only the most advanced one is written: a status may move
+            // past those between (`ScanStatus::can_move_to`), and `pending`
+            // and `running` both stamp the start.
             ScanEventKind::Status { status, .. } => {
-                self.statuses.insert(status.order(), status);
+                if self.status.is_none_or(|s| status.order() > s.order()) {
+                    self.status = Some(status);
+                }
             }
             ScanEventKind::Error { stage, message } => {
                 tracing::debug!(stage = ?stage, %message, "scan reported an error");
@@ -271,7 +309,7 @@ impl Changes {
         user_id: Uuid,
         recorded: &mut Vec<RecordedFinding>,
     ) -> Result<(), Error> {
-        for status in std::mem::take(&mut self.statuses).into_values() {
+        if let Some(status) = self.status.take() {
             scans::set_scan_status(db, scan_id, status, None).await?;
         }
         if !self.findings.is_empty() {
@@ -283,9 +321,6 @@ impl Changes {
         if !self.coverage.is_empty() {
             coverage::save(db, scan_id, &self.coverage).await?;
             self.coverage.clear();
-        }
-        if let Some((stage, progress, tool)) = self.progress.take() {
-            scans::record_progress(db, scan_id, &stage, progress as i16, tool.as_deref()).await?;
         }
         Ok(())
     }

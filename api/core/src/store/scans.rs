@@ -452,18 +452,44 @@ pub async fn record_progress(
     Ok(())
 }
 
-/// Saves the ingester's position; also marks the scan as heard from now.
+/// A scan's stage, progress (0 to 100) and current tool, as its last
+/// progress event of a round gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    pub stage: String,
+    pub progress: i16,
+    pub current_tool: Option<String>,
+}
+
+/// Saves the ingester's position, and `progress` as [`record_progress`]
+/// would, in one statement (one row version of the scan a round, not
+/// two); also marks the scan as heard from now.
 pub async fn save_ingest_position(
     db: &impl GenericClient,
     scan_id: Uuid,
     cursor: &str,
     closed: bool,
+    progress: Option<&Progress>,
 ) -> Result<(), Error> {
     db.execute(
         "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
+                stage = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
+                             THEN $4 ELSE stage END,
+                current_tool = CASE WHEN $4::text IS NOT NULL
+                                         AND status IN ('queued', 'pending', 'running')
+                                    THEN COALESCE($6, current_tool) ELSE current_tool END,
+                progress = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
+                                THEN GREATEST(progress, LEAST($5::smallint, 99)) ELSE progress END,
                 updated_at = now()
          WHERE id = $1",
-        &[&scan_id, &cursor, &closed],
+        &[
+            &scan_id,
+            &cursor,
+            &closed,
+            &progress.map(|p| p.stage.as_str()),
+            &progress.map(|p| p.progress),
+            &progress.and_then(|p| p.current_tool.as_deref()),
+        ],
     )
     .await?;
     Ok(())
