@@ -187,20 +187,8 @@ impl Ingester {
                     changes
                         .flush(&*tx, scan_id, position.user_id, &mut recorded)
                         .await?;
-                    // The scan's last stage as it ended, before its status
-                    // stops progress from moving.
                     fold_progress(&mut progress, changes.progress.take());
-                    if let Some(p) = progress.take() {
-                        scans::record_progress(
-                            &*tx,
-                            scan_id,
-                            &p.stage,
-                            p.progress,
-                            p.current_tool.as_deref(),
-                        )
-                        .await?;
-                    }
-                    finish(&*tx, scan_id, terminal).await?;
+                    finish(&*tx, scan_id, progress.take(), terminal).await?;
                     closed = true;
                     break 'pages;
                 }
@@ -327,11 +315,18 @@ impl Changes {
 }
 
 /// Applies a terminal status, its notification and its webhook events.
+/// `last` is the round's progress: the scan's last stage as it ended,
+/// written before its status stops progress from moving.
 async fn finish(
     db: &impl tokio_postgres::GenericClient,
     scan_id: Uuid,
+    last: Option<scans::Progress>,
     (status, error): (ScanStatus, Option<String>),
 ) -> Result<(), Error> {
+    if let Some(p) = last {
+        scans::record_progress(db, scan_id, &p.stage, p.progress, p.current_tool.as_deref())
+            .await?;
+    }
     // Only the transition itself notifies: a scan the reaper failed, or its
     // owner stopped, already has its outcome.
     if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
