@@ -16,8 +16,9 @@
 //!
 //! The fleet alone: `BENCH_FLEET=1,8,32,64 cargo bench -p scanfleet-tests
 //! --bench pipeline` runs `BENCH_SCANS_PER_NODE` (16) paced `quick` scans
-//! per node for each node count and prints scans a minute and the ratio to
-//! the first count. `SCANFLEET_TEST_PROFILE=debug` with `cargo test
+//! per node for each node count, spread over `BENCH_USERS` (16) users, and
+//! prints scans a minute and the ratio to the first count.
+//! `SCANFLEET_TEST_PROFILE=debug` with `cargo test
 //! --bench pipeline` runs it on debug builds (no release build needed).
 
 use std::collections::HashMap;
@@ -303,10 +304,25 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         .map(|i| fleet.node(&format!("bench-{i}"), &[]))
         .collect();
     let node_pids: Vec<u32> = node_procs.iter().map(|p| p.pid()).collect();
-    let token = fleet.user().await;
+    // The scans belong to `BENCH_USERS` users (16 unless set), in turn: a
+    // service has many, and one user's rows (its usage count, its
+    // dashboard rollups) are written by each of its scans in turn.
+    let users: usize = std::env::var("BENCH_USERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16)
+        .clamp(1, count.max(1));
+    let mut tokens = Vec::with_capacity(users);
+    for _ in 0..users {
+        tokens.push(fleet.user().await);
+    }
     let mut targets = Vec::new();
     for i in 0..count {
-        targets.push(fleet.target(&token, &format!("t{i}.bench.test")).await);
+        let token = &tokens[i % users];
+        targets.push((
+            token,
+            fleet.target(token, &format!("t{i}.bench.test")).await,
+        ));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let db = fleet.db().await;
@@ -331,22 +347,23 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(16);
-    let scans: Vec<String> = futures::stream::iter(&targets)
-        .map(|t| fleet.scan(&token, t, "quick"))
+    let fleet_ref = &fleet;
+    let scans: Vec<(&String, String)> = futures::stream::iter(&targets)
+        .map(|(token, t)| async move { (*token, fleet_ref.scan(token, t, "quick").await) })
         .buffered(submitters)
         .collect()
         .await;
     let submitted = start.elapsed();
-    for s in &scans {
+    for (token, s) in &scans {
         let done = fleet
-            .wait_finished(&token, s, Duration::from_secs(600))
+            .wait_finished(token, s, Duration::from_secs(600))
             .await;
         assert_eq!(done["status"], "completed", "{done}");
     }
     let per_minute = count as f64 / start.elapsed().as_secs_f64() * 60.0;
     println!(
-        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({count} scans in {:.1} s, \
-         submitted in the first {:.1} s)",
+        "small scans with {nodes} node(s): {per_minute:.0} scans/min ({count} scans of {users} \
+         user(s) in {:.1} s, submitted in the first {:.1} s)",
         start.elapsed().as_secs_f64(),
         submitted.as_secs_f64()
     );
