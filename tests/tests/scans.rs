@@ -876,9 +876,25 @@ async fn the_ingester_keeps_the_last_stage_and_the_best_progress_of_each_round()
     ])
     .await;
     settled(json!({"status": "running", "stage": "VALIDATE", "progress": 60})).await;
+    // Later rounds do not take progress back either: once the ingester's
+    // position has moved past the round, the scan reads as before.
+    let db = app.state.db.get().await.unwrap();
+    let cursor = || async {
+        db.query_one("SELECT events_cursor FROM scans WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get::<_, String>(0)
+    };
+    let before = cursor().await;
     append(vec![progress(Stage::Validate, 30)]).await;
-    // Later rounds do not take progress back either.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cursor().await == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the round was not ingested"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     settled(json!({"status": "running", "stage": "VALIDATE", "progress": 60})).await;
     append(vec![
         progress(Stage::Report, 90),

@@ -87,12 +87,6 @@ impl FindingStatus {
     }
 }
 
-impl std::fmt::Display for FindingStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 // `fingerprints.status`, `findings.status` and the status history hold the
 // name.
 scanfleet_common::text_column!(FindingStatus, FindingStatus::parse);

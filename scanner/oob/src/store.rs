@@ -138,7 +138,7 @@ impl Store {
     /// listener must not wait on them for ever: a DNS resolver gave up
     /// long before); and checks that Redis answers.
     pub async fn connect_to(redis: &RedisSettings, ttl: u64) -> Result<Store, OobError> {
-        let target = RedisTarget::from_settings(redis).map_err(OobError::RedisUrl)?;
+        let target = RedisTarget::from_settings(redis)?;
         let client = scanfleet_bus::connect(&target, "oob").await?;
         Ok(Store {
             redis: client,
