@@ -903,3 +903,105 @@ async fn a_rescans_sightings_are_heap_only_updates() {
     assert_eq!(updated, 200);
     assert!(hot >= updated / 4, "{hot} of {updated} sightings were HOT");
 }
+
+/// Migration 0044 checks a finding's scan and user, and a fingerprint's
+/// target, once per statement instead of once per row: a row naming a
+/// missing one is still refused, the keys do not move, and deletes still
+/// take what hung off the deleted rows, also when the delete meets a
+/// writer that has not committed yet.
+#[tokio::test]
+async fn the_keys_of_findings_are_checked_once_a_statement_and_deletes_still_cascade() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let scan = new_scan(&app, &user).await;
+    let list: Vec<FindingEvent> = (0..20)
+        .map(|i| finding("t", Severity::High, &format!("/p/{i}")))
+        .collect();
+    assert_eq!(insert(&app, scan, &user, &list).await, 20);
+    let mut db = app.state.db.get().await.unwrap();
+    let target: Uuid = db
+        .query_one("SELECT target_id FROM scans WHERE id = $1", &[&scan])
+        .await
+        .unwrap()
+        .get(0);
+    let missing = Uuid::now_v7();
+    let refused = |sql: &'static str, args: [Uuid; 3]| {
+        let db = &db;
+        async move {
+            let err = db
+                .execute(sql, &[&args[0], &args[1], &args[2]])
+                .await
+                .expect_err(sql);
+            assert_eq!(
+                err.code(),
+                Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION),
+                "{sql}: {err:?}"
+            );
+        }
+    };
+    let finding_sql = "INSERT INTO findings (id, scan_id, user_id, template_id, name, severity,
+                                            host, matched_at, dedup_key)
+                       VALUES ($1, $2, $3, 't', 'n', 'info', 'h', 'm', 'k')";
+    refused(finding_sql, [Uuid::now_v7(), missing, user.id]).await;
+    refused(finding_sql, [Uuid::now_v7(), scan, missing]).await;
+    refused(
+        "INSERT INTO fingerprints (id, user_id, target_id, fingerprint, template_id, name,
+                                   severity, severity_rank, host, matched_at, first_seen_at,
+                                   last_seen_at)
+         VALUES ($1, $2, $3, 'f', 't', 'n', 'info', 4, 'h', 'm', now(), now())",
+        [Uuid::now_v7(), user.id, missing],
+    )
+    .await;
+    refused(
+        "UPDATE findings SET scan_id = $1 WHERE scan_id = $2 AND user_id = $3",
+        [Uuid::now_v7(), scan, user.id],
+    )
+    .await;
+    refused(
+        "UPDATE fingerprints SET target_id = $1 WHERE target_id = $2 AND user_id = $3",
+        [Uuid::now_v7(), target, user.id],
+    )
+    .await;
+
+    // A writer that has not committed holds the scan: its delete waits,
+    // then takes the writer's findings with the rest.
+    let writer = db.transaction().await.unwrap();
+    writer
+        .execute(finding_sql, &[&Uuid::now_v7(), &scan, &user.id])
+        .await
+        .unwrap();
+    let deleter = app.state.db.get().await.unwrap();
+    let delete = tokio::spawn(async move {
+        deleter
+            .execute("DELETE FROM scans WHERE id = $1", &[&scan])
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!delete.is_finished(), "the delete did not wait for the writer");
+    writer.commit().await.unwrap();
+    assert_eq!(delete.await.unwrap(), 1);
+    let left: i64 = db
+        .query_one("SELECT count(*) FROM findings WHERE scan_id = $1", &[&scan])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "findings outlived their scan");
+
+    // A target's fingerprints go with it.
+    let before: i64 = db
+        .query_one("SELECT count(*) FROM fingerprints WHERE target_id = $1", &[&target])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(before, 20);
+    db.execute("DELETE FROM targets WHERE id = $1", &[&target])
+        .await
+        .unwrap();
+    let after: i64 = db
+        .query_one("SELECT count(*) FROM fingerprints WHERE target_id = $1", &[&target])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, 0, "fingerprints outlived their target");
+}

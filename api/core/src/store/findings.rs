@@ -3,7 +3,7 @@
 //! scan's counters move only for rows actually inserted), reads for scan
 //! detail, intel and reports, and the triage status.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -15,8 +15,8 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::fingerprint::{Change, FindingStatus};
-use crate::store::fingerprints::{self, Recorded};
+use crate::fingerprint::{fingerprint, normalise_matched_at, Change, FindingStatus};
+use crate::store::fingerprints;
 use crate::store::scans::ScanRow;
 
 #[derive(Debug, Clone)]
@@ -136,9 +136,10 @@ impl FindingRow {
 /// A finding whose dedup key the scan already has (from an earlier batch,
 /// a replayed event, or earlier in this batch) is skipped, so the first
 /// occurrence wins; the scan's counters grow by the new rows only. Each
-/// finding's fingerprint is recorded first (see [`fingerprints::record`])
-/// and the finding carries its change and its fingerprint's status. Call
-/// it in the transaction that acknowledges the events.
+/// finding's fingerprint is recorded in the same statement (see
+/// [`fingerprints::RECORD_SIGHTINGS`]) and the finding carries its change
+/// and its fingerprint's status. Call it in the transaction that
+/// acknowledges the events.
 pub async fn insert_findings(
     db: &impl GenericClient,
     scan_id: Uuid,
@@ -146,6 +147,102 @@ pub async fn insert_findings(
     findings: &[FindingEvent],
 ) -> Result<u64, Error> {
     Ok(record_findings(db, scan_id, user_id, findings).await?.0)
+}
+
+/// One page of findings recorded in one statement: the scan's row locked
+/// (`s`), the page's rows (`n`, see [`PageRows`]), the fingerprints
+/// upserted ([`fingerprints::RECORD_SIGHTINGS`]), the findings inserted
+/// with their fingerprint's id, change and status, and the scan's counters
+/// moved by the rows actually inserted (not at all when none was new). It
+/// answers each fingerprint's change and first sighting, and the number
+/// of findings inserted on every row.
+static RECORD_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH s AS (SELECT target_id FROM scans WHERE id = $1 FOR UPDATE),
+ n AS (SELECT * FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
+                            $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
+                            $13::text[], $14::jsonb[], $15::text[], $16::text[], $17::uuid[],
+                            $18::text[], $19::text[], $20::smallint[])
+       WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
+                            description, remediation, matcher_name, extracted, dedup_key,
+                            classification, request, response, fingerprint_id, fingerprint,
+                            normalised, severity_rank, ord)),
+ fp AS ({sightings}),
+ inserted AS (
+     INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
+                           matched_at, description, remediation, matcher_name,
+                           extracted_results, dedup_key, fingerprint_id, change,
+                           status, classification, request, response)
+     SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
+            n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key,
+            fp.id, fp.last_change, fp.status, n.classification, n.request, n.response
+     FROM n JOIN fp ON fp.fingerprint = n.fingerprint
+     ON CONFLICT (scan_id, dedup_key) DO NOTHING
+     RETURNING severity),
+ counts AS (
+     SELECT count(*)::int AS total,
+            count(*) FILTER (WHERE severity = 'critical')::int AS critical,
+            count(*) FILTER (WHERE severity = 'high')::int AS high,
+            count(*) FILTER (WHERE severity = 'medium')::int AS medium,
+            count(*) FILTER (WHERE severity = 'low')::int AS low,
+            count(*) FILTER (WHERE severity = 'info')::int AS info
+     FROM inserted),
+ moved AS (
+     UPDATE scans s SET findings_count = s.findings_count + c.total,
+            critical_count = s.critical_count + c.critical,
+            high_count = s.high_count + c.high,
+            medium_count = s.medium_count + c.medium,
+            low_count = s.low_count + c.low, info_count = s.info_count + c.info,
+            updated_at = now()
+     FROM counts c
+     WHERE s.id = $1 AND c.total > 0
+     RETURNING c.total)
+ SELECT fp.fingerprint, fp.last_change, fp.first_seen_at,
+        COALESCE((SELECT total FROM moved), 0) AS inserted
+ FROM fp",
+        sightings = fingerprints::RECORD_SIGHTINGS
+    )
+});
+
+/// The rows of a page as [`RECORD_PAGE`] reads them, one array a column:
+/// the batch's distinct findings sorted by fingerprint (stable, so the
+/// first finding of a fingerprint, which gives its fields, leads its
+/// group), each finding's id made in the batch's order (the order found).
+struct PageRows<'a> {
+    ids: Vec<Uuid>,
+    findings: Vec<(&'a FindingEvent, &'a str)>,
+    keys: Vec<String>,
+    /// The fingerprint row's id on the first finding of each fingerprint.
+    fingerprint_ids: Vec<Option<Uuid>>,
+    /// The normalised `matched_at` on the first finding of each
+    /// fingerprint.
+    normalised: Vec<Option<String>>,
+}
+
+impl<'a> PageRows<'a> {
+    fn new(batch: &'a [(&'a FindingEvent, String)], keys: &[String]) -> Self {
+        let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+        let mut rows = PageRows {
+            ids: Vec::with_capacity(batch.len()),
+            findings: Vec::with_capacity(batch.len()),
+            keys: Vec::with_capacity(batch.len()),
+            fingerprint_ids: Vec::with_capacity(batch.len()),
+            normalised: Vec::with_capacity(batch.len()),
+        };
+        for (at, &i) in order.iter().enumerate() {
+            let (f, dedup_key) = &batch[i];
+            let first = at == 0 || keys[order[at - 1]] != keys[i];
+            rows.ids.push(ids[i]);
+            rows.findings.push((f, dedup_key.as_str()));
+            rows.keys.push(keys[i].clone());
+            rows.fingerprint_ids.push(first.then(Uuid::now_v7));
+            rows.normalised
+                .push(first.then(|| normalise_matched_at(&f.matched_at)));
+        }
+        rows
+    }
 }
 
 /// [`insert_findings`], also answering each distinct finding's identity on
@@ -156,143 +253,98 @@ pub async fn record_findings(
     user_id: Uuid,
     findings: &[FindingEvent],
 ) -> Result<(u64, Vec<RecordedFinding>), Error> {
-    let mut keys = HashSet::new();
+    let mut seen = HashSet::new();
     let batch: Vec<(&FindingEvent, String)> = findings
         .iter()
         .map(|f| (f, f.dedup_key()))
-        .filter(|(_, key)| keys.insert(key.clone()))
+        .filter(|(_, key)| seen.insert(key.clone()))
         .collect();
     if batch.is_empty() {
         return Ok((0, Vec::new()));
     }
-    let events: Vec<&FindingEvent> = batch.iter().map(|(f, _)| *f).collect();
-    let recorded = fingerprints::record(db, scan_id, user_id, &events).await?;
-    let inserted = insert_rows(db, scan_id, user_id, &batch, &recorded).await?;
-    let identities = batch
+    let keys: Vec<String> = batch
         .iter()
-        .zip(&recorded)
-        .map(|((f, dedup_key), r)| RecordedFinding {
-            dedup_key: dedup_key.clone(),
-            fingerprint: crate::fingerprint::fingerprint(&f.template_id, &f.matched_at),
-            first_seen_at: r.first_seen_at,
-            change: r.change.as_str().to_string(),
-        })
+        .map(|(f, _)| fingerprint(&f.template_id, &f.matched_at))
         .collect();
-    Ok((inserted, identities))
-}
-
-/// The insert of [`insert_rows`] and the scan's counters: WITH ORDINALITY
-/// keeps the batch order, so within a statement the first occurrence is
-/// the one inserted. The counters move in the same statement (one round
-/// trip less per page), and not at all when nothing was new.
-const INSERT_FINDINGS: &str = "WITH inserted AS (
-     INSERT INTO findings (id, scan_id, user_id, template_id, name, severity, host,
-                           matched_at, description, remediation, matcher_name,
-                           extracted_results, dedup_key, fingerprint_id, change,
-                           status, classification, request, response)
-     SELECT n.id, $1, $2, n.template_id, n.name, n.severity, n.host, n.matched_at,
-            n.description, n.remediation, n.matcher_name, n.extracted, n.dedup_key,
-            n.fingerprint_id, n.change, n.status, n.classification, n.request, n.response
-     FROM unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                 $8::text[], $9::text[], $10::text[], $11::text[], $12::jsonb[],
-                 $13::text[], $14::uuid[], $15::text[], $16::text[], $17::jsonb[],
-                 $18::text[], $19::text[])
-          WITH ORDINALITY AS n(id, template_id, name, severity, host, matched_at,
-                               description, remediation, matcher_name, extracted,
-                               dedup_key, fingerprint_id, change, status,
-                               classification, request, response, ord)
-     ORDER BY n.ord
-     ON CONFLICT (scan_id, dedup_key) DO NOTHING
-     RETURNING severity),
- counts AS (
-     SELECT count(*)::int AS total,
-            count(*) FILTER (WHERE severity = 'critical')::int AS critical,
-            count(*) FILTER (WHERE severity = 'high')::int AS high,
-            count(*) FILTER (WHERE severity = 'medium')::int AS medium,
-            count(*) FILTER (WHERE severity = 'low')::int AS low,
-            count(*) FILTER (WHERE severity = 'info')::int AS info
-     FROM inserted)
- UPDATE scans s SET findings_count = s.findings_count + c.total,
-        critical_count = s.critical_count + c.critical,
-        high_count = s.high_count + c.high,
-        medium_count = s.medium_count + c.medium,
-        low_count = s.low_count + c.low, info_count = s.info_count + c.info,
-        updated_at = now()
- FROM counts c
- WHERE s.id = $1 AND c.total > 0
- RETURNING c.total";
-
-/// The insert of [`insert_findings`] and the scan's counters, in one
-/// statement: how many rows were inserted.
-async fn insert_rows(
-    db: &impl GenericClient,
-    scan_id: Uuid,
-    user_id: Uuid,
-    batch: &[(&FindingEvent, String)],
-    recorded: &[Recorded],
-) -> Result<u64, Error> {
-    let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
-    let template_ids: Vec<&str> = batch.iter().map(|(f, _)| f.template_id.as_str()).collect();
-    let names: Vec<&str> = batch.iter().map(|(f, _)| f.name.as_str()).collect();
-    let severities: Vec<Severity> = batch.iter().map(|(f, _)| f.severity).collect();
-    let hosts: Vec<&str> = batch.iter().map(|(f, _)| f.host.as_str()).collect();
-    let matched: Vec<&str> = batch.iter().map(|(f, _)| f.matched_at.as_str()).collect();
-    let descriptions: Vec<&str> = batch.iter().map(|(f, _)| f.description.as_str()).collect();
-    let remediations: Vec<&str> = batch.iter().map(|(f, _)| f.remediation.as_str()).collect();
-    let matchers: Vec<Option<&str>> = batch
+    let page = PageRows::new(&batch, &keys);
+    let column = |field: fn(&FindingEvent) -> &str| -> Vec<&str> {
+        page.findings.iter().map(|(f, _)| field(f)).collect()
+    };
+    let severities: Vec<Severity> = page.findings.iter().map(|(f, _)| f.severity).collect();
+    let ranks: Vec<i16> = severities.iter().map(|s| i16::from(s.rank())).collect();
+    let matchers: Vec<Option<&str>> = page
+        .findings
         .iter()
         .map(|(f, _)| f.matcher_name.as_deref())
         .collect();
-    let extracted: Vec<serde_json::Value> = batch
+    let extracted: Vec<serde_json::Value> = page
+        .findings
         .iter()
         .map(|(f, _)| serde_json::json!(f.extracted_results))
         .collect();
-    let dedup: Vec<&str> = batch.iter().map(|(_, k)| k.as_str()).collect();
-    let fingerprint_ids: Vec<Uuid> = recorded.iter().map(|r| r.id).collect();
-    let changes: Vec<Change> = recorded.iter().map(|r| r.change).collect();
-    let statuses: Vec<FindingStatus> = recorded.iter().map(|r| r.status).collect();
-    let classifications: Vec<Option<serde_json::Value>> = batch
+    let dedup: Vec<&str> = page.findings.iter().map(|(_, k)| *k).collect();
+    let classifications: Vec<Option<serde_json::Value>> = page
+        .findings
         .iter()
         .map(|(f, _)| (!f.classification.is_empty()).then(|| serde_json::json!(f.classification)))
         .collect();
-    let requests: Vec<Option<&str>> = batch
-        .iter()
-        .map(|(f, _)| f.evidence.as_ref().map(|e| e.request.as_str()))
-        .collect();
-    let responses: Vec<Option<&str>> = batch
-        .iter()
-        .map(|(f, _)| f.evidence.as_ref().map(|e| e.response.as_str()))
-        .collect();
-    let row = db
-        .query_opt(
-            INSERT_FINDINGS,
+    let evidence = |part: fn(&Evidence) -> &str| -> Vec<Option<&str>> {
+        page.findings
+            .iter()
+            .map(|(f, _)| f.evidence.as_ref().map(|e| part(e)))
+            .collect()
+    };
+    let rows = db
+        .query(
+            RECORD_PAGE.as_str(),
             &[
                 &scan_id,
                 &user_id,
-                &ids,
-                &template_ids,
-                &names,
+                &page.ids,
+                &column(|f| &f.template_id),
+                &column(|f| &f.name),
                 &severities,
-                &hosts,
-                &matched,
-                &descriptions,
-                &remediations,
+                &column(|f| &f.host),
+                &column(|f| &f.matched_at),
+                &column(|f| &f.description),
+                &column(|f| &f.remediation),
                 &matchers,
                 &extracted,
                 &dedup,
-                &fingerprint_ids,
-                &changes,
-                &statuses,
                 &classifications,
-                &requests,
-                &responses,
+                &evidence(|e| &e.request),
+                &evidence(|e| &e.response),
+                &page.fingerprint_ids,
+                &page.keys,
+                &page.normalised,
+                &ranks,
             ],
         )
         .await?;
-    match row {
-        Some(row) => Ok(u64::try_from(row.try_get::<_, i32>("total")?).unwrap_or(0)),
-        None => Ok(0),
+    let mut inserted = 0;
+    let mut by_key = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        inserted = row.try_get::<_, i32>("inserted")?;
+        let change: Change = row.try_get("last_change")?;
+        let first_seen_at: DateTime<Utc> = row.try_get("first_seen_at")?;
+        by_key.insert(row.try_get::<_, String>("fingerprint")?, (change, first_seen_at));
     }
+    let identities = batch
+        .iter()
+        .zip(&keys)
+        .map(|((_, dedup_key), key)| {
+            let (change, first_seen_at) = by_key.get(key).ok_or_else(|| {
+                Error::Unexpected(anyhow::anyhow!("fingerprint {key:?} was not recorded"))
+            })?;
+            Ok(RecordedFinding {
+                dedup_key: dedup_key.clone(),
+                fingerprint: key.clone(),
+                first_seen_at: *first_seen_at,
+                change: change.as_str().to_string(),
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok((u64::try_from(inserted).unwrap_or(0), identities))
 }
 
 /// One of the user's scans with its findings worst first (in the order

@@ -8,36 +8,24 @@
 //! and regressed findings ([`changed_findings`]) and the fingerprints it
 //! fixed ([`stream_fixed_by_scan`]).
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt as _;
-use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::fingerprint::{fingerprint, normalise_matched_at, Change, FindingStatus};
+use crate::fingerprint::{Change, FindingStatus};
 
 /// The template id of the HTTP probe every engine runs on every host it
 /// reaches (the scanner's `PROBE_TEMPLATE_ID`).
 pub const PROBE_TEMPLATE_ID: &str = "http-probe";
 
-/// What recording one finding's fingerprint gave: the row, the finding's
-/// change and the status it arrives with.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub id: Uuid,
-    pub change: Change,
-    pub status: FindingStatus,
-    /// When the target first had it.
-    pub first_seen_at: DateTime<Utc>,
-}
-
-/// Records the fingerprints of a batch of one scan's findings (upserting
-/// each once) and answers, for each finding in order, what it became:
+/// The fingerprint half of recording a page of findings
+/// ([`crate::store::findings::record_findings`], one statement): each
+/// fingerprint of the page is upserted once and answers what it became:
 /// - unknown on the target: a new row, `new`;
 /// - known and `fixed`: `open` again, `regressed` (a user's `fixed` status
 ///   goes back to `open`);
@@ -47,139 +35,41 @@ pub struct Recorded {
 /// A fingerprint seen again by the same scan (a replayed event, or two
 /// spellings of one URL) keeps the change of its first occurrence there.
 ///
-/// The statement takes the scan's row lock before it writes (the ingester
-/// holds it already): it keeps the scan, and so its target, in place until
-/// the commit, which is what lets a fingerprint name its first and last
-/// scans without a foreign key checked on every row (migration 0032).
-pub async fn record(
-    db: &impl GenericClient,
-    scan_id: Uuid,
-    user_id: Uuid,
-    findings: &[&FindingEvent],
-) -> Result<Vec<Recorded>, Error> {
-    let keys: Vec<String> = findings
-        .iter()
-        .map(|f| fingerprint(&f.template_id, &f.matched_at))
-        .collect();
-    // One row per fingerprint in a statement: ON CONFLICT cannot touch a
-    // row twice. The first finding of a fingerprint gives its fields.
-    let mut firsts: Vec<usize> = Vec::new();
-    let mut seen = HashMap::new();
-    for (i, key) in keys.iter().enumerate() {
-        seen.entry(key.as_str()).or_insert_with(|| {
-            firsts.push(i);
-            i
-        });
-    }
-    // Rows are written in key order, so two scans of one target running
-    // side by side lock the fingerprints they share in the same order.
-    firsts.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]));
-    let by_key = upsert(db, scan_id, user_id, findings, &keys, &firsts).await?;
-    keys.iter()
-        .map(|key| {
-            by_key.get(key).cloned().ok_or_else(|| {
-                Error::Unexpected(anyhow::anyhow!("fingerprint {key:?} was not recorded"))
-            })
-        })
-        .collect()
-}
-
-/// One row per new or seen fingerprint of a page: a fingerprint seen again
-/// moves its last sighting, turns `regressed` when it was fixed, and
-/// reopens a user's `fixed` status or an `accepted_risk` past its date.
-/// `$1` is the scan, locked first (every row written needs its target).
-const UPSERT: &str = "WITH s AS (SELECT target_id FROM scans WHERE id = $1 FOR UPDATE)
- INSERT INTO fingerprints AS fp (id, user_id, target_id, fingerprint, template_id,
-                                 name, severity, severity_rank, host, matched_at,
-                                 first_seen_at, last_seen_at, first_scan_id,
-                                 last_scan_id)
- SELECT n.id, $2, s.target_id, n.fingerprint, n.template_id, n.name, n.severity,
-        n.severity_rank, n.host, n.matched_at, now(), now(), $1, $1
- FROM s, unnest($3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-                $8::smallint[], $9::text[], $10::text[])
-      WITH ORDINALITY AS n(id, fingerprint, template_id, name, severity,
-                           severity_rank, host, matched_at, ord)
- ORDER BY n.ord
- ON CONFLICT (target_id, fingerprint) DO UPDATE SET
-     name = EXCLUDED.name, severity = EXCLUDED.severity,
-     severity_rank = EXCLUDED.severity_rank, host = EXCLUDED.host,
-     matched_at = EXCLUDED.matched_at, last_seen_at = now(),
-     occurrences = fp.occurrences + (fp.last_scan_id IS DISTINCT FROM $1)::int,
-     last_change = CASE WHEN fp.last_scan_id = $1 THEN fp.last_change
-                        WHEN fp.state = 'fixed' THEN 'regressed'
-                        ELSE 'recurring' END,
-     status = CASE
-         WHEN fp.last_scan_id IS DISTINCT FROM $1 AND fp.status = 'fixed' THEN 'open'
-         WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date
-             THEN 'open'
-         ELSE fp.status END,
-     accepted_until = CASE
-         WHEN fp.accepted_until < current_date THEN NULL
-         ELSE fp.accepted_until END,
-     state = 'open', fixed_at = NULL, last_scan_id = $1
- RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status, fp.first_seen_at";
-
-/// The upsert of [`record`] for the findings at `firsts`.
-async fn upsert(
-    db: &impl GenericClient,
-    scan_id: Uuid,
-    user_id: Uuid,
-    findings: &[&FindingEvent],
-    keys: &[String],
-    firsts: &[usize],
-) -> Result<HashMap<String, Recorded>, Error> {
-    let ids: Vec<Uuid> = firsts.iter().map(|_| Uuid::now_v7()).collect();
-    let fps: Vec<&str> = firsts.iter().map(|&i| keys[i].as_str()).collect();
-    let templates: Vec<&str> = firsts
-        .iter()
-        .map(|&i| findings[i].template_id.as_str())
-        .collect();
-    let names: Vec<&str> = firsts.iter().map(|&i| findings[i].name.as_str()).collect();
-    let severities: Vec<&str> = firsts
-        .iter()
-        .map(|&i| findings[i].severity.as_str())
-        .collect();
-    let ranks: Vec<i16> = firsts
-        .iter()
-        .map(|&i| i16::from(findings[i].severity.rank()))
-        .collect();
-    let hosts: Vec<&str> = firsts.iter().map(|&i| findings[i].host.as_str()).collect();
-    let matched: Vec<String> = firsts
-        .iter()
-        .map(|&i| normalise_matched_at(&findings[i].matched_at))
-        .collect();
-    let rows = db
-        .query(
-            UPSERT,
-            &[
-                &scan_id,
-                &user_id,
-                &ids,
-                &fps,
-                &templates,
-                &names,
-                &severities,
-                &ranks,
-                &hosts,
-                &matched,
-            ],
-        )
-        .await?;
-    let mut by_key = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let change: Change = row.try_get("last_change")?;
-        by_key.insert(
-            row.try_get::<_, String>("fingerprint")?,
-            Recorded {
-                id: row.try_get("id")?,
-                change,
-                status: row.try_get("status")?,
-                first_seen_at: row.try_get("first_seen_at")?,
-            },
-        );
-    }
-    Ok(by_key)
-}
+/// It reads the CTE `s` (the scan's target, its row locked `FOR UPDATE`
+/// before anything is written: the ingester holds it already) and the
+/// page's rows `n`, where `fingerprint_id` is set on the first finding of
+/// each fingerprint only (`ON CONFLICT` cannot touch a row twice in one
+/// statement) and `ord` follows the fingerprints' order, so two scans of
+/// one target running side by side lock the rows they share in the same
+/// order. `$1` is the scan, `$2` its user. The scan's lock keeps the scan,
+/// and so its target, in place until the commit, which is what lets a
+/// fingerprint name its target and its first and last scans without a
+/// foreign key checked on every row (migrations 0032 and 0044).
+pub(crate) const RECORD_SIGHTINGS: &str = "INSERT INTO fingerprints AS fp (
+         id, user_id, target_id, fingerprint, template_id, name, severity, severity_rank,
+         host, matched_at, first_seen_at, last_seen_at, first_scan_id, last_scan_id)
+     SELECT n.fingerprint_id, $2, s.target_id, n.fingerprint, n.template_id, n.name,
+            n.severity, n.severity_rank, n.host, n.normalised, now(), now(), $1, $1
+     FROM s, n WHERE n.fingerprint_id IS NOT NULL
+     ORDER BY n.ord
+     ON CONFLICT (target_id, fingerprint) DO UPDATE SET
+         name = EXCLUDED.name, severity = EXCLUDED.severity,
+         severity_rank = EXCLUDED.severity_rank, host = EXCLUDED.host,
+         matched_at = EXCLUDED.matched_at, last_seen_at = now(),
+         occurrences = fp.occurrences + (fp.last_scan_id IS DISTINCT FROM $1)::int,
+         last_change = CASE WHEN fp.last_scan_id = $1 THEN fp.last_change
+                            WHEN fp.state = 'fixed' THEN 'regressed'
+                            ELSE 'recurring' END,
+         status = CASE
+             WHEN fp.last_scan_id IS DISTINCT FROM $1 AND fp.status = 'fixed' THEN 'open'
+             WHEN fp.status = 'accepted_risk' AND fp.accepted_until < current_date
+                 THEN 'open'
+             ELSE fp.status END,
+         accepted_until = CASE
+             WHEN fp.accepted_until < current_date THEN NULL
+             ELSE fp.accepted_until END,
+         state = 'open', fixed_at = NULL, last_scan_id = $1
+     RETURNING fp.id, fp.fingerprint, fp.last_change, fp.status, fp.first_seen_at";
 
 /// A completed scan's changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -120,6 +120,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "fingerprint_sightings_hot",
         include_str!("../../migrations/0043_fingerprint_sightings_hot.sql"),
     ),
+    (
+        44,
+        "finding_keys_per_statement",
+        include_str!("../../migrations/0044_finding_keys_per_statement.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
