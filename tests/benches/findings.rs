@@ -69,7 +69,7 @@ async fn ingest(app: &TestApp, user: Uuid, scan: Uuid, events: &[FindingEvent]) 
     let started = Instant::now();
     for page in events.chunks(PAGE) {
         let tx = db.transaction().await.expect("tx");
-        let n = findings::insert_findings(&*tx, scan, user, page)
+        let n = findings::insert_findings(&tx, scan, user, page)
             .await
             .expect("insert");
         assert_eq!(n as usize, page.len());

@@ -70,7 +70,7 @@ async fn main() {
         let db = app.state.db.get().await.unwrap();
         let all: Vec<FindingEvent> = (0..FINDINGS).map(finding).collect();
         for batch in all.chunks(1000) {
-            findings::insert_findings(&**db, scan_id, user.id, batch)
+            findings::insert_findings(&db, scan_id, user.id, batch)
                 .await
                 .unwrap();
         }
@@ -79,9 +79,7 @@ async fn main() {
             ScanStatus::Running,
             ScanStatus::Completed,
         ] {
-            scans::set_scan_status(&**db, scan_id, s, None)
-                .await
-                .unwrap();
+            scans::set_scan_status(&db, scan_id, s, None).await.unwrap();
         }
     }
     println!("{FINDINGS} findings, {RUNS} requests per format");

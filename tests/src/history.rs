@@ -76,7 +76,7 @@ pub async fn lay_history(
         )
         .await
         .expect("changes");
-        scanfleet_core::store::findings::keep_worst(&**db, scan)
+        scanfleet_core::store::findings::keep_worst(&db, scan)
             .await
             .expect("worst findings");
         db.execute(

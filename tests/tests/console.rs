@@ -345,7 +345,7 @@ async fn seeded_finding(app: &TestApp, user: &TestUser, response_text: &str) -> 
                 .as_bytes(),
         ))),
     };
-    findings::insert_findings(&**db, scan, user.id, &[event])
+    findings::insert_findings(&db, scan, user.id, &[event])
         .await
         .expect("inserting");
     let row = db

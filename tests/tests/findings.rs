@@ -47,7 +47,7 @@ fn finding(template: &str, severity: Severity, path: &str) -> FindingEvent {
 
 async fn insert(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[FindingEvent]) -> u64 {
     let db = app.state.db.get().await.unwrap();
-    findings::insert_findings(&**db, scan_id, user.id, list)
+    findings::insert_findings(&db, scan_id, user.id, list)
         .await
         .unwrap()
 }
@@ -341,11 +341,7 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
     let db = app.state.db.get().await.unwrap();
     let set = |status| {
         let db = &db;
-        async move {
-            scans::set_scan_status(&***db, s, status, None)
-                .await
-                .unwrap()
-        }
+        async move { scans::set_scan_status(db, s, status, None).await.unwrap() }
     };
     assert!(set(ScanStatus::Pending).await);
     let r = detail(&app, &user, s).await;
@@ -377,7 +373,7 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
 
     let s2 = new_scan(&app, &user).await;
     assert!(
-        scans::set_scan_status(&**db, s2, ScanStatus::Failed, Some("node lost"))
+        scans::set_scan_status(&db, s2, ScanStatus::Failed, Some("node lost"))
             .await
             .unwrap()
     );
@@ -386,7 +382,7 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
     assert_eq!(r.body["error"], "node lost");
     assert_eq!(r.body["progress"], 0);
     assert!(
-        !scans::set_scan_status(&**db, Uuid::now_v7(), ScanStatus::Running, None)
+        !scans::set_scan_status(&db, Uuid::now_v7(), ScanStatus::Running, None)
             .await
             .unwrap()
     );
@@ -495,12 +491,12 @@ async fn scan_finds(app: &TestApp, user: &TestUser, scan_id: Uuid, list: &[Findi
         ScanStatus::Running,
         ScanStatus::Completed,
     ] {
-        scans::set_scan_status(&**db, scan_id, step, None)
+        scans::set_scan_status(&db, scan_id, step, None)
             .await
             .unwrap();
     }
-    fingerprints::complete(&**db, scan_id).await.unwrap();
-    scanfleet_core::store::findings::keep_worst(&**db, scan_id)
+    fingerprints::complete(&db, scan_id).await.unwrap();
+    scanfleet_core::store::findings::keep_worst(&db, scan_id)
         .await
         .unwrap();
 }
@@ -886,7 +882,7 @@ async fn a_rescans_sightings_are_heap_only_updates() {
         .get(0);
     let second = scan_of(&app, &user, target, "full").await;
     let tx = db.transaction().await.unwrap();
-    findings::insert_findings(&*tx, second, user.id, &list)
+    findings::insert_findings(&tx, second, user.id, &list)
         .await
         .unwrap();
     // This transaction's own counts of the table's updates.
@@ -978,7 +974,10 @@ async fn the_keys_of_findings_are_checked_once_a_statement_and_deletes_still_cas
             .unwrap()
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(!delete.is_finished(), "the delete did not wait for the writer");
+    assert!(
+        !delete.is_finished(),
+        "the delete did not wait for the writer"
+    );
     writer.commit().await.unwrap();
     assert_eq!(delete.await.unwrap(), 1);
     let left: i64 = db
@@ -990,7 +989,10 @@ async fn the_keys_of_findings_are_checked_once_a_statement_and_deletes_still_cas
 
     // A target's fingerprints go with it.
     let before: i64 = db
-        .query_one("SELECT count(*) FROM fingerprints WHERE target_id = $1", &[&target])
+        .query_one(
+            "SELECT count(*) FROM fingerprints WHERE target_id = $1",
+            &[&target],
+        )
         .await
         .unwrap()
         .get(0);
@@ -999,7 +1001,10 @@ async fn the_keys_of_findings_are_checked_once_a_statement_and_deletes_still_cas
         .await
         .unwrap();
     let after: i64 = db
-        .query_one("SELECT count(*) FROM fingerprints WHERE target_id = $1", &[&target])
+        .query_one(
+            "SELECT count(*) FROM fingerprints WHERE target_id = $1",
+            &[&target],
+        )
         .await
         .unwrap()
         .get(0);

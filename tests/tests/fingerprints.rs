@@ -965,7 +965,7 @@ async fn retests_are_not_counted_in_the_scan_limit_five_run_at_once_and_others_g
     let scan: uuid::Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
     let db = app.state.db.get().await.unwrap();
     scanfleet_core::store::findings::insert_findings(
-        &**db,
+        &db,
         scan,
         user.id,
         &[FindingEvent {

@@ -154,7 +154,7 @@ async fn owners_resources(app: &TestApp, a: &TestUser) -> HashMap<&'static str, 
         classification: Default::default(),
         evidence: None,
     };
-    findings::insert_findings(&**db, scan_id, a.id, &[event])
+    findings::insert_findings(&db, scan_id, a.id, &[event])
         .await
         .unwrap();
     let finding: Uuid = db

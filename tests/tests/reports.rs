@@ -47,7 +47,7 @@ fn finding(template: &str, severity: Severity, host: &str, path: &str) -> Findin
 
 async fn add_findings(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[FindingEvent]) {
     let db = app.state.db.get().await.unwrap();
-    findings::insert_findings(&**db, scan_id, user.id, list)
+    findings::insert_findings(&db, scan_id, user.id, list)
         .await
         .unwrap();
 }
@@ -56,7 +56,7 @@ async fn add_findings(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[Fin
 async fn set_status(app: &TestApp, scan_id: Uuid, status: ScanStatus) {
     let db = app.state.db.get().await.unwrap();
     for step in [ScanStatus::Pending, ScanStatus::Running, status] {
-        scans::set_scan_status(&**db, scan_id, step, None)
+        scans::set_scan_status(&db, scan_id, step, None)
             .await
             .unwrap();
     }
@@ -687,7 +687,7 @@ async fn a_running_scan_gets_a_partial_report_marked_so_in_every_format() {
     {
         let db = app.state.db.get().await.unwrap();
         for step in [ScanStatus::Pending, ScanStatus::Running] {
-            scans::set_scan_status(&**db, s, step, None).await.unwrap();
+            scans::set_scan_status(&db, s, step, None).await.unwrap();
         }
     }
     add_findings(
@@ -928,8 +928,8 @@ async fn every_format_operation_is_a_paid_feature() {
 async fn complete(app: &TestApp, scan_id: Uuid) {
     set_status(app, scan_id, ScanStatus::Completed).await;
     let db = app.state.db.get().await.unwrap();
-    fingerprints::complete(&**db, scan_id).await.unwrap();
-    scanfleet_core::store::findings::keep_worst(&**db, scan_id)
+    fingerprints::complete(&db, scan_id).await.unwrap();
+    scanfleet_core::store::findings::keep_worst(&db, scan_id)
         .await
         .unwrap();
     notifications::create_scan_complete(&**db, scan_id)
@@ -1500,7 +1500,7 @@ async fn every_format_shows_the_per_host_coverage_of_a_scan_that_has_it() {
     ];
     {
         let db = f.app.state.db.get().await.unwrap();
-        scanfleet_core::store::coverage::save(&**db, f.scan_id, &hosts)
+        scanfleet_core::store::coverage::save(&db, f.scan_id, &hosts)
             .await
             .unwrap();
     }

@@ -60,7 +60,7 @@ fn finding(template: &str, severity: Severity, host: &str, path: &str) -> Findin
 
 async fn add_findings(app: &TestApp, scan_id: Uuid, user: &TestUser, list: &[FindingEvent]) {
     let db = app.state.db.get().await.unwrap();
-    findings::insert_findings(&**db, scan_id, user.id, list)
+    findings::insert_findings(&db, scan_id, user.id, list)
         .await
         .unwrap();
 }
@@ -291,7 +291,7 @@ async fn scans_are_listed_newest_first_with_filters_and_a_total_count() {
     scan(&app, &bob, tb).await;
     {
         let db = app.state.db.get().await.unwrap();
-        assert!(scans::set_scan_status(&**db, s3, ScanStatus::Running, None)
+        assert!(scans::set_scan_status(&db, s3, ScanStatus::Running, None)
             .await
             .unwrap());
     }
@@ -482,9 +482,7 @@ async fn pending_and_running_scans_stop_but_finished_ones_are_a_409() {
         (ScanStatus::Failed, 409),
     ] {
         let s = scan(&app, &alice, t).await;
-        assert!(scans::set_scan_status(&**db, s, status, None)
-            .await
-            .unwrap());
+        assert!(scans::set_scan_status(&db, s, status, None).await.unwrap());
         let path = format!("/api/v1/scans/{s}/stop");
         app.post(&path, Some(&bob.access_token), json!({}))
             .await

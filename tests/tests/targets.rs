@@ -345,7 +345,7 @@ async fn deleting_a_target_stops_its_active_scans_and_removes_its_scan_data() {
         classification: Default::default(),
         evidence: None,
     };
-    scanfleet_core::store::findings::insert_findings(&**db, scan, user.id, &[finding])
+    scanfleet_core::store::findings::insert_findings(&db, scan, user.id, &[finding])
         .await
         .unwrap();
     db.execute(

@@ -154,7 +154,7 @@ impl Ingester {
         let stream = self.keys.scan_events_stream(scan_id);
         let mut db = self.db.get().await?;
         let tx = db.transaction().await?;
-        let Some(position) = scans::lock_for_ingest(&*tx, scan_id).await? else {
+        let Some(position) = scans::lock_for_ingest(&tx, scan_id).await? else {
             // The scan was deleted: its events have nowhere to go.
             drop(tx);
             let _: i64 = self.redis.del(&stream).await?;
@@ -185,16 +185,16 @@ impl Ingester {
                 };
                 if let Some(terminal) = changes.add(event) {
                     changes
-                        .flush(&*tx, scan_id, position.user_id, &mut recorded)
+                        .flush(&tx, scan_id, position.user_id, &mut recorded)
                         .await?;
                     fold_progress(&mut progress, changes.progress.take());
-                    finish(&*tx, scan_id, progress.take(), terminal).await?;
+                    finish(&tx, scan_id, progress.take(), terminal).await?;
                     closed = true;
                     break 'pages;
                 }
             }
             changes
-                .flush(&*tx, scan_id, position.user_id, &mut recorded)
+                .flush(&tx, scan_id, position.user_id, &mut recorded)
                 .await?;
             fold_progress(&mut progress, changes.progress.take());
             if (page.len() as u64) < PAGE {
@@ -204,7 +204,7 @@ impl Ingester {
         if applied == 0 {
             return Ok(());
         }
-        scans::save_ingest_position(&*tx, scan_id, &cursor, closed, progress.as_ref()).await?;
+        scans::save_ingest_position(&tx, scan_id, &cursor, closed, progress.as_ref()).await?;
         tx.commit().await?;
         if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, &recorded).await {
             tracing::warn!(error = %e, "could not publish the recorded findings");
@@ -292,7 +292,7 @@ impl Changes {
     /// to `recorded`.
     async fn flush(
         &mut self,
-        db: &impl tokio_postgres::GenericClient,
+        db: &impl deadpool_postgres::GenericClient,
         scan_id: Uuid,
         user_id: Uuid,
         recorded: &mut Vec<RecordedFinding>,
@@ -318,7 +318,7 @@ impl Changes {
 /// `last` is the round's progress: the scan's last stage as it ended,
 /// written before its status stops progress from moving.
 async fn finish(
-    db: &impl tokio_postgres::GenericClient,
+    db: &deadpool_postgres::Transaction<'_>,
     scan_id: Uuid,
     last: Option<scans::Progress>,
     (status, error): (ScanStatus, Option<String>),
@@ -332,16 +332,16 @@ async fn finish(
     if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
         return Ok(());
     }
-    crate::outbox::scan_finished(db, scan_id, status).await?;
+    crate::outbox::scan_finished(&**db, scan_id, status).await?;
     match status {
         ScanStatus::Completed => {
             fingerprints::complete(db, scan_id).await?;
             findings::keep_worst(db, scan_id).await?;
-            notifications::create_scan_complete(db, scan_id).await?;
+            notifications::create_scan_complete(&**db, scan_id).await?;
         }
         ScanStatus::Failed => {
             let error = error.unwrap_or_else(|| "the scan failed".to_string());
-            notifications::create_scan_failed(db, scan_id, &error).await?;
+            notifications::create_scan_failed(&**db, scan_id, &error).await?;
         }
         _ => {}
     }

@@ -183,7 +183,7 @@ pub async fn fail_scan(
     error: &str,
 ) -> Result<bool, Error> {
     let tx = db.transaction().await?;
-    let changed = scans::set_scan_status(&*tx, scan_id, ScanStatus::Failed, Some(error)).await?;
+    let changed = scans::set_scan_status(&tx, scan_id, ScanStatus::Failed, Some(error)).await?;
     if changed {
         crate::store::notifications::create_scan_failed(&*tx, scan_id, error).await?;
     }

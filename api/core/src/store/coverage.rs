@@ -51,12 +51,15 @@ fn clamp(v: u64) -> i64 {
 /// Writes the hosts' coverage of `scan_id` (a host reported again replaces
 /// its row).
 pub async fn save(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     hosts: &[CoverageEvent],
 ) -> Result<(), Error> {
-    for c in hosts {
-        db.execute(
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    let upsert = db
+        .prepare_cached(
             "INSERT INTO scan_host_coverage
                  (scan_id, host, technologies, total, run, skipped, requests)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -64,6 +67,11 @@ pub async fn save(
                  technologies = EXCLUDED.technologies, total = EXCLUDED.total,
                  run = EXCLUDED.run, skipped = EXCLUDED.skipped,
                  requests = EXCLUDED.requests",
+        )
+        .await?;
+    for c in hosts {
+        db.execute(
+            &upsert,
             &[
                 &scan_id,
                 &c.host,

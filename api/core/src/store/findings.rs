@@ -141,7 +141,7 @@ impl FindingRow {
 /// and its fingerprint's status. Call it in the transaction that
 /// acknowledges the events.
 pub async fn insert_findings(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     user_id: Uuid,
     findings: &[FindingEvent],
@@ -248,7 +248,7 @@ impl<'a> PageRows<'a> {
 /// [`insert_findings`], also answering each distinct finding's identity on
 /// the target as recorded (for the WebSocket listeners, once committed).
 pub async fn record_findings(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     user_id: Uuid,
     findings: &[FindingEvent],
@@ -296,7 +296,7 @@ pub async fn record_findings(
     };
     let rows = db
         .query(
-            RECORD_PAGE.as_str(),
+            &db.prepare_cached(&RECORD_PAGE).await?,
             &[
                 &scan_id,
                 &user_id,
@@ -327,7 +327,10 @@ pub async fn record_findings(
         inserted = row.try_get::<_, i32>("inserted")?;
         let change: Change = row.try_get("last_change")?;
         let first_seen_at: DateTime<Utc> = row.try_get("first_seen_at")?;
-        by_key.insert(row.try_get::<_, String>("fingerprint")?, (change, first_seen_at));
+        by_key.insert(
+            row.try_get::<_, String>("fingerprint")?,
+            (change, first_seen_at),
+        );
     }
     let identities = batch
         .iter()
@@ -441,15 +444,18 @@ fn worst_ids_sql() -> String {
 /// not change, so its page reads them by id instead of picking them from
 /// all its findings on every view. Called by the ingester when it
 /// completes, after [`fingerprints::complete`] counted its changes.
-pub async fn keep_worst(db: &impl GenericClient, scan_id: Uuid) -> Result<(), Error> {
-    db.execute(
-        &format!(
+pub async fn keep_worst(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+) -> Result<(), Error> {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
             "UPDATE scan_changes SET worst_findings = ARRAY({}) WHERE scan_id = $1",
             worst_ids_sql()
-        ),
-        &[&scan_id, &KEPT_WORST],
-    )
-    .await?;
+        )
+    });
+    db.execute(&db.prepare_cached(&SQL).await?, &[&scan_id, &KEPT_WORST])
+        .await?;
     Ok(())
 }
 

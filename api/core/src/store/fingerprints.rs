@@ -125,7 +125,10 @@ pub(crate) fn covers_sql(scan: &str, fp: &str) -> String {
 /// are always read by the target's index: joined on the scan's row, a
 /// plan made while the table was small read every open fingerprint of
 /// every target at each completion.
-pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
+pub async fn complete(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+) -> Result<ChangeCounts, Error> {
     static FIX: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH fixed AS (
@@ -144,17 +147,18 @@ pub async fn complete(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCo
             covers_sql("s", "fp")
         )
     });
-    db.execute(FIX.as_str(), &[&scan_id]).await?;
-    let row = db
-        .query_one(
-            &format!(
-                "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
-                 SELECT $1, {COUNT_CHANGES}
-                 ON CONFLICT (scan_id) DO UPDATE SET fixed = EXCLUDED.fixed
-                 RETURNING new, recurring, regressed, fixed"
-            ),
-            &[&scan_id],
+    static COUNT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO scan_changes (scan_id, new, recurring, regressed, fixed)
+             SELECT $1, {COUNT_CHANGES}
+             ON CONFLICT (scan_id) DO UPDATE SET fixed = EXCLUDED.fixed
+             RETURNING new, recurring, regressed, fixed"
         )
+    });
+    db.execute(&db.prepare_cached(&FIX).await?, &[&scan_id])
+        .await?;
+    let row = db
+        .query_one(&db.prepare_cached(&COUNT).await?, &[&scan_id])
         .await?;
     ChangeCounts::try_from(&row)
 }

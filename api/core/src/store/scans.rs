@@ -358,14 +358,15 @@ pub async fn active_ids_of_target(
 /// completion. Returns whether the status changed; a replayed or late event
 /// changes nothing.
 pub async fn set_scan_status(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     next: ScanStatus,
     error: Option<&str>,
 ) -> Result<bool, Error> {
     let Some(row) = db
         .query_opt(
-            "SELECT status FROM scans WHERE id = $1 FOR UPDATE",
+            &db.prepare_cached("SELECT status FROM scans WHERE id = $1 FOR UPDATE")
+                .await?,
             &[&scan_id],
         )
         .await?
@@ -379,13 +380,16 @@ pub async fn set_scan_status(
     let starts = matches!(next, ScanStatus::Pending | ScanStatus::Running);
     let n = db
         .execute(
-            "UPDATE scans SET status = $2,
-                    error = COALESCE($3, error),
-                    started_at = CASE WHEN $4 THEN COALESCE(started_at, now()) ELSE started_at END,
-                    completed_at = CASE WHEN $5 THEN now() ELSE completed_at END,
-                    progress = CASE WHEN $6 THEN 100 ELSE progress END,
-                    updated_at = now()
-             WHERE id = $1",
+            &db.prepare_cached(
+                "UPDATE scans SET status = $2,
+                        error = COALESCE($3, error),
+                        started_at = CASE WHEN $4 THEN COALESCE(started_at, now()) ELSE started_at END,
+                        completed_at = CASE WHEN $5 THEN now() ELSE completed_at END,
+                        progress = CASE WHEN $6 THEN 100 ELSE progress END,
+                        updated_at = now()
+                 WHERE id = $1",
+            )
+            .await?,
             &[
                 &scan_id,
                 &next,
@@ -414,12 +418,15 @@ pub struct IngestPosition {
 /// Locks the scan's row for the rest of the transaction; `None` when the
 /// scan no longer exists (its target or owner was deleted).
 pub async fn lock_for_ingest(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
 ) -> Result<Option<IngestPosition>, Error> {
     let row = db
         .query_opt(
-            "SELECT user_id, events_cursor, events_closed FROM scans WHERE id = $1 FOR UPDATE",
+            &db.prepare_cached(
+                "SELECT user_id, events_cursor, events_closed FROM scans WHERE id = $1 FOR UPDATE",
+            )
+            .await?,
             &[&scan_id],
         )
         .await?;
@@ -436,16 +443,19 @@ pub async fn lock_for_ingest(
 /// Records stage, tool and progress of a scan that has not finished;
 /// progress never goes down.
 pub async fn record_progress(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     stage: &str,
     progress: i16,
     current_tool: Option<&str>,
 ) -> Result<(), Error> {
     db.execute(
-        "UPDATE scans SET stage = $2, current_tool = COALESCE($4, current_tool),
-                progress = GREATEST(progress, LEAST($3::smallint, 99)), updated_at = now()
-         WHERE id = $1 AND status IN ('queued', 'pending', 'running')",
+        &db.prepare_cached(
+            "UPDATE scans SET stage = $2, current_tool = COALESCE($4, current_tool),
+                    progress = GREATEST(progress, LEAST($3::smallint, 99)), updated_at = now()
+             WHERE id = $1 AND status IN ('queued', 'pending', 'running')",
+        )
+        .await?,
         &[&scan_id, &stage, &progress, &current_tool],
     )
     .await?;
@@ -465,23 +475,26 @@ pub struct Progress {
 /// would, in one statement (one row version of the scan a round, not
 /// two); also marks the scan as heard from now.
 pub async fn save_ingest_position(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     cursor: &str,
     closed: bool,
     progress: Option<&Progress>,
 ) -> Result<(), Error> {
     db.execute(
-        "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
-                stage = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
-                             THEN $4 ELSE stage END,
-                current_tool = CASE WHEN $4::text IS NOT NULL
-                                         AND status IN ('queued', 'pending', 'running')
-                                    THEN COALESCE($6, current_tool) ELSE current_tool END,
-                progress = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
-                                THEN GREATEST(progress, LEAST($5::smallint, 99)) ELSE progress END,
-                updated_at = now()
-         WHERE id = $1",
+        &db.prepare_cached(
+            "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
+                    stage = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
+                                 THEN $4 ELSE stage END,
+                    current_tool = CASE WHEN $4::text IS NOT NULL
+                                             AND status IN ('queued', 'pending', 'running')
+                                        THEN COALESCE($6, current_tool) ELSE current_tool END,
+                    progress = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
+                                    THEN GREATEST(progress, LEAST($5::smallint, 99)) ELSE progress END,
+                    updated_at = now()
+             WHERE id = $1",
+        )
+        .await?,
         &[
             &scan_id,
             &cursor,
