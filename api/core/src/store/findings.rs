@@ -321,9 +321,19 @@ pub async fn record_findings(
             ],
         )
         .await?;
+    identities(&batch, &keys, &rows)
+}
+
+/// What [`RECORD_PAGE`] answered, per finding of the batch: its identity
+/// on the target; and how many findings were inserted.
+fn identities(
+    batch: &[(&FindingEvent, String)],
+    keys: &[String],
+    rows: &[Row],
+) -> Result<(u64, Vec<RecordedFinding>), Error> {
     let mut inserted = 0;
     let mut by_key = HashMap::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         inserted = row.try_get::<_, i32>("inserted")?;
         let change: Change = row.try_get("last_change")?;
         let first_seen_at: DateTime<Utc> = row.try_get("first_seen_at")?;
@@ -334,7 +344,7 @@ pub async fn record_findings(
     }
     let identities = batch
         .iter()
-        .zip(&keys)
+        .zip(keys)
         .map(|((_, dedup_key), key)| {
             let (change, first_seen_at) = by_key.get(key).ok_or_else(|| {
                 Error::Unexpected(anyhow::anyhow!("fingerprint {key:?} was not recorded"))
