@@ -233,7 +233,7 @@ impl Scheduler {
         let mut db = self.core.db.get().await?;
         let tx = db.transaction().await?;
         notifications::create_schedule_skipped(&*tx, user_id, schedule_id, reason).await?;
-        scanfleet_core::outbox::schedule_skipped(&*tx, user_id, schedule_id, reason).await?;
+        scanfleet_core::outbox::schedule_skipped(&tx, user_id, schedule_id, reason).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -187,7 +187,7 @@ async fn owners_resources(app: &TestApp, a: &TestUser) -> HashMap<&'static str, 
     )
     .await
     .unwrap();
-    assert!(scanfleet_core::outbox::ping(&**db, a.id, hook.id)
+    assert!(scanfleet_core::outbox::ping(&db, a.id, hook.id)
         .await
         .unwrap());
     let delivery: Uuid = db

@@ -332,7 +332,7 @@ async fn finish(
     if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
         return Ok(());
     }
-    crate::outbox::scan_finished(&**db, scan_id, status).await?;
+    crate::outbox::scan_finished(db, scan_id, status).await?;
     match status {
         ScanStatus::Completed => {
             fingerprints::complete(db, scan_id).await?;

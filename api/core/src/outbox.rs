@@ -8,9 +8,9 @@
 //! the dispatcher renders the body in the API's own shapes when it first
 //! sends the event.
 
+use deadpool_postgres::GenericClient;
 use scanfleet_common::events::ScanStatus;
 use serde_json::json;
-use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::error::Error;
@@ -49,7 +49,11 @@ pub async fn scan_finished(
         _ => return Ok(()),
     };
     let Some(row) = db
-        .query_opt("SELECT user_id FROM scans WHERE id = $1", &[&scan_id])
+        .query_opt(
+            &db.prepare_cached("SELECT user_id FROM scans WHERE id = $1")
+                .await?,
+            &[&scan_id],
+        )
         .await?
     else {
         return Ok(());

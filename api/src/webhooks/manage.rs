@@ -174,7 +174,7 @@ pub async fn rotate(
 pub async fn test(state: &AppState, user: &User, id: Uuid) -> Result<(), Error> {
     let hook = owned(state, user, id).await?;
     let db = state.db.get().await?;
-    if !outbox::ping(&**db, user.id, hook.id).await? {
+    if !outbox::ping(&db, user.id, hook.id).await? {
         return Err(Error::conflict(
             "webhook_disabled",
             "the webhook is disabled; enable it to send a test event",
@@ -192,7 +192,7 @@ pub async fn redeliver(
 ) -> Result<(), Error> {
     let hook = owned(state, user, id).await?;
     let db = state.db.get().await?;
-    if !webhooks::redeliver(&**db, hook.id, delivery_id).await? {
+    if !webhooks::redeliver(&db, hook.id, delivery_id).await? {
         return Err(Error::NotFound("delivery"));
     }
     Ok(())

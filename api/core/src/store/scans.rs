@@ -106,7 +106,8 @@ pub async fn insert_counted(
     let tx = db.transaction().await?;
     let found = tx
         .query_opt(
-            "SELECT 1 FROM targets WHERE id = $1 AND user_id = $2",
+            &tx.prepare_cached("SELECT 1 FROM targets WHERE id = $1 AND user_id = $2")
+                .await?,
             &[&target_id, &user_id],
         )
         .await?;
@@ -118,28 +119,34 @@ pub async fn insert_counted(
     subscriptions::settle_lapsed(&*tx, user_id).await?;
     let tier = tx
         .query_one(
-            "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
-             WHERE u.id = $1",
+            &tx.prepare_cached(
+                "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
+                 WHERE u.id = $1",
+            )
+            .await?,
             &[&user_id],
         )
         .await?;
     let tier_slug: String = tier.try_get("slug")?;
     let scan_limit: Option<i32> = tier.try_get("scan_limit")?;
     let (period_start, _) = subscriptions::current_period(&*tx, user_id, &tier_slug).await?;
-    if !count_scan(&*tx, user_id, period_start, scan_limit).await? {
+    if !count_scan(&tx, user_id, period_start, scan_limit).await? {
         return Ok(Counted::LimitReached {
             tier_slug,
             limit: scan_limit.unwrap_or(0),
         });
     }
+    static INSERT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH s AS (
+                 INSERT INTO scans (id, user_id, target_id, schedule_id, engine)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING *)
+             SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
+        )
+    });
     let row = tx
         .query_one(
-            &format!(
-                "WITH s AS (
-                     INSERT INTO scans (id, user_id, target_id, schedule_id, engine)
-                     VALUES ($1, $2, $3, $4, $5) RETURNING *)
-                 SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
-            ),
+            &tx.prepare_cached(&INSERT).await?,
             &[&Uuid::now_v7(), &user_id, &target_id, &schedule_id, &engine],
         )
         .await
@@ -151,7 +158,7 @@ pub async fn insert_counted(
 /// Counts one scan in the period's usage; false when the limit is reached.
 /// Unlimited tiers are counted too, for usage reports.
 async fn count_scan(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     period_start: DateTime<Utc>,
     scan_limit: Option<i32>,
@@ -160,19 +167,25 @@ async fn count_scan(
         Some(limit) if limit <= 0 => return Ok(false),
         Some(limit) => {
             db.query_opt(
-                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                 ON CONFLICT (user_id, period_start) DO UPDATE
-                 SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
-                 RETURNING scans",
+                &db.prepare_cached(
+                    "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                     ON CONFLICT (user_id, period_start) DO UPDATE
+                     SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
+                     RETURNING scans",
+                )
+                .await?,
                 &[&user_id, &period_start, &limit],
             )
             .await?
         }
         None => {
             db.query_opt(
-                "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                 ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
-                 RETURNING scans",
+                &db.prepare_cached(
+                    "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
+                     ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
+                     RETURNING scans",
+                )
+                .await?,
                 &[&user_id, &period_start],
             )
             .await?

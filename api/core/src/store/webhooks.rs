@@ -255,7 +255,10 @@ pub struct NewEvent<'a> {
 
 /// Writes an event and its deliveries to every enabled webhook of the user
 /// that wants it; nothing when none does. Returns the deliveries created.
-pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Result<i64, Error> {
+pub async fn record_event(
+    db: &impl deadpool_postgres::GenericClient,
+    event: &NewEvent<'_>,
+) -> Result<i64, Error> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
         format!(
             "WITH wanted AS (
@@ -279,7 +282,7 @@ pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Resu
     });
     let row = db
         .query_one(
-            &*SQL,
+            &db.prepare_cached(&SQL).await?,
             &[
                 &event.user_id,
                 &event.kind,
@@ -301,7 +304,7 @@ pub async fn record_event(db: &impl GenericClient, event: &NewEvent<'_>) -> Resu
 /// fingerprint (a scan can hold two spellings of one). Returns the
 /// deliveries created.
 pub async fn record_new_findings_of_scan(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
 ) -> Result<i64, Error> {
     static SQL: LazyLock<String> = LazyLock::new(|| {
@@ -339,17 +342,25 @@ pub async fn record_new_findings_of_scan(
             wanted = severity_rank("w.min_severity"),
         )
     });
-    let row = db.query_one(&*SQL, &[&scan_id]).await?;
+    let row = db
+        .query_one(&db.prepare_cached(&SQL).await?, &[&scan_id])
+        .await?;
     let created: i64 = row.try_get("n")?;
     wake_dispatchers(db, created).await?;
     Ok(created)
 }
 
 /// `NOTIFY` is delivered on commit, and not at all on a rollback.
-async fn wake_dispatchers(db: &impl GenericClient, created: i64) -> Result<(), Error> {
+async fn wake_dispatchers(
+    db: &impl deadpool_postgres::GenericClient,
+    created: i64,
+) -> Result<(), Error> {
     if created > 0 {
-        db.execute("SELECT pg_notify($1, '')", &[&NOTIFY_CHANNEL])
-            .await?;
+        db.execute(
+            &db.prepare_cached("SELECT pg_notify($1, '')").await?,
+            &[&NOTIFY_CHANNEL],
+        )
+        .await?;
     }
     Ok(())
 }
@@ -619,7 +630,7 @@ pub async fn list_attempts(
 /// Puts a delivery of the webhook back in the queue, due now, with the same
 /// `webhook-id`; false when the webhook has no such delivery.
 pub async fn redeliver(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     webhook_id: Uuid,
     delivery_id: Uuid,
 ) -> Result<bool, Error> {
