@@ -980,33 +980,29 @@ async fn the_keys_of_findings_are_checked_once_a_statement_and_deletes_still_cas
     );
     writer.commit().await.unwrap();
     assert_eq!(delete.await.unwrap(), 1);
-    let left: i64 = db
-        .query_one("SELECT count(*) FROM findings WHERE scan_id = $1", &[&scan])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(left, 0, "findings outlived their scan");
+    let count = |sql: &'static str, id: Uuid| {
+        let db = &db;
+        async move {
+            let n: i64 = db.query_one(sql, &[&id]).await.unwrap().get(0);
+            n
+        }
+    };
+    let findings_of_scan = "SELECT count(*) FROM findings WHERE scan_id = $1";
+    let fingerprints_of_target = "SELECT count(*) FROM fingerprints WHERE target_id = $1";
+    assert_eq!(
+        count(findings_of_scan, scan).await,
+        0,
+        "findings outlived their scan"
+    );
 
     // A target's fingerprints go with it.
-    let before: i64 = db
-        .query_one(
-            "SELECT count(*) FROM fingerprints WHERE target_id = $1",
-            &[&target],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(before, 20);
+    assert_eq!(count(fingerprints_of_target, target).await, 20);
     db.execute("DELETE FROM targets WHERE id = $1", &[&target])
         .await
         .unwrap();
-    let after: i64 = db
-        .query_one(
-            "SELECT count(*) FROM fingerprints WHERE target_id = $1",
-            &[&target],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(after, 0, "fingerprints outlived their target");
+    assert_eq!(
+        count(fingerprints_of_target, target).await,
+        0,
+        "fingerprints outlived their target"
+    );
 }

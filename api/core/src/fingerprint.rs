@@ -167,7 +167,12 @@ fn mask_oob_ids(value: &str) -> String {
 /// The fingerprint of a finding on its target: `template_id:` and the
 /// normalised `matched_at`.
 pub fn fingerprint(template_id: &str, matched_at: &str) -> String {
-    format!("{template_id}:{}", normalise_matched_at(matched_at))
+    fingerprint_of_normalised(template_id, &normalise_matched_at(matched_at))
+}
+
+/// [`fingerprint`] of a `matched_at` already normalised.
+pub fn fingerprint_of_normalised(template_id: &str, normalised: &str) -> String {
+    format!("{template_id}:{normalised}")
 }
 
 #[cfg(test)]

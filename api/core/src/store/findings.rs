@@ -15,7 +15,7 @@ use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::fingerprint::{fingerprint, normalise_matched_at, Change, FindingStatus};
+use crate::fingerprint::{fingerprint_of_normalised, normalise_matched_at, Change, FindingStatus};
 use crate::store::fingerprints;
 use crate::store::scans::ScanRow;
 
@@ -220,7 +220,11 @@ struct PageRows<'a> {
 }
 
 impl<'a> PageRows<'a> {
-    fn new(batch: &'a [(&'a FindingEvent, String)], keys: &[String]) -> Self {
+    fn new(
+        batch: &'a [(&'a FindingEvent, String)],
+        keys: &[String],
+        normalised: &[String],
+    ) -> Self {
         let ids: Vec<Uuid> = batch.iter().map(|_| Uuid::now_v7()).collect();
         let mut order: Vec<usize> = (0..batch.len()).collect();
         order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
@@ -238,8 +242,7 @@ impl<'a> PageRows<'a> {
             rows.findings.push((f, dedup_key.as_str()));
             rows.keys.push(keys[i].clone());
             rows.fingerprint_ids.push(first.then(Uuid::now_v7));
-            rows.normalised
-                .push(first.then(|| normalise_matched_at(&f.matched_at)));
+            rows.normalised.push(first.then(|| normalised[i].clone()));
         }
         rows
     }
@@ -262,11 +265,16 @@ pub async fn record_findings(
     if batch.is_empty() {
         return Ok((0, Vec::new()));
     }
+    let normalised: Vec<String> = batch
+        .iter()
+        .map(|(f, _)| normalise_matched_at(&f.matched_at))
+        .collect();
     let keys: Vec<String> = batch
         .iter()
-        .map(|(f, _)| fingerprint(&f.template_id, &f.matched_at))
+        .zip(&normalised)
+        .map(|((f, _), n)| fingerprint_of_normalised(&f.template_id, n))
         .collect();
-    let page = PageRows::new(&batch, &keys);
+    let page = PageRows::new(&batch, &keys, &normalised);
     let column = |field: fn(&FindingEvent) -> &str| -> Vec<&str> {
         page.findings.iter().map(|(f, _)| field(f)).collect()
     };
