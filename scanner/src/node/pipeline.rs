@@ -266,7 +266,7 @@ async fn probe_hosts(
     let mut done = 0;
     loop {
         let next = tokio::select! {
-            next = results.next() => next,
+            next = sink.meanwhile(results.next()) => next?,
             _ = cancel.cancelled() => break,
             _ = tokio::time::sleep_until(deadline) => {
                 sink.error(Stage::Probe, "probing ran out of time".into()).await?;
@@ -275,9 +275,10 @@ async fn probe_hosts(
         };
         let Some(result) = next else { break };
         done += 1;
+        let mut found = Vec::new();
         match result {
             Ok(host) => {
-                sink.findings(vec![host.finding.clone()]).await?;
+                found.push(host.finding.clone());
                 live.push(host);
             }
             // The event stream carries text: this is the edge.
@@ -286,10 +287,11 @@ async fn probe_hosts(
                 sink.error(Stage::Probe, text).await?
             }
         }
-        sink.progress(
+        sink.progress_with(
             Stage::Probe,
             progress(stages, Stage::Probe, done, hosts.len()),
             tool,
+            found,
         )
         .await?;
     }
@@ -504,7 +506,7 @@ async fn validate(
     let mut counts: Vec<(usize, usize)> = vec![(0, 0); runs];
     let mut batch: Vec<FindingEvent> = Vec::new();
     let mut failed_requests = 0usize;
-    while let Some((gi, event)) = events.recv().await {
+    while let Some((gi, event)) = sink.meanwhile(events.recv()).await? {
         let event = match event {
             Event::Progress { done, total } => {
                 counts[gi] = (done, total);
@@ -529,11 +531,11 @@ async fn validate(
             }
             Event::Progress { done, total } => {
                 metrics::counter!("scanfleet_scanner_template_jobs_total").increment(1);
-                sink.findings(std::mem::take(&mut batch)).await?;
-                sink.progress(
+                sink.progress_with(
                     Stage::Validate,
                     progress(stages, Stage::Validate, done, total),
                     tool,
+                    std::mem::take(&mut batch),
                 )
                 .await?;
             }

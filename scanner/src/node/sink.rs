@@ -2,13 +2,24 @@
 //! pointer entry on the ingest index ([`scanfleet_bus::events::append`]). A
 //! scanner node writes nothing else anywhere.
 //!
+//! Progress within a stage is written at most every [`PROGRESS_EVERY`]: a
+//! value that comes sooner is held, and goes out with the scan's next
+//! write or once it is due ([`EventSink::meanwhile`] flushes it while a
+//! stage waits). A new stage or tool is written at once. A quick scan
+//! reported each finished template before (44 writes of 55 for a scan of
+//! the paced lab), each one a Redis round trip, an ingest round and a
+//! WebSocket message.
+//!
 //! The sink keeps what it wrote (statuses, findings, the last progress), so
 //! that after Redis lost its data ([`EventSink::replay`]) the scan's record
 //! is written again: findings are unique per scan and statuses and progress
 //! only move forward, so a replay adds nothing twice.
 
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use fred::clients::Client;
 use scanfleet_bus::events;
@@ -24,6 +35,9 @@ use super::NodeError;
 /// The longest pause between two attempts of a write while Redis is away.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
+/// How often progress within one stage is written at most.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
 /// The event writer of one scan. Progress only ever grows: every progress
 /// event carries the highest value reported so far (including by earlier
 /// attempts of the scan on other nodes, the `floor`).
@@ -31,10 +45,28 @@ pub struct EventSink {
     redis: Client,
     keys: Keys,
     scan_id: Uuid,
-    /// Last progress event sent: stage, value, tool.
-    last: Mutex<(Option<Stage>, u8, Option<String>)>,
+    last: Mutex<LastProgress>,
     /// What was written, for a replay.
     written: Mutex<Written>,
+}
+
+/// The last progress reported, and whether it was written.
+struct LastProgress {
+    stage: Option<Stage>,
+    value: u8,
+    tool: Option<String>,
+    /// When a progress event was last written.
+    written_at: Option<Instant>,
+    /// Reported within [`PROGRESS_EVERY`] of the last write, not written yet.
+    held: Option<ScanEventKind>,
+}
+
+impl LastProgress {
+    /// When the held progress is due.
+    fn due(&self) -> Option<Instant> {
+        self.held.as_ref()?;
+        Some(self.written_at.map_or_else(Instant::now, |at| at + PROGRESS_EVERY))
+    }
 }
 
 #[derive(Default)]
@@ -50,7 +82,13 @@ impl EventSink {
             redis,
             keys: keys.clone(),
             scan_id,
-            last: Mutex::new((None, floor, None)),
+            last: Mutex::new(LastProgress {
+                stage: None,
+                value: floor,
+                tool: None,
+                written_at: None,
+                held: None,
+            }),
             written: Mutex::new(Written::default()),
         }
     }
@@ -83,22 +121,64 @@ impl EventSink {
     }
 
     /// Reports `value` in `stage` with `tool`; sends nothing when neither the
-    /// stage, the tool nor the (never decreasing) value changed.
+    /// stage, the tool nor the (never decreasing) value changed, and holds
+    /// the value when the stage and tool did not change and progress was
+    /// written less than [`PROGRESS_EVERY`] ago.
     pub async fn progress(&self, stage: Stage, value: u8, tool: &str) -> Result<(), NodeError> {
-        let event = {
+        self.progress_with(stage, value, tool, Vec::new()).await
+    }
+
+    /// [`EventSink::progress`] and `findings` in one write: with findings to
+    /// send, the progress goes with them whether due or not.
+    pub async fn progress_with(
+        &self,
+        stage: Stage,
+        value: u8,
+        tool: &str,
+        findings: Vec<FindingEvent>,
+    ) -> Result<(), NodeError> {
+        let now_due = {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            let value = value.max(last.1).min(99);
-            if last.0 == Some(stage) && last.1 == value && last.2.as_deref() == Some(tool) {
-                return Ok(());
+            let value = value.max(last.value).min(99);
+            let same_step = last.stage == Some(stage) && last.tool.as_deref() == Some(tool);
+            if !(same_step && last.value == value) {
+                last.stage = Some(stage);
+                last.value = value;
+                last.tool = Some(tool.to_string());
+                last.held = Some(ScanEventKind::Progress {
+                    stage,
+                    progress: value,
+                    current_tool: Some(tool.to_string()),
+                });
             }
-            *last = (Some(stage), value, Some(tool.to_string()));
-            ScanEventKind::Progress {
-                stage,
-                progress: value,
-                current_tool: Some(tool.to_string()),
-            }
+            !same_step || last.due().is_some_and(|due| due <= Instant::now())
         };
-        self.write(vec![event]).await
+        if now_due || !findings.is_empty() {
+            self.findings(findings).await?;
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the held progress, if any.
+    pub async fn flush(&self) -> Result<(), NodeError> {
+        self.write(Vec::new()).await
+    }
+
+    /// Awaits `work`, writing the held progress once it is due meanwhile, so
+    /// that a stage waiting on slow work still shows where it is.
+    pub async fn meanwhile<T>(&self, work: impl Future<Output = T>) -> Result<T, NodeError> {
+        tokio::pin!(work);
+        loop {
+            let due = self.last.lock().unwrap_or_else(|p| p.into_inner()).due();
+            let Some(due) = due else {
+                return Ok(work.await);
+            };
+            tokio::select! {
+                done = &mut work => return Ok(done),
+                _ = tokio::time::sleep_until(due) => self.flush().await?,
+            }
+        }
     }
 
     /// Writes again everything the scan reported so far, after Redis lost
@@ -124,9 +204,22 @@ impl EventSink {
     /// Appends the events, retrying while Redis is unreachable: a scan's
     /// record is never dropped for an outage (the node's shutdown or the
     /// scan's end stops the retries).
+    /// The held progress goes first: it was reported before them.
     async fn write(&self, events: Vec<ScanEventKind>) -> Result<(), NodeError> {
-        let kinds: Vec<(Kind, String)> = events
+        let held = {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            let held = last.held.take();
+            if held.is_some() {
+                last.written_at = Some(Instant::now());
+            }
+            held
+        };
+        if held.is_none() && events.is_empty() {
+            return Ok(());
+        }
+        let kinds: Vec<(Kind, String)> = held
             .into_iter()
+            .chain(events)
             .map(|kind| {
                 let k = Kind::of(&kind);
                 (k, ScanEvent::new(self.scan_id, kind).to_json())
