@@ -3,7 +3,8 @@
 //!
 //! The stream layout (a stream per scan, an ingest index read by a
 //! consumer group) is described in `scanfleet_bus::events`. For each scan
-//! named in a batch of index entries the ingester locks the scan's row,
+//! named in a batch of index entries (several scans at once, each in its
+//! own transaction) the ingester locks the scan's row,
 //! reads the scan's stream from the cursor saved in that row
 //! (`scans.events_cursor`), applies everything new and saves the new cursor
 //! in the same transaction, then acknowledges (and deletes) the index
@@ -48,6 +49,12 @@ use crate::store::{coverage, findings, fingerprints, notifications, scans, Db};
 
 /// Index entries read at once.
 const BATCH: u64 = 256;
+/// Scans of one batch applied at once, each in its own transaction on a
+/// connection of the pool. One at a time, the ingester was the fleet's
+/// limit: a transaction a scan and a round, each waiting on its commit,
+/// so at 32 nodes it was still writing for seconds after the nodes had
+/// finished.
+const SCANS_AT_ONCE: usize = 4;
 /// Stream entries read per `XRANGE`.
 const PAGE: u64 = 1000;
 /// How long a read blocks when the index is idle.
@@ -135,14 +142,22 @@ impl Ingester {
         }
     }
 
-    /// Applies every scan named in `entries`, then acknowledges them.
+    /// Applies every scan named in `entries`, [`SCANS_AT_ONCE`] at a time,
+    /// then acknowledges them. Every scan's transaction runs to its end
+    /// before an error is returned: one scan's failure does not cut the
+    /// others short, and the batch is retried whole (the scans that
+    /// committed find nothing new).
     async fn apply(&self, entries: &[Entry]) -> Result<(), Error> {
+        use futures::StreamExt;
         if entries.is_empty() {
             return Ok(());
         }
-        for scan_id in events::scans_named(entries) {
-            self.ingest_scan(scan_id).await?;
-        }
+        let results: Vec<Result<(), Error>> = futures::stream::iter(events::scans_named(entries))
+            .map(|scan_id| self.ingest_scan(scan_id))
+            .buffer_unordered(SCANS_AT_ONCE)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), Error>>()?;
         let ids: Vec<String> = entries.iter().map(|(id, _)| id.clone()).collect();
         self.index.done(ids).await?;
         Ok(())

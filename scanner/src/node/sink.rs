@@ -65,7 +65,10 @@ impl LastProgress {
     /// When the held progress is due.
     fn due(&self) -> Option<Instant> {
         self.held.as_ref()?;
-        Some(self.written_at.map_or_else(Instant::now, |at| at + PROGRESS_EVERY))
+        Some(
+            self.written_at
+                .map_or_else(Instant::now, |at| at + PROGRESS_EVERY),
+        )
     }
 }
 

@@ -1,0 +1,169 @@
+//! A scan's progress events as a node writes them (`EventSink`), on the
+//! machine's Redis under a prefix of the test's own: progress within a
+//! stage is written at most every `PROGRESS_EVERY`, a value that comes
+//! sooner goes out with the next write or once it is due, and a new stage
+//! is written at once.
+
+use std::time::{Duration, Instant};
+
+use scanfleet_bus::events;
+use scanfleet_common::events::{FindingEvent, ScanEventKind, ScanStatus, Stage};
+use scanfleet_common::Severity;
+use scanfleet_scanner::node::sink::{EventSink, PROGRESS_EVERY};
+use scanfleet_tests::fleet::Fleet;
+use uuid::Uuid;
+
+/// The scan's stream as `(entry ms, kind, stage, progress)`.
+async fn stream(
+    redis: &fred::clients::Client,
+    keys: &scanfleet_common::keys::Keys,
+    scan: Uuid,
+) -> Vec<(u64, String, Option<Stage>, Option<u8>)> {
+    events::range(redis, &keys.scan_events_stream(scan), "-", "+", 1000)
+        .await
+        .expect("XRANGE")
+        .iter()
+        .map(|(id, fields)| {
+            let ms = id.split('-').next().unwrap().parse().unwrap();
+            let event = events::decode(fields).expect("a scan event");
+            match event.kind {
+                ScanEventKind::Progress {
+                    stage, progress, ..
+                } => (ms, "progress".into(), Some(stage), Some(progress)),
+                ScanEventKind::Finding(_) => (ms, "finding".into(), None, None),
+                ScanEventKind::Status { status, .. } => (ms, status.as_str().into(), None, None),
+                other => (ms, format!("{other:?}"), None, None),
+            }
+        })
+        .collect()
+}
+
+fn finding() -> FindingEvent {
+    FindingEvent {
+        template_id: "git-config".into(),
+        name: "Git config exposed".into(),
+        severity: Severity::Medium,
+        host: "a.test".into(),
+        matched_at: "http://a.test/.git/config".into(),
+        description: String::new(),
+        remediation: String::new(),
+        extracted_results: vec![],
+        matcher_name: None,
+        classification: Default::default(),
+        evidence: None,
+    }
+}
+
+#[tokio::test]
+async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_lost() {
+    let fleet = Fleet::new(&[]).await;
+    let redis = fleet.redis().await;
+    let keys = fleet.keys();
+    let scan = Uuid::now_v7();
+    let sink = EventSink::new(redis.clone(), &keys, scan, 0);
+
+    // A new stage is written at once; the values that follow within the
+    // interval are held.
+    sink.progress(Stage::Validate, 10, "templates")
+        .await
+        .unwrap();
+    let first = Instant::now();
+    for value in [20, 30, 40, 50, 60] {
+        sink.progress(Stage::Validate, value, "templates")
+            .await
+            .unwrap();
+    }
+    let written = stream(&redis, &keys, scan).await;
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].3, Some(10));
+
+    // Findings go at once, with the progress held so far, in one write.
+    sink.progress_with(Stage::Validate, 70, "templates", vec![finding()])
+        .await
+        .unwrap();
+    let written = stream(&redis, &keys, scan).await;
+    let kinds: Vec<(&str, Option<u8>)> = written.iter().map(|e| (e.1.as_str(), e.3)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("progress", Some(10)),
+            ("progress", Some(70)),
+            ("finding", None)
+        ]
+    );
+    // One index entry per write: two writes so far.
+    let index = events::range(&redis, &keys.scan_events_index(), "-", "+", 1000)
+        .await
+        .unwrap();
+    assert_eq!(events::scans_named(&index), [scan]);
+    assert_eq!(index.len(), 2);
+
+    // A value held while the stage waits is written once it is due.
+    let since = Instant::now();
+    sink.progress(Stage::Validate, 80, "templates")
+        .await
+        .unwrap();
+    assert_eq!(stream(&redis, &keys, scan).await.len(), 3);
+    sink.meanwhile(tokio::time::sleep(
+        PROGRESS_EVERY + Duration::from_millis(300),
+    ))
+    .await
+    .unwrap();
+    let written = stream(&redis, &keys, scan).await;
+    assert_eq!(written.len(), 4, "{written:?}");
+    assert_eq!(
+        (written[3].1.as_str(), written[3].3),
+        ("progress", Some(80))
+    );
+    // Not before it was due: the last write was the findings' one.
+    assert!(written[3].0 >= written[2].0 + PROGRESS_EVERY.as_millis() as u64 - 5);
+    assert!(since.elapsed() >= PROGRESS_EVERY);
+    assert!(first.elapsed() >= PROGRESS_EVERY);
+
+    // Progress never goes back; a new stage is written at once, and a
+    // status carries nothing held.
+    sink.progress(Stage::Validate, 50, "templates")
+        .await
+        .unwrap();
+    sink.progress(Stage::Report, 99, "report").await.unwrap();
+    sink.status(ScanStatus::Completed, None).await.unwrap();
+    let written = stream(&redis, &keys, scan).await;
+    let kinds: Vec<(&str, Option<Stage>, Option<u8>)> = written[4..]
+        .iter()
+        .map(|e| (e.1.as_str(), e.2, e.3))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("progress", Some(Stage::Report), Some(99)),
+            ("completed", None, None)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_held_value_goes_out_with_the_next_status() {
+    let fleet = Fleet::new(&[]).await;
+    let redis = fleet.redis().await;
+    let keys = fleet.keys();
+    let scan = Uuid::now_v7();
+    let sink = EventSink::new(redis.clone(), &keys, scan, 0);
+    sink.progress(Stage::Probe, 5, "http-probe").await.unwrap();
+    sink.progress(Stage::Probe, 15, "http-probe").await.unwrap();
+    sink.status(ScanStatus::Failed, Some("stopped short".into()))
+        .await
+        .unwrap();
+    let kinds: Vec<(String, Option<u8>)> = stream(&redis, &keys, scan)
+        .await
+        .into_iter()
+        .map(|e| (e.1, e.3))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("progress".to_string(), Some(5)),
+            ("progress".to_string(), Some(15)),
+            ("failed".to_string(), None)
+        ]
+    );
+}
