@@ -4,7 +4,7 @@
 //! sooner goes out with the next write or once it is due, and a new stage
 //! is written at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use scanfleet_bus::events;
 use scanfleet_common::events::{FindingEvent, ScanEventKind, ScanStatus, Stage};
@@ -38,6 +38,32 @@ async fn stream(
         .collect()
 }
 
+/// A scan's sink on a fleet's Redis (the fleet kept for its lifetime).
+struct Scan {
+    _fleet: Fleet,
+    redis: fred::clients::Client,
+    keys: scanfleet_common::keys::Keys,
+    scan: Uuid,
+    sink: EventSink,
+}
+
+impl Scan {
+    async fn new() -> Scan {
+        let fleet = Fleet::new(&[]).await;
+        let redis = fleet.redis().await;
+        let keys = fleet.keys();
+        let scan = Uuid::now_v7();
+        let sink = EventSink::new(redis.clone(), &keys, scan, 0);
+        Scan {
+            _fleet: fleet,
+            redis,
+            keys,
+            scan,
+            sink,
+        }
+    }
+}
+
 fn finding() -> FindingEvent {
     FindingEvent {
         template_id: "git-config".into(),
@@ -56,18 +82,19 @@ fn finding() -> FindingEvent {
 
 #[tokio::test]
 async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_lost() {
-    let fleet = Fleet::new(&[]).await;
-    let redis = fleet.redis().await;
-    let keys = fleet.keys();
-    let scan = Uuid::now_v7();
-    let sink = EventSink::new(redis.clone(), &keys, scan, 0);
+    let Scan {
+        _fleet,
+        redis,
+        keys,
+        scan,
+        sink,
+    } = Scan::new().await;
 
     // A new stage is written at once; the values that follow within the
     // interval are held.
     sink.progress(Stage::Validate, 10, "templates")
         .await
         .unwrap();
-    let first = Instant::now();
     for value in [20, 30, 40, 50, 60] {
         sink.progress(Stage::Validate, value, "templates")
             .await
@@ -99,7 +126,6 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
     assert_eq!(index.len(), 2);
 
     // A value held while the stage waits is written once it is due.
-    let since = Instant::now();
     sink.progress(Stage::Validate, 80, "templates")
         .await
         .unwrap();
@@ -117,8 +143,6 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
     );
     // Not before it was due: the last write was the findings' one.
     assert!(written[3].0 >= written[2].0 + PROGRESS_EVERY.as_millis() as u64 - 5);
-    assert!(since.elapsed() >= PROGRESS_EVERY);
-    assert!(first.elapsed() >= PROGRESS_EVERY);
 
     // Progress never goes back; a new stage is written at once, and a
     // status carries nothing held.
@@ -143,11 +167,13 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
 
 #[tokio::test]
 async fn a_held_value_goes_out_with_the_next_status() {
-    let fleet = Fleet::new(&[]).await;
-    let redis = fleet.redis().await;
-    let keys = fleet.keys();
-    let scan = Uuid::now_v7();
-    let sink = EventSink::new(redis.clone(), &keys, scan, 0);
+    let Scan {
+        _fleet,
+        redis,
+        keys,
+        scan,
+        sink,
+    } = Scan::new().await;
     sink.progress(Stage::Probe, 5, "http-probe").await.unwrap();
     sink.progress(Stage::Probe, 15, "http-probe").await.unwrap();
     sink.status(ScanStatus::Failed, Some("stopped short".into()))

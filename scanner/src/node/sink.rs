@@ -19,8 +19,6 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use fred::clients::Client;
 use scanfleet_bus::events;
 use scanfleet_common::chain::Chain;
@@ -28,6 +26,7 @@ use scanfleet_common::events::{
     CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage,
 };
 use scanfleet_common::keys::Keys;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::NodeError;
@@ -207,6 +206,7 @@ impl EventSink {
     /// Appends the events, retrying while Redis is unreachable: a scan's
     /// record is never dropped for an outage (the node's shutdown or the
     /// scan's end stops the retries).
+    ///
     /// The held progress goes first: it was reported before them.
     async fn write(&self, events: Vec<ScanEventKind>) -> Result<(), NodeError> {
         let held = {
