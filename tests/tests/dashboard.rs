@@ -347,18 +347,23 @@ async fn the_rollups_follow_every_change_of_a_scans_life_and_skip_the_others() {
     assert_eq!(kept[0], "totals 2 11 2 3", "{kept:?}");
     // A change of status between two states that are not `completed`, and
     // an update of other columns, leave the rollup rows untouched.
-    let touched = || async {
-        db.query_one(
-            "SELECT n_tup_upd + n_tup_hot_upd FROM pg_stat_xact_user_tables
-             WHERE relname = 'user_scan_totals'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
+    let writes = |table: &'static str| {
+        let db = &db;
+        async move {
+            db.query_one(
+                "SELECT n_tup_ins + n_tup_upd FROM pg_stat_xact_user_tables
+                 WHERE relname = $1",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+        }
     };
+    let touched = || writes("user_scan_totals");
     db.batch_execute("BEGIN").await.unwrap();
     let before = touched().await;
+    let days_before = writes("user_daily_activity").await;
     step("UPDATE scans SET status = 'pending' WHERE id = $1", b).await;
     step(
         "UPDATE scans SET status = 'running', progress = 50 WHERE id = $1",
@@ -375,9 +380,15 @@ async fn the_rollups_follow_every_change_of_a_scans_life_and_skip_the_others() {
         b,
     )
     .await;
-    assert!(
-        touched().await > before,
-        "a count that changed moves the rollup"
+    assert_eq!(
+        touched().await,
+        before + 1,
+        "a count that changed moves the totals once"
+    );
+    assert_eq!(
+        writes("user_daily_activity").await,
+        days_before,
+        "the counts of a scan not completed leave its days alone"
     );
     db.batch_execute("COMMIT").await.unwrap();
 }

@@ -125,6 +125,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "finding_keys_per_statement",
         include_str!("../../migrations/0044_finding_keys_per_statement.sql"),
     ),
+    (
+        45,
+        "scan_rollup_deltas",
+        include_str!("../../migrations/0045_scan_rollup_deltas.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
