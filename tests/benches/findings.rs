@@ -8,7 +8,9 @@
 //!   the fingerprint list index of before migration 0043 (no sighting a
 //!   HOT update); and, for comparison, the same pages through the insert
 //!   statement the ingester ran before fingerprints (findings only, no
-//!   fingerprint upsert);
+//!   fingerprint upsert); and 2,000 pages of one finding each (the fleet's
+//!   small scans write pages of one or two), findings only and with
+//!   fingerprints, for what a page costs however few rows it holds;
 //! - `GET /targets/{id}/findings` p50/p95 for a target with 100,000
 //!   fingerprints and a user with 1,000,000 findings (10 completed scans of
 //!   100,000 findings, laid with SQL), over several filters and pages.
@@ -29,6 +31,8 @@ use uuid::Uuid;
 
 const FINDINGS: usize = 10_000;
 const PAGE: usize = 1_000;
+/// One-finding pages timed for the fixed cost of a page.
+const SMALL_PAGES: usize = 2_000;
 const FINGERPRINTS: i64 = 100_000;
 const SCANS: i64 = 10;
 const REQUESTS_PER_QUERY: usize = 60;
@@ -63,11 +67,22 @@ async fn new_scan(app: &TestApp, user: Uuid, target: Uuid) -> Uuid {
     id
 }
 
-/// Findings a second through `insert_findings`.
+/// Findings a second through `insert_findings`, in pages of `PAGE`.
 async fn ingest(app: &TestApp, user: Uuid, scan: Uuid, events: &[FindingEvent]) -> f64 {
+    ingest_in_pages(app, user, scan, events, PAGE).await
+}
+
+/// Findings a second through `insert_findings`, in pages of `page`.
+async fn ingest_in_pages(
+    app: &TestApp,
+    user: Uuid,
+    scan: Uuid,
+    events: &[FindingEvent],
+    page: usize,
+) -> f64 {
     let mut db = app.state.db.get().await.expect("db");
     let started = Instant::now();
-    for page in events.chunks(PAGE) {
+    for page in events.chunks(page) {
         let tx = db.transaction().await.expect("tx");
         let n = findings::insert_findings(&tx, scan, user, page)
             .await
@@ -85,10 +100,11 @@ async fn ingest_without_fingerprints(
     user: Uuid,
     scan: Uuid,
     events: &[FindingEvent],
+    page: usize,
 ) -> f64 {
     let mut db = app.state.db.get().await.expect("db");
     let started = Instant::now();
-    for page in events.chunks(PAGE) {
+    for page in events.chunks(page) {
         let tx = db.transaction().await.expect("tx");
         let ids: Vec<Uuid> = page.iter().map(|_| Uuid::now_v7()).collect();
         let col = |f: fn(&FindingEvent) -> String| page.iter().map(f).collect::<Vec<String>>();
@@ -276,7 +292,7 @@ async fn main() {
 
     let before_target = app.new_target(&user, "before.example.com").await;
     let scan = new_scan(&app, user.id, before_target).await;
-    let before = ingest_without_fingerprints(&app, user.id, scan, &events).await;
+    let before = ingest_without_fingerprints(&app, user.id, scan, &events, PAGE).await;
     let target = app.new_target(&user, "example.com").await;
     let scan = new_scan(&app, user.id, target).await;
     let first = ingest(&app, user.id, scan, &events).await;
@@ -319,6 +335,26 @@ async fn main() {
         old_third / before,
         unlisted_first / before,
         unlisted_second / before
+    );
+
+    // The fleet's shape: a small scan's pages hold one or two findings (what
+    // it found since its last event), so what a page costs however few
+    // rows it holds sets Postgres' share of the scan.
+    let small: Vec<FindingEvent> = (0..SMALL_PAGES).map(finding).collect();
+    let t = app.new_target(&user, "pages-before.example.com").await;
+    let scan = new_scan(&app, user.id, t).await;
+    let small_before = ingest_without_fingerprints(&app, user.id, scan, &small, 1).await;
+    let t = app.new_target(&user, "pages.example.com").await;
+    let scan = new_scan(&app, user.id, t).await;
+    let small_first = ingest_in_pages(&app, user.id, scan, &small, 1).await;
+    let scan = new_scan(&app, user.id, t).await;
+    let small_second = ingest_in_pages(&app, user.id, scan, &small, 1).await;
+    println!(
+        "ingest, {SMALL_PAGES} pages of one finding, each in its own transaction: findings only \
+         {small_before:.0}, first scan {small_first:.0}, second scan {small_second:.0} pages/s \
+         ({:.2}, {:.2} of findings only)",
+        small_first / small_before,
+        small_second / small_before
     );
 
     // `BENCH_INGEST_ONLY=1`: the ingest figures alone (the list's data

@@ -388,6 +388,52 @@ async fn scan_status_only_moves_forward_and_stamps_its_times() {
     );
 }
 
+/// A page of findings writes its scan's row once (its counts, which move
+/// its revision), not again for the revision alone; and a transaction that
+/// writes the scan and then its findings still shows both on the next read.
+#[tokio::test]
+async fn a_page_writes_its_scan_once_and_a_kept_detail_still_follows() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let s = new_scan(&app, &user).await;
+    assert_eq!(detail(&app, &user, s).await.body["findings_count"], 0);
+    let mut db = app.state.db.get().await.unwrap();
+    let tx = db.transaction().await.unwrap();
+    let page = [finding("git-config", Severity::High, "/.git/config")];
+    assert_eq!(
+        findings::insert_findings(&tx, s, user.id, &page)
+            .await
+            .unwrap(),
+        1
+    );
+    let writes: i64 = tx
+        .query_one(
+            "SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'scans'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(writes, 1, "the scan's row written once by a page");
+    tx.commit().await.unwrap();
+    assert_eq!(detail(&app, &user, s).await.body["findings_count"], 1);
+
+    let tx = db.transaction().await.unwrap();
+    tx.execute("UPDATE scans SET progress = 7 WHERE id = $1", &[&s])
+        .await
+        .unwrap();
+    tx.execute(
+        "UPDATE findings SET description = 'seen' WHERE scan_id = $1",
+        &[&s],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let r = detail(&app, &user, s).await;
+    assert_eq!(r.body["progress"], 7);
+    assert_eq!(r.body["findings"][0]["description"], "seen");
+}
+
 /// Scan details are kept in memory by revision; every change, made by
 /// another api process or straight in the database, shows on the next read.
 #[tokio::test]

@@ -130,6 +130,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "scan_rollup_deltas",
         include_str!("../../migrations/0045_scan_rollup_deltas.sql"),
     ),
+    (
+        46,
+        "page_fixed_costs",
+        include_str!("../../migrations/0046_page_fixed_costs.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
