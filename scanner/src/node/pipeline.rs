@@ -99,14 +99,15 @@ pub async fn run(
 
     timer.next(Stage::Probe);
     // PROBE
-    let live = probe_hosts(node, &stages, &hosts, sink, cancel).await?;
+    let (live, misses) = probe_hosts(node, &stages, &hosts, sink, cancel).await?;
     if cancel.is_cancelled() {
         return Ok(Outcome::Cancelled);
     }
     if live.is_empty() {
-        return Ok(Outcome::Failed(format!(
-            "no host of {domain} answered over HTTPS or HTTP ({} host(s) tried)",
-            hosts.len()
+        return Ok(Outcome::Failed(no_host_answered(
+            domain,
+            hosts.len(),
+            &misses,
         )));
     }
 
@@ -238,13 +239,30 @@ async fn lookup_with_retry(
     }
 }
 
+/// The failure of a scan none of whose hosts answered, with why the first
+/// of them did not (the rest went to the scan's event stream).
+fn no_host_answered(domain: &str, tried: usize, misses: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text =
+        format!("no host of {domain} answered over HTTPS or HTTP ({tried} host(s) tried)");
+    if !misses.is_empty() {
+        text.push_str(": ");
+        text.push_str(&misses[..misses.len().min(SHOWN)].join("; "));
+        if misses.len() > SHOWN {
+            text.push_str(&format!("; and {} more", misses.len() - SHOWN));
+        }
+    }
+    text
+}
+
+/// The hosts that answered, sorted, and why each of the others did not.
 async fn probe_hosts(
     node: &Node,
     stages: &[Stage],
     hosts: &[String],
     sink: &EventSink,
     cancel: &CancellationToken,
-) -> Result<Vec<LiveHost>, NodeError> {
+) -> Result<(Vec<LiveHost>, Vec<String>), NodeError> {
     use futures::StreamExt;
     let tool = "http-probe";
     sink.progress(
@@ -263,6 +281,7 @@ async fn probe_hosts(
         })
         .buffer_unordered(8);
     let mut live = Vec::new();
+    let mut misses = Vec::new();
     let mut done = 0;
     loop {
         let next = tokio::select! {
@@ -284,7 +303,8 @@ async fn probe_hosts(
             // The event stream carries text: this is the edge.
             Err(miss) => {
                 let text = Chain(&miss).to_string();
-                sink.error(Stage::Probe, text).await?
+                sink.error(Stage::Probe, text.clone()).await?;
+                misses.push(text);
             }
         }
         sink.progress_with(
@@ -296,7 +316,7 @@ async fn probe_hosts(
         .await?;
     }
     live.sort_by(|a, b| a.host.cmp(&b.host));
-    Ok(live)
+    Ok((live, misses))
 }
 
 /// Each live host's templates: `auto` from its technologies, the other
@@ -593,7 +613,21 @@ use crate::auto::host_name;
 
 #[cfg(test)]
 mod tests {
-    use super::host_name;
+    use super::{host_name, no_host_answered};
+
+    #[test]
+    fn a_scan_no_host_answered_says_why_for_the_first_three() {
+        assert_eq!(
+            no_host_answered("shop.test", 1, &[]),
+            "no host of shop.test answered over HTTPS or HTTP (1 host(s) tried)"
+        );
+        let misses: Vec<String> = (1..=5).map(|i| format!("h{i} refused")).collect();
+        assert_eq!(
+            no_host_answered("shop.test", 5, &misses),
+            "no host of shop.test answered over HTTPS or HTTP (5 host(s) tried): h1 refused; \
+             h2 refused; h3 refused; and 2 more"
+        );
+    }
 
     #[test]
     fn findings_are_grouped_by_bare_host_names() {
