@@ -338,6 +338,7 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         (0..4).map(|i| row.get::<_, i64>(i)).collect::<Vec<i64>>()
     };
     let db_before = db_stats().await;
+    let lab_before = lab.requests.load(std::sync::atomic::Ordering::Relaxed);
     let cpu = Cpu::read();
     let start = Instant::now();
     // Submitted as many users and the scheduler would: several at once
@@ -368,6 +369,11 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         submitted.as_secs_f64()
     );
     cpu.print_per_scan(&Cpu::read(), count, api.pid(), &node_pids);
+    println!(
+        "  lab requests a scan: {:.1}",
+        (lab.requests.load(std::sync::atomic::Ordering::Relaxed) - lab_before) as f64
+            / count as f64
+    );
     // The statistics collector reports a backend's counts when its
     // transaction ends, at most once a second.
     tokio::time::sleep(Duration::from_millis(1200)).await;
