@@ -13,31 +13,6 @@ use scanfleet_scanner::node::sink::{EventSink, PROGRESS_EVERY};
 use scanfleet_tests::fleet::Fleet;
 use uuid::Uuid;
 
-/// The scan's stream as `(entry ms, kind, stage, progress)`.
-async fn stream(
-    redis: &fred::clients::Client,
-    keys: &scanfleet_common::keys::Keys,
-    scan: Uuid,
-) -> Vec<(u64, String, Option<Stage>, Option<u8>)> {
-    events::range(redis, &keys.scan_events_stream(scan), "-", "+", 1000)
-        .await
-        .expect("XRANGE")
-        .iter()
-        .map(|(id, fields)| {
-            let ms = id.split('-').next().unwrap().parse().unwrap();
-            let event = events::decode(fields).expect("a scan event");
-            match event.kind {
-                ScanEventKind::Progress {
-                    stage, progress, ..
-                } => (ms, "progress".into(), Some(stage), Some(progress)),
-                ScanEventKind::Finding(_) => (ms, "finding".into(), None, None),
-                ScanEventKind::Status { status, .. } => (ms, status.as_str().into(), None, None),
-                other => (ms, format!("{other:?}"), None, None),
-            }
-        })
-        .collect()
-}
-
 /// A scan's sink on a fleet's Redis (the fleet kept for its lifetime).
 struct Scan {
     _fleet: Fleet,
@@ -62,6 +37,33 @@ impl Scan {
             sink,
         }
     }
+
+    /// The scan's stream as `(entry ms, kind, stage, progress)`.
+    async fn written(&self) -> Vec<(u64, String, Option<Stage>, Option<u8>)> {
+        events::range(
+            &self.redis,
+            &self.keys.scan_events_stream(self.scan),
+            "-",
+            "+",
+            1000,
+        )
+        .await
+        .expect("XRANGE")
+        .iter()
+        .map(|(id, fields)| {
+            let ms = id.split('-').next().unwrap().parse().unwrap();
+            let event = events::decode(fields).expect("a scan event");
+            match event.kind {
+                ScanEventKind::Progress {
+                    stage, progress, ..
+                } => (ms, "progress".into(), Some(stage), Some(progress)),
+                ScanEventKind::Finding(_) => (ms, "finding".into(), None, None),
+                ScanEventKind::Status { status, .. } => (ms, status.as_str().into(), None, None),
+                other => (ms, format!("{other:?}"), None, None),
+            }
+        })
+        .collect()
+    }
 }
 
 fn finding() -> FindingEvent {
@@ -82,13 +84,8 @@ fn finding() -> FindingEvent {
 
 #[tokio::test]
 async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_lost() {
-    let Scan {
-        _fleet,
-        redis,
-        keys,
-        scan,
-        sink,
-    } = Scan::new().await;
+    let s = Scan::new().await;
+    let sink = &s.sink;
 
     // A new stage is written at once; the values that follow within the
     // interval are held.
@@ -100,7 +97,7 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
             .await
             .unwrap();
     }
-    let written = stream(&redis, &keys, scan).await;
+    let written = s.written().await;
     assert_eq!(written.len(), 1, "{written:?}");
     assert_eq!(written[0].3, Some(10));
 
@@ -108,7 +105,7 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
     sink.progress_with(Stage::Validate, 70, "templates", vec![finding()])
         .await
         .unwrap();
-    let written = stream(&redis, &keys, scan).await;
+    let written = s.written().await;
     let kinds: Vec<(&str, Option<u8>)> = written.iter().map(|e| (e.1.as_str(), e.3)).collect();
     assert_eq!(
         kinds,
@@ -119,23 +116,23 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
         ]
     );
     // One index entry per write: two writes so far.
-    let index = events::range(&redis, &keys.scan_events_index(), "-", "+", 1000)
+    let index = events::range(&s.redis, &s.keys.scan_events_index(), "-", "+", 1000)
         .await
         .unwrap();
-    assert_eq!(events::scans_named(&index), [scan]);
+    assert_eq!(events::scans_named(&index), [s.scan]);
     assert_eq!(index.len(), 2);
 
     // A value held while the stage waits is written once it is due.
     sink.progress(Stage::Validate, 80, "templates")
         .await
         .unwrap();
-    assert_eq!(stream(&redis, &keys, scan).await.len(), 3);
+    assert_eq!(s.written().await.len(), 3);
     sink.meanwhile(tokio::time::sleep(
         PROGRESS_EVERY + Duration::from_millis(300),
     ))
     .await
     .unwrap();
-    let written = stream(&redis, &keys, scan).await;
+    let written = s.written().await;
     assert_eq!(written.len(), 4, "{written:?}");
     assert_eq!(
         (written[3].1.as_str(), written[3].3),
@@ -151,7 +148,7 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
         .unwrap();
     sink.progress(Stage::Report, 99, "report").await.unwrap();
     sink.status(ScanStatus::Completed, None).await.unwrap();
-    let written = stream(&redis, &keys, scan).await;
+    let written = s.written().await;
     let kinds: Vec<(&str, Option<Stage>, Option<u8>)> = written[4..]
         .iter()
         .map(|e| (e.1.as_str(), e.2, e.3))
@@ -167,23 +164,15 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
 
 #[tokio::test]
 async fn a_held_value_goes_out_with_the_next_status() {
-    let Scan {
-        _fleet,
-        redis,
-        keys,
-        scan,
-        sink,
-    } = Scan::new().await;
+    let s = Scan::new().await;
+    let sink = &s.sink;
     sink.progress(Stage::Probe, 5, "http-probe").await.unwrap();
     sink.progress(Stage::Probe, 15, "http-probe").await.unwrap();
     sink.status(ScanStatus::Failed, Some("stopped short".into()))
         .await
         .unwrap();
-    let kinds: Vec<(String, Option<u8>)> = stream(&redis, &keys, scan)
-        .await
-        .into_iter()
-        .map(|e| (e.1, e.3))
-        .collect();
+    let kinds: Vec<(String, Option<u8>)> =
+        s.written().await.into_iter().map(|e| (e.1, e.3)).collect();
     assert_eq!(
         kinds,
         [
