@@ -17,7 +17,9 @@
 //! The fleet alone: `BENCH_FLEET=1,8,32,64 cargo bench -p scanfleet-tests
 //! --bench pipeline` runs `BENCH_SCANS_PER_NODE` (16) paced `quick` scans
 //! per node for each node count, spread over `BENCH_USERS` (16) users, and
-//! prints scans a minute and the ratio to the first count.
+//! prints scans a minute and the ratio to the first count. The lab
+//! answers on `BENCH_LAB_ADDRESSES` (16) loopback addresses besides
+//! 127.0.0.1, the targets spread over them (see [`Lab::start_spread`]).
 //! `SCANFLEET_TEST_PROFILE=debug` with `cargo test
 //! --bench pipeline` runs it on debug builds (no release build needed).
 
@@ -53,7 +55,7 @@ fn summary(name: &str, mut values: Vec<f64>) {
 }
 
 async fn fleet(lab: &Lab) -> Fleet {
-    let mut env = lab.node_env(&["bench.test", "*.bench.test"]);
+    let mut env = lab.spread_env("bench.test");
     env.push(("RUST_LOG".into(), "warn".into()));
     Fleet::new(&env).await
 }
@@ -321,7 +323,7 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         let token = &tokens[i % users];
         targets.push((
             token,
-            fleet.target(token, &format!("t{i}.bench.test")).await,
+            fleet.target(token, &lab.spread_host(i, "bench.test")).await,
         ));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -420,7 +422,14 @@ async fn fleet_scaling(counts: &str) {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(16);
-    let slow = Lab::start(Duration::from_millis(50)).await;
+    // The targets spread over `BENCH_LAB_ADDRESSES` loopback addresses
+    // besides 127.0.0.1 (16 unless set; 0 puts them all on 127.0.0.1).
+    let addresses: u8 = std::env::var("BENCH_LAB_ADDRESSES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(16);
+    let slow = Lab::start_spread(Duration::from_millis(50), addresses).await;
+    println!("lab on 127.0.0.1 and {addresses} more loopback address(es)");
     let mut first: Option<(usize, f64)> = None;
     for nodes in counts
         .split(',')

@@ -24,7 +24,7 @@
 //!   DNS port on 127.0.0.1 (a DNS-only callback).
 
 use crate::http1::next_request;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,12 +65,17 @@ pub struct Lab {
     pub requests: Arc<AtomicU64>,
     /// How `/.git/config` answers.
     git: Arc<GitSwitch>,
-    task: tokio::task::JoinHandle<()>,
+    /// Loopback addresses past 127.0.0.1 the lab also answers on, on the
+    /// same port ([`Lab::start_spread`]).
+    spread: u8,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
@@ -104,34 +109,100 @@ impl Lab {
         Lab::start_inner(delay, Some(oob)).await
     }
 
+    /// Starts the lab on 127.0.0.1 and on `spread` more loopback
+    /// addresses (127.0.1.1 up), all on one port, for a fleet of many
+    /// scans: the targets of [`Lab::spread_host`] are spread over them as
+    /// a real fleet's targets are over their own addresses. With one
+    /// address, every connection of every node goes to one address and
+    /// port, and once tens of thousands of them have closed the kernel
+    /// searches long for a free local port on each connect (a tenth of
+    /// the machine at 64 nodes).
+    pub async fn start_spread(delay: Duration, spread: u8) -> Lab {
+        for _ in 0..5 {
+            let first = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
+            let port = first.local_addr().expect("lab addr").port();
+            let mut listeners = vec![first];
+            for k in 1..=spread {
+                match TcpListener::bind((Ipv4Addr::new(127, 0, 1, k), port)).await {
+                    Ok(l) => listeners.push(l),
+                    Err(_) => break,
+                }
+            }
+            if listeners.len() == usize::from(spread) + 1 {
+                let mut lab = Lab::serve_on(listeners, delay, None);
+                lab.spread = spread;
+                return lab;
+            }
+        }
+        panic!("lab: no port free on 127.0.0.1 and 127.0.1.1 to 127.0.1.{spread}");
+    }
+
     async fn start_inner(delay: Duration, oob: Option<OobTarget>) -> Lab {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
-        let port = listener.local_addr().expect("lab addr").port();
+        Lab::serve_on(vec![listener], delay, oob)
+    }
+
+    fn serve_on(listeners: Vec<TcpListener>, delay: Duration, oob: Option<OobTarget>) -> Lab {
+        let port = listeners[0].local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
         let git = Arc::new(GitSwitch {
             exposed: AtomicBool::new(true),
             hangs: AtomicBool::new(false),
         });
-        let counter = requests.clone();
-        let switch = git.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let counter = counter.clone();
-                let switch = switch.clone();
+        let tasks = listeners
+            .into_iter()
+            .map(|listener| {
+                let counter = requests.clone();
+                let switch = git.clone();
                 tokio::spawn(async move {
-                    let _ = serve(stream, delay, counter, switch, oob).await;
-                });
-            }
-        });
+                    loop {
+                        let Ok((stream, _)) = listener.accept().await else {
+                            continue;
+                        };
+                        let counter = counter.clone();
+                        let switch = switch.clone();
+                        tokio::spawn(async move {
+                            let _ = serve(stream, delay, counter, switch, oob).await;
+                        });
+                    }
+                })
+            })
+            .collect();
         Lab {
             port,
             requests,
             git,
-            task,
+            spread: 0,
+            tasks,
         }
+    }
+
+    /// The `i`th target host below `domain` of a lab started with
+    /// [`Lab::start_spread`]: on the lab's addresses in turn, through the
+    /// hosts map of [`Lab::spread_env`].
+    pub fn spread_host(&self, i: usize, domain: &str) -> String {
+        format!("t{i}.g{}.{domain}", i % usize::from(self.spread.max(1)))
+    }
+
+    /// Node settings that send `domain` and every name below it to this
+    /// lab, the names of [`Lab::spread_host`] each to its own address: the
+    /// hosts map, HTTP to the lab's port on the address the name has,
+    /// HTTPS to a closed port.
+    pub fn spread_env(&self, domain: &str) -> Vec<(String, String)> {
+        let mut map = vec![
+            format!("{domain}=127.0.0.1"),
+            format!("*.{domain}=127.0.0.1"),
+        ];
+        map.extend((0..self.spread).map(|k| format!("*.g{k}.{domain}=127.0.1.{}", k + 1)));
+        vec![
+            ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
+            ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
+            ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
+            (
+                "SCANFLEET_SCANNER__CONNECT_TO".into(),
+                format!(":80::{},:443:127.0.0.1:9", self.port),
+            ),
+        ]
     }
 
     /// Serves `/.git/config` (the weakness on) or a 404 (fixed).

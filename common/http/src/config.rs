@@ -84,7 +84,8 @@ impl ClientConfig {
 
     /// Parses comma-separated `HOST:PORT:ADDR:PORT` entries (curl's
     /// `--connect-to` syntax). An empty HOST or PORT on the left matches any;
-    /// an empty PORT on the right keeps the original port. IPv6 addresses go
+    /// an empty ADDR or PORT on the right keeps the request's host or port
+    /// (not both: such an entry would change nothing). IPv6 addresses go
     /// in brackets.
     pub fn parse_connect_to(s: &str) -> Result<Vec<ConnectOverride>, HttpError> {
         s.split(',')
@@ -121,8 +122,9 @@ pub struct ConnectOverride {
     pub host: Option<String>,
     /// Port to match; `None` matches any port.
     pub port: Option<u16>,
-    /// Name or IP literal to connect to instead.
-    pub addr: String,
+    /// Name or IP literal to connect to instead; `None` keeps the request's
+    /// host (resolved as usual, through the hosts map or DNS).
+    pub addr: Option<String>,
     /// Port to connect to instead; `None` keeps the request's port.
     pub addr_port: Option<u16>,
 }
@@ -150,13 +152,13 @@ impl ConnectOverride {
                 .trim_end_matches(']')
                 .to_ascii_lowercase()
         };
-        if addr.is_empty() {
-            return Err(invalid("has an empty ADDR"));
+        if addr.is_empty() && addr_port.is_empty() {
+            return Err(invalid("changes nothing: its ADDR and PORT are both empty"));
         }
         Ok(ConnectOverride {
             host: (!host.is_empty()).then(|| strip(&host)),
             port: port_of(&port)?,
-            addr: strip(&addr),
+            addr: (!addr.is_empty()).then(|| strip(&addr)),
             addr_port: port_of(&addr_port)?,
         })
     }
@@ -265,14 +267,15 @@ mod tests {
 
     #[test]
     fn connect_to_entries_parse_with_wildcards_and_ipv6() {
-        let list = ClientConfig::parse_connect_to("example.test:443:127.0.0.1:8443, ::[::1]:")
-            .expect("parses");
+        let list =
+            ClientConfig::parse_connect_to("example.test:443:127.0.0.1:8443, ::[::1]:, :80::8080")
+                .expect("parses");
         assert_eq!(
             list[0],
             ConnectOverride {
                 host: Some("example.test".into()),
                 port: Some(443),
-                addr: "127.0.0.1".into(),
+                addr: Some("127.0.0.1".into()),
                 addr_port: Some(8443),
             }
         );
@@ -281,14 +284,24 @@ mod tests {
             ConnectOverride {
                 host: None,
                 port: None,
-                addr: "::1".into(),
+                addr: Some("::1".into()),
                 addr_port: None
+            }
+        );
+        // curl's empty HOST2: the request's own host, on another port.
+        assert_eq!(
+            list[2],
+            ConnectOverride {
+                host: None,
+                port: Some(80),
+                addr: None,
+                addr_port: Some(8080)
             }
         );
         assert!(list[0].matches("example.test", 443));
         assert!(!list[0].matches("example.test", 80));
         assert!(list[1].matches("anything", 1));
-        for bad in ["a:1:b", "a:x:b:1", "a:1::1", "a:1:[::1:1"] {
+        for bad in ["a:1:b", "a:x:b:1", "a:1::", ":::", "a:1:[::1:1"] {
             assert!(ClientConfig::parse_connect_to(bad).is_err(), "{bad}");
         }
     }

@@ -67,7 +67,10 @@ pub(crate) async fn resolve(
     port: u16,
 ) -> Result<Vec<SocketAddr>, HttpError> {
     let (name, port) = match cfg.connect_to.iter().find(|o| o.matches(host, port)) {
-        Some(o) => (o.addr.as_str(), o.addr_port.unwrap_or(port)),
+        Some(o) => (
+            o.addr.as_deref().unwrap_or(host),
+            o.addr_port.unwrap_or(port),
+        ),
         None => (host, port),
     };
     lookup(cfg, cache, host, name, port).await

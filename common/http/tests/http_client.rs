@@ -927,11 +927,26 @@ async fn hosts_map_wildcards_and_connect_to_overrides_route_requests() {
     let cfg = ClientConfig {
         hosts: ClientConfig::parse_hosts("*.lab.test=127.0.0.1").expect("hosts"),
         hosts_only: true,
-        connect_to: ClientConfig::parse_connect_to(&format!("example.invalid:80:127.0.0.1:{port}"))
-            .expect("connect-to"),
+        // The last two keep the request's host (curl's empty HOST2), so
+        // it is resolved as usual and only the port changes.
+        connect_to: ClientConfig::parse_connect_to(&format!(
+            "example.invalid:80:127.0.0.1:{port},kept.lab.test:80::{port},gone.test:80::{port}"
+        ))
+        .expect("connect-to"),
         ..lab_config()
     };
     let c = client(cfg);
+    let kept = TargetUrl::parse("http://kept.lab.test/k").expect("url");
+    let resp = c
+        .send(&Request::get(&kept), &SendOptions::default())
+        .await
+        .expect("the kept host, through the hosts map");
+    assert_eq!(&resp.body[..], b"routed");
+    let gone = TargetUrl::parse("http://gone.test/").expect("url");
+    match c.send(&Request::get(&gone), &SendOptions::default()).await {
+        Err(HttpError::Dns { host, .. }) => assert_eq!(host, "gone.test"),
+        other => panic!("gone.test is in no hosts map: {other:?}"),
+    }
     let wildcard = TargetUrl::parse(&format!("http://app.lab.test:{port}/x")).expect("url");
     let resp = c
         .send(&Request::get(&wildcard), &SendOptions::default())
@@ -943,9 +958,11 @@ async fn hosts_map_wildcards_and_connect_to_overrides_route_requests() {
         .await
         .expect("override");
     let seen = server.seen();
-    assert_eq!(seen[0].header("host"), Some(format!("app.lab.test:{port}")));
-    assert_eq!(seen[0].request_line(), "GET /x HTTP/1.1");
-    assert_eq!(seen[1].header("host"), Some("example.invalid".to_string()));
+    assert_eq!(seen[0].header("host"), Some("kept.lab.test".to_string()));
+    assert_eq!(seen[0].request_line(), "GET /k HTTP/1.1");
+    assert_eq!(seen[1].header("host"), Some(format!("app.lab.test:{port}")));
+    assert_eq!(seen[1].request_line(), "GET /x HTTP/1.1");
+    assert_eq!(seen[2].header("host"), Some("example.invalid".to_string()));
     let unknown = TargetUrl::parse("http://unknown.test/").expect("url");
     let err = c
         .send(&Request::get(&unknown), &SendOptions::default())
