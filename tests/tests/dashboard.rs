@@ -275,13 +275,15 @@ async fn rollups(app: &TestApp, user: Uuid) -> (Vec<String>, Vec<String>) {
     };
     let kept = [
         read(
-            "SELECT format('totals %s %s %s %s', scans, findings_count, critical_count, high_count)
-             FROM user_scan_totals WHERE user_id = $1",
+            "SELECT format('totals %s %s %s %s', sum(scans), sum(findings_count),
+                           sum(critical_count), sum(high_count))
+             FROM user_scan_totals WHERE user_id = $1 HAVING count(*) > 0",
         )
         .await,
         read(
-            "SELECT format('%s %s %s', day, scans, vulnerabilities) FROM user_daily_activity
-             WHERE user_id = $1 AND (scans <> 0 OR vulnerabilities <> 0) ORDER BY day",
+            "SELECT format('%s %s %s', day, sum(scans), sum(vulnerabilities))
+             FROM user_daily_activity WHERE user_id = $1
+             GROUP BY day HAVING sum(scans) <> 0 OR sum(vulnerabilities) <> 0 ORDER BY day",
         )
         .await,
     ]
@@ -391,4 +393,69 @@ async fn the_rollups_follow_every_change_of_a_scans_life_and_skip_the_others() {
         "the counts of a scan not completed leave its days alone"
     );
     db.batch_execute("COMMIT").await.unwrap();
+}
+
+/// A scan's rollup stripe, as migration 0047 chooses it.
+fn stripe(scan: Uuid) -> u8 {
+    scan.as_bytes()[15] & 15
+}
+
+#[tokio::test]
+async fn a_new_scan_does_not_wait_for_another_scan_of_its_user_being_recorded() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    let t = target(&app, user.id, "stripes.example.com").await;
+    let running = scan(&app, user.id, t, "running", Duration::zero(), (0, 0, 0)).await;
+    // The ingester's transaction recording the running scan: its counts
+    // moved, and it has not committed.
+    let mut recording = app.state.db.get().await.unwrap();
+    let tx = recording.transaction().await.unwrap();
+    tx.execute(
+        "UPDATE scans SET findings_count = findings_count + 3, high_count = high_count + 1
+         WHERE id = $1",
+        &[&running],
+    )
+    .await
+    .unwrap();
+    tx.execute(
+        "UPDATE scans SET status = 'completed', completed_at = now() WHERE id = $1",
+        &[&running],
+    )
+    .await
+    .unwrap();
+    // A new scan of the same user, on another stripe, is inserted at once:
+    // it would wait for the commit if the user's rollup rows were shared.
+    let new_id = std::iter::repeat_with(Uuid::now_v7)
+        .find(|id| stripe(*id) != stripe(running))
+        .unwrap();
+    let other = app.state.db.get().await.unwrap();
+    other
+        .batch_execute("SET lock_timeout = '2s'")
+        .await
+        .unwrap();
+    other
+        .execute(
+            "INSERT INTO scans (id, user_id, target_id, engine, status) VALUES ($1, $2, $3, 'full', 'queued')",
+            &[&new_id, &user.id, &t],
+        )
+        .await
+        .expect("the insert does not wait for the other scan's transaction");
+    tx.commit().await.unwrap();
+    let (kept, counted) = rollups(&app, user.id).await;
+    assert_eq!(kept, counted);
+    assert_eq!(kept[0], "totals 2 3 0 1", "{kept:?}");
+    // The dashboard adds the stripes up.
+    let r = app
+        .get("/api/v1/dashboard/summary", &user.access_token)
+        .await;
+    assert_eq!(r.body["total_scans"], 2, "{}", r.text);
+    assert_eq!(r.body["total_vulnerabilities"], 3, "{}", r.text);
+    assert_eq!(r.body["high_count"], 1, "{}", r.text);
+    let r = app
+        .get("/api/v1/dashboard/charts", &user.access_token)
+        .await;
+    let days = r.body.as_array().unwrap();
+    assert_eq!(days.len(), 1, "{}", r.text);
+    assert_eq!(days[0]["scans"], 2, "{}", r.text);
+    assert_eq!(days[0]["vulnerabilities"], 3, "{}", r.text);
 }

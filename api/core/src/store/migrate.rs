@@ -135,6 +135,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "page_fixed_costs",
         include_str!("../../migrations/0046_page_fixed_costs.sql"),
     ),
+    (
+        47,
+        "striped_rollups",
+        include_str!("../../migrations/0047_striped_rollups.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
