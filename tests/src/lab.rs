@@ -129,9 +129,7 @@ impl Lab {
                 }
             }
             if listeners.len() == usize::from(spread) + 1 {
-                let mut lab = Lab::serve_on(listeners, delay, None);
-                lab.spread = spread;
-                return lab;
+                return Lab::serve_on(listeners, spread, delay, None);
             }
         }
         panic!("lab: no port free on 127.0.0.1 and 127.0.1.1 to 127.0.1.{spread}");
@@ -139,10 +137,17 @@ impl Lab {
 
     async fn start_inner(delay: Duration, oob: Option<OobTarget>) -> Lab {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("lab bind");
-        Lab::serve_on(vec![listener], delay, oob)
+        Lab::serve_on(vec![listener], 0, delay, oob)
     }
 
-    fn serve_on(listeners: Vec<TcpListener>, delay: Duration, oob: Option<OobTarget>) -> Lab {
+    /// Serves on `listeners`, the first on 127.0.0.1, the `spread` others
+    /// on 127.0.1.1 up.
+    fn serve_on(
+        listeners: Vec<TcpListener>,
+        spread: u8,
+        delay: Duration,
+        oob: Option<OobTarget>,
+    ) -> Lab {
         let port = listeners[0].local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
         let git = Arc::new(GitSwitch {
@@ -172,7 +177,7 @@ impl Lab {
             port,
             requests,
             git,
-            spread: 0,
+            spread,
             tasks,
         }
     }
@@ -194,15 +199,7 @@ impl Lab {
             format!("*.{domain}=127.0.0.1"),
         ];
         map.extend((0..self.spread).map(|k| format!("*.g{k}.{domain}=127.0.1.{}", k + 1)));
-        vec![
-            ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
-            ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
-            ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
-            (
-                "SCANFLEET_SCANNER__CONNECT_TO".into(),
-                format!(":80::{},:443:127.0.0.1:9", self.port),
-            ),
-        ]
+        lab_env(&map, &format!(":80::{}", self.port))
     }
 
     /// Serves `/.git/config` (the weakness on) or a 404 (fixed).
@@ -227,13 +224,19 @@ impl Lab {
 /// closed port.
 pub fn node_env_for(port: u16, hosts: &[&str]) -> Vec<(String, String)> {
     let map: Vec<String> = hosts.iter().map(|h| format!("{h}=127.0.0.1")).collect();
+    lab_env(&map, &format!(":80:127.0.0.1:{port}"))
+}
+
+/// Settings for the hosts map `map` (only those names, private addresses
+/// allowed), HTTP sent as `http` says, HTTPS to a closed port.
+fn lab_env(map: &[String], http: &str) -> Vec<(String, String)> {
     vec![
         ("SCANFLEET_SCANNER__HOSTS".into(), map.join(",")),
         ("SCANFLEET_SCANNER__HOSTS_ONLY".into(), "true".into()),
         ("SCANFLEET_SCANNER__ALLOW_PRIVATE".into(), "true".into()),
         (
             "SCANFLEET_SCANNER__CONNECT_TO".into(),
-            format!(":80:127.0.0.1:{port},:443:127.0.0.1:9"),
+            format!("{http},:443:127.0.0.1:9"),
         ),
     ]
 }
