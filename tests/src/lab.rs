@@ -63,6 +63,8 @@ pub struct Lab {
     pub port: u16,
     /// Requests answered so far.
     pub requests: Arc<AtomicU64>,
+    /// Connections open now (accepted and not yet closed).
+    open: Arc<AtomicU64>,
     /// How `/.git/config` answers.
     git: Arc<GitSwitch>,
     /// Loopback addresses past 127.0.0.1 the lab also answers on, on the
@@ -150,6 +152,7 @@ impl Lab {
     ) -> Lab {
         let port = listeners[0].local_addr().expect("lab addr").port();
         let requests = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicU64::new(0));
         let git = Arc::new(GitSwitch {
             exposed: AtomicBool::new(true),
             hangs: AtomicBool::new(false),
@@ -158,16 +161,25 @@ impl Lab {
             .into_iter()
             .map(|listener| {
                 let counter = requests.clone();
+                let open = open.clone();
                 let switch = git.clone();
                 tokio::spawn(async move {
                     loop {
-                        let Ok((stream, _)) = listener.accept().await else {
-                            continue;
+                        let stream = match listener.accept().await {
+                            Ok((stream, _)) => stream,
+                            // Out of descriptors, say: wait for some to
+                            // close rather than spin on the error.
+                            Err(_) => {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                                continue;
+                            }
                         };
                         let counter = counter.clone();
                         let switch = switch.clone();
+                        let open = Open::count(&open);
                         tokio::spawn(async move {
                             let _ = serve(stream, delay, counter, switch, oob).await;
+                            drop(open);
                         });
                     }
                 })
@@ -176,6 +188,7 @@ impl Lab {
         Lab {
             port,
             requests,
+            open,
             git,
             spread,
             tasks,
@@ -200,6 +213,12 @@ impl Lab {
         ];
         map.extend((0..self.spread).map(|k| format!("*.g{k}.{domain}=127.0.1.{}", k + 1)));
         lab_env(&map, &format!(":80::{}", self.port))
+    }
+
+    /// Connections open on the lab now: those a client keeps alive
+    /// included, until it closes them.
+    pub fn open_connections(&self) -> u64 {
+        self.open.load(Ordering::SeqCst)
     }
 
     /// Serves `/.git/config` (the weakness on) or a 404 (fixed).
@@ -239,6 +258,22 @@ fn lab_env(map: &[String], http: &str) -> Vec<(String, String)> {
             format!("{http},:443:127.0.0.1:9"),
         ),
     ]
+}
+
+/// One open connection of the lab, counted while it lives.
+struct Open(Arc<AtomicU64>);
+
+impl Open {
+    fn count(open: &Arc<AtomicU64>) -> Open {
+        open.fetch_add(1, Ordering::SeqCst);
+        Open(open.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 async fn serve(

@@ -88,6 +88,16 @@ async fn a_full_scan_runs_on_two_nodes_and_is_followed_live_to_the_end() {
     assert_eq!(detail["low_count"], 3);
     assert_eq!(detail["info_count"], 6);
     assert!(detail["completed_at"].is_string() && detail["started_at"].is_string());
+    // The node closed what it kept alive to the scanned hosts at the end.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lab.open_connections() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} connection(s) still open on the lab after the scan",
+            lab.open_connections()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let intel = fleet.get(&format!("/scans/{scan}/intel"), &token).await;
     let mut hosts: Vec<&str> = intel["hosts"]

@@ -220,6 +220,16 @@ impl HttpClient {
         self.inner.rate.clear_host_rps(host);
     }
 
+    /// Closes the idle pooled connections to the host names `hosts` (any
+    /// case, every scheme, port and address) and answers how many: a scan
+    /// that is over leaves no connection open on the hosts it scanned.
+    /// Connections in use are left to their request.
+    pub fn close_idle_to(&self, hosts: &[String]) -> usize {
+        self.inner
+            .pool
+            .close_where(|host| hosts.iter().any(|h| h.eq_ignore_ascii_case(host)))
+    }
+
     /// Idle pooled connections (for tests and metrics).
     pub fn idle_connections(&self) -> usize {
         self.inner.pool.idle_count()

@@ -72,13 +72,42 @@ struct Idle {
     since: Instant,
 }
 
+/// The pool's contents under its lock.
+struct Kept {
+    lists: HashMap<PoolKey, Vec<Idle>, ahash::RandomState>,
+    /// Connections in `lists`, kept as they come and go.
+    total: usize,
+    /// When the expired connections of every key were last dropped.
+    swept: Instant,
+}
+
+impl Kept {
+    /// Takes out every connection idle for `timeout` or longer, of every
+    /// key, for the caller to drop once the lock is released.
+    fn expired(&mut self, now: Instant, timeout: Duration) -> Vec<Idle> {
+        self.swept = now;
+        let mut gone = Vec::new();
+        self.lists.retain(|_, list| {
+            let expired = list.partition_point(|c| now.duration_since(c.since) >= timeout);
+            gone.extend(list.drain(..expired));
+            !list.is_empty()
+        });
+        self.total -= gone.len();
+        gone
+    }
+}
+
 /// Idle keep-alive connections, bounded per key and in total. Connections
-/// idle longer than `idle_timeout` are dropped when next looked at, since
-/// servers commonly close idle connections after a few seconds.
+/// idle longer than `idle_timeout` are not reused, since servers commonly
+/// close idle connections after a few seconds; they are closed when their
+/// key is next looked at, and those of every key at least once an
+/// `idle_timeout` while the pool is used and whenever it is full: a
+/// client that has moved on to other hosts neither keeps the old ones'
+/// sockets open nor finds its pool full of them.
 pub(crate) struct Pool {
     /// Taken by a request before it connects, given back after a complete
     /// response; a connection is owned by one request at a time.
-    idle: Mutex<HashMap<PoolKey, Vec<Idle>, ahash::RandomState>>,
+    idle: Mutex<Kept>,
     max_per_key: usize,
     max_total: usize,
     idle_timeout: Duration,
@@ -87,49 +116,81 @@ pub(crate) struct Pool {
 impl Pool {
     pub(crate) fn new(max_per_key: usize, max_total: usize, idle_timeout: Duration) -> Pool {
         Pool {
-            idle: Mutex::new(HashMap::default()),
+            idle: Mutex::new(Kept {
+                lists: HashMap::default(),
+                total: 0,
+                swept: Instant::now(),
+            }),
             max_per_key,
             max_total,
             idle_timeout,
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The most recently returned live connection for `key`, if any.
     pub(crate) fn take(&self, key: &PoolKey) -> Option<Conn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = idle.get_mut(key)?;
+        let mut kept = self.lock();
+        let list = kept.lists.get_mut(key)?;
         let now = Instant::now();
         // Kept in the order they were put back, so the expired ones are a
         // prefix: found by bisection, not by checking every one.
         let expired = list.partition_point(|c| now.duration_since(c.since) >= self.idle_timeout);
-        list.drain(..expired);
+        let gone: Vec<Idle> = list.drain(..expired).collect();
         let conn = list.pop().map(|c| c.conn);
         if list.is_empty() {
-            idle.remove(key);
+            kept.lists.remove(key);
         }
+        kept.total -= gone.len() + usize::from(conn.is_some());
+        drop(kept);
+        drop(gone);
         conn
     }
 
-    /// Keeps `conn` for reuse, or drops (closes) it when the pool is full.
+    /// Keeps `conn` for reuse, or drops (closes) it when the pool is full
+    /// of live connections or its key has its share.
     pub(crate) fn put(&self, key: PoolKey, conn: Conn) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let total: usize = idle.values().map(Vec::len).sum();
-        if total >= self.max_total {
-            return;
+        let now = Instant::now();
+        let mut kept = self.lock();
+        let mut gone = Vec::new();
+        if kept.total >= self.max_total || now.duration_since(kept.swept) >= self.idle_timeout {
+            gone = kept.expired(now, self.idle_timeout);
         }
-        let list = idle.entry(key).or_default();
-        if list.len() < self.max_per_key {
-            list.push(Idle {
-                conn,
-                since: Instant::now(),
-            });
+        if kept.total < self.max_total {
+            let list = kept.lists.entry(key).or_default();
+            if list.len() < self.max_per_key {
+                list.push(Idle { conn, since: now });
+                kept.total += 1;
+            }
         }
+        drop(kept);
+        drop(gone);
+    }
+
+    /// Closes the idle connections whose host name `closes` says, and
+    /// answers how many.
+    pub(crate) fn close_where(&self, closes: impl Fn(&str) -> bool) -> usize {
+        let mut kept = self.lock();
+        let mut gone = Vec::new();
+        kept.lists.retain(|key, list| {
+            if closes(&key.host) {
+                gone.append(list);
+                false
+            } else {
+                true
+            }
+        });
+        kept.total -= gone.len();
+        drop(kept);
+        gone.len()
     }
 
     /// Number of idle connections held (for tests and metrics).
     pub(crate) fn idle_count(&self) -> usize {
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.values().map(Vec::len).sum()
+        self.lock().total
     }
 }
 
@@ -157,17 +218,78 @@ mod tests {
         pool.put(key(), conn(1));
         pool.put(key(), conn(2));
         std::thread::sleep(Duration::from_millis(700));
+        // Taken before the pool's own sweep, the expired ones go with the
+        // look at their key.
+        assert_eq!(pool.take(&key()).map(|c| c.peer.port()), None);
+        assert_eq!(pool.idle_count(), 0);
         pool.put(key(), conn(3));
         pool.put(key(), conn(4));
-        assert_eq!(pool.idle_count(), 4);
         assert_eq!(pool.take(&key()).map(|c| c.peer.port()), Some(4));
-        // The two that idled past the timeout went with that look.
         assert_eq!(pool.idle_count(), 1);
         assert_eq!(pool.take(&key()).map(|c| c.peer.port()), Some(3));
         assert!(pool.take(&key()).is_none());
         pool.put(key(), conn(5));
         std::thread::sleep(Duration::from_millis(700));
         assert!(pool.take(&key()).is_none());
+        assert_eq!(pool.idle_count(), 0);
+    }
+
+    fn key_of(host: &str, port: u16) -> PoolKey {
+        PoolKey {
+            host: host.into(),
+            port,
+            ..key()
+        }
+    }
+
+    #[test]
+    fn a_pool_full_of_expired_connections_takes_new_ones() {
+        // Full of connections to hosts never asked for again: they are
+        // closed to make room rather than refusing every new one.
+        let pool = Pool::new(8, 4, Duration::from_millis(300));
+        for port in 0..4 {
+            pool.put(key_of(&format!("old{port}.test"), port), conn(port));
+        }
+        pool.put(key_of("new.test", 80), conn(9));
+        assert_eq!(
+            pool.idle_count(),
+            4,
+            "full of live ones: the new one is closed"
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        pool.put(key_of("new.test", 80), conn(10));
+        assert_eq!(pool.idle_count(), 1);
+        assert_eq!(
+            pool.take(&key_of("new.test", 80)).map(|c| c.peer.port()),
+            Some(10)
+        );
+    }
+
+    #[test]
+    fn expired_connections_of_other_hosts_are_closed_once_a_timeout_passes() {
+        let pool = Pool::new(8, 64, Duration::from_millis(300));
+        pool.put(key_of("old.test", 80), conn(1));
+        pool.put(key_of("old.test", 81), conn(2));
+        std::thread::sleep(Duration::from_millis(400));
+        // Any use of the pool a timeout after the last sweep closes them,
+        // though nothing asks for their host.
+        pool.put(key_of("new.test", 80), conn(3));
+        assert_eq!(pool.idle_count(), 1);
+    }
+
+    #[test]
+    fn close_where_closes_the_named_hosts_only() {
+        let pool = Pool::new(8, 64, Duration::from_secs(60));
+        pool.put(key_of("a.test", 80), conn(1));
+        pool.put(key_of("a.test", 443), conn(2));
+        pool.put(key_of("b.test", 80), conn(3));
+        assert_eq!(pool.close_where(|h| h == "a.test"), 2);
+        assert_eq!(pool.idle_count(), 1);
+        assert!(pool.take(&key_of("a.test", 80)).is_none());
+        assert_eq!(
+            pool.take(&key_of("b.test", 80)).map(|c| c.peer.port()),
+            Some(3)
+        );
         assert_eq!(pool.idle_count(), 0);
     }
 }

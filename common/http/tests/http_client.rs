@@ -534,6 +534,38 @@ async fn two_requests_share_one_keep_alive_connection() {
 }
 
 #[tokio::test]
+async fn closing_a_hosts_idle_connections_closes_their_sockets_and_no_others() {
+    // The server answers one request on a kept-alive connection, then
+    // reports when the client closes it.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.expect("accept");
+        read_request(&mut stream).await.expect("request");
+        stream.write_all(&ok("ok")).await.expect("answer");
+        let mut rest = [0u8; 64];
+        let read = stream.read(&mut rest).await;
+        let _ = closed_tx.send(matches!(read, Ok(0)));
+    });
+    let c = client(lab_config());
+    let url = TargetUrl::parse(&format!("http://127.0.0.1:{port}/")).expect("url");
+    c.send(&Request::new(&url, "GET", "/"), &SendOptions::default())
+        .await
+        .expect("get");
+    assert_eq!(c.idle_connections(), 1);
+    assert_eq!(c.close_idle_to(&["shop.test".to_string()]), 0);
+    assert_eq!(c.idle_connections(), 1, "another host's connection stays");
+    assert_eq!(c.close_idle_to(&["127.0.0.1".to_string()]), 1);
+    assert_eq!(c.idle_connections(), 0);
+    let closed = tokio::time::timeout(Duration::from_secs(5), closed_rx)
+        .await
+        .expect("the server saw the connection end in time")
+        .expect("the server reports");
+    assert!(closed, "the server read the end of the connection");
+}
+
+#[tokio::test]
 async fn a_pooled_connection_closed_by_the_server_is_replaced_without_using_the_retry() {
     // The server closes after every answer without saying so, as many do
     // when their keep-alive timeout fires.

@@ -87,11 +87,10 @@ pub async fn run(
         }
     }
 
-    // Politeness: the target's ceiling on every host of the scan, for all
-    // of its work (probe, detection, templates), lifted at the end.
-    let _limits = job
-        .max_rps_per_host
-        .map(|rps| HostLimits::apply(client, &hosts, rps));
+    // Politeness: the target's ceiling on every host of the scan for all
+    // of its work (probe, detection, templates), lifted at the end, when
+    // the connections kept alive to them are closed too.
+    let _hosts = ScanHosts::hold(client, &hosts, job.max_rps_per_host);
     let before: BTreeMap<String, u64> = hosts
         .iter()
         .map(|h| (h.to_ascii_lowercase(), client.requests_sent_to(h)))
@@ -354,29 +353,39 @@ fn plan_hosts(
 /// Templates and the hosts that run them in one engine run.
 type Group = (Vec<Arc<CompiledTemplate>>, Vec<TargetUrl>);
 
-/// Lifts the target's per-host ceilings when the scan is over.
-struct HostLimits {
+/// A scan's hold on its hosts in the node's client: the target's request
+/// ceiling while it runs (when it has one); when dropped, however the
+/// scan ended, the ceiling lifted and the idle connections to the hosts
+/// closed rather than left open on the target until the pool drops them.
+struct ScanHosts {
     client: scanfleet_http::HttpClient,
     hosts: Vec<String>,
+    limited: bool,
 }
 
-impl HostLimits {
-    fn apply(client: &scanfleet_http::HttpClient, hosts: &[String], rps: u32) -> HostLimits {
-        for h in hosts {
-            client.limit_host(h, rps);
+impl ScanHosts {
+    fn hold(client: &scanfleet_http::HttpClient, hosts: &[String], rps: Option<u32>) -> ScanHosts {
+        if let Some(rps) = rps {
+            for h in hosts {
+                client.limit_host(h, rps);
+            }
         }
-        HostLimits {
+        ScanHosts {
             client: client.clone(),
             hosts: hosts.to_vec(),
+            limited: rps.is_some(),
         }
     }
 }
 
-impl Drop for HostLimits {
+impl Drop for ScanHosts {
     fn drop(&mut self) {
-        for h in &self.hosts {
-            self.client.unlimit_host(h);
+        if self.limited {
+            for h in &self.hosts {
+                self.client.unlimit_host(h);
+            }
         }
+        self.client.close_idle_to(&self.hosts);
     }
 }
 
