@@ -1272,3 +1272,48 @@ http:
         .iter()
         .any(|e| e.kind == TargetErrorKind::Skipped && e.message().contains("http(2)")));
 }
+
+/// `n` templates that cluster (one GET of `/{path}`), member `i` matching
+/// when the page holds `<word-i>`.
+fn cluster_of(n: usize, path: &str) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            format!(
+                "id: {path}-{i}\ninfo: {{name: M{i}, severity: info}}\nhttp:\n  - method: GET\n    \
+                 path: [\"{{{{BaseURL}}}}/{path}\"]\n    matchers:\n      - type: word\n        \
+                 words: [\"<word-{i}>\"]\n"
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_small_cluster_and_a_large_one_each_send_once_and_judge_every_member() {
+    // Three members are matched on the task that got the answer, twenty on
+    // rayon: the same results either way.
+    let lab = Lab::start(|s| {
+        let words: Vec<String> = (0..20)
+            .filter(|i| i % 2 == 0 || s.target == "/small")
+            .map(|i| format!("<word-{i}>"))
+            .collect();
+        ok(&words.join(" "))
+    })
+    .await;
+    let mut yamls = cluster_of(3, "small");
+    yamls.extend(cluster_of(20, "large"));
+    let refs: Vec<&str> = yamls.iter().map(String::as_str).collect();
+    let report = scan_all(&refs, &lab.base).await;
+    let mut seen: Vec<String> = lab.requests().iter().map(|s| s.target.clone()).collect();
+    seen.sort();
+    assert_eq!(seen, vec!["/large", "/small"], "each cluster sends once");
+    let ids = sorted(
+        report
+            .results
+            .iter()
+            .map(|r| r.template_id.clone())
+            .collect(),
+    );
+    let mut want: Vec<String> = (0..3).map(|i| format!("small-{i}")).collect();
+    want.extend((0..20).filter(|i| i % 2 == 0).map(|i| format!("large-{i}")));
+    assert_eq!(ids, sorted(want));
+}

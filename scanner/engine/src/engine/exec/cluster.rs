@@ -1,5 +1,7 @@
 //! Clustered templates: the one request a cluster of templates shares is
-//! sent once, and its response matched against every member on rayon.
+//! sent once, and its response matched against every member: on the task
+//! that received it when the response and the cluster are small (see
+//! [`INLINE_CLUSTER_MEMBERS`]), else in parallel on rayon.
 
 use std::sync::Arc;
 
@@ -13,12 +15,22 @@ use super::super::result::{build_results, with_evidence, ScanResult};
 use super::super::vars::{RequestLayers, Scope};
 use super::super::Event;
 use super::send::send;
-use super::{emit, judged_responses, next_run_id, on_rayon, outcome_of, report, send_options};
+use super::{
+    emit, judged_responses, match_job, next_run_id, outcome_of, report, send_options,
+    INLINE_MATCH_BYTES,
+};
 use super::{RunShared, TargetRun};
 use crate::dsl::Bytes;
 
+/// Clusters of at most this many members are matched one after the other
+/// on the task that received their response when its bodies are small
+/// ([`INLINE_MATCH_BYTES`]): a few microseconds a member, less than the
+/// two thread wake-ups of a trip to rayon and back (and, with many nodes
+/// on few cores, the rayon threads' spinning while they wait for more).
+const INLINE_CLUSTER_MEMBERS: usize = 16;
+
 /// Sends the one request shared by a cluster of templates and matches its
-/// response against all of them in parallel on rayon.
+/// response against all of them (see the module's doc).
 pub(crate) async fn run_cluster(
     shared: &RunShared,
     target: &TargetRun,
@@ -59,6 +71,19 @@ pub(crate) async fn run_cluster(
     let dump = Bytes::from(built.dump);
     // Cluster members share one evaluation scope, so no one template's id.
     let names = RunNames::new(&host, "");
+    let body_bytes: usize = resp.body.len()
+        + resp
+            .redirect_responses
+            .iter()
+            .map(|r| r.body.len())
+            .sum::<usize>();
+    let inline = members.len() <= INLINE_CLUSTER_MEMBERS;
+    // Past the member count, matched on rayon whatever the size.
+    let weight = if inline {
+        body_bytes
+    } else {
+        INLINE_MATCH_BYTES + 1
+    };
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)
             .into_iter()
@@ -69,9 +94,9 @@ pub(crate) async fn run_cluster(
                 (matched_at, scope)
             })
             .collect();
-        match_members(&members, &hops, &host)
+        match_members(&members, &hops, &host, !inline)
     };
-    match on_rayon(job).await {
+    match match_job(weight, job).await {
         Some(results) => {
             for r in results {
                 emit(shared, Event::Result(r)).await;
@@ -91,31 +116,34 @@ pub(crate) async fn run_cluster(
 }
 
 /// The results of every cluster member on every response of the shared
-/// request (the redirects judged, then the final one), on rayon.
+/// request (the redirects judged, then the final one), the members in
+/// parallel on rayon when `parallel`.
 fn match_members(
     members: &[Arc<CompiledTemplate>],
     hops: &[(String, Scope)],
     host: &str,
+    parallel: bool,
 ) -> Vec<ScanResult> {
-    members
-        .par_iter()
-        .map(|tpl| {
-            let block = &tpl.blocks[0];
-            let mut head = tpl.head.clone();
-            head.host = host.to_string();
-            let mut out = Vec::new();
-            for (matched_at, scope) in hops {
-                let result = block.operators.evaluate(scope);
-                out.extend(with_evidence(
-                    build_results(&head, matched_at, &outcome_of(&result, &block.operators)),
-                    scope,
-                ));
-                if result.matched && block.stop_at_first_match {
-                    break;
-                }
+    let one = |tpl: &Arc<CompiledTemplate>| {
+        let block = &tpl.blocks[0];
+        let mut head = tpl.head.clone();
+        head.host = host.to_string();
+        let mut out = Vec::new();
+        for (matched_at, scope) in hops {
+            let result = block.operators.evaluate(scope);
+            out.extend(with_evidence(
+                build_results(&head, matched_at, &outcome_of(&result, &block.operators)),
+                scope,
+            ));
+            if result.matched && block.stop_at_first_match {
+                break;
             }
-            out
-        })
-        .flatten()
-        .collect()
+        }
+        out
+    };
+    if parallel {
+        members.par_iter().map(one).flatten().collect()
+    } else {
+        members.iter().flat_map(one).collect()
+    }
 }
