@@ -36,6 +36,17 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
+/// The templates of a run's results, sorted (one a result).
+fn template_ids(report: &RunReport) -> Vec<String> {
+    sorted(
+        report
+            .results
+            .iter()
+            .map(|r| r.template_id.clone())
+            .collect(),
+    )
+}
+
 #[tokio::test]
 async fn base_url_paths_join_onto_the_input_path_without_a_double_slash() {
     let lab = Lab::start(|_| ok("[core]")).await;
@@ -698,13 +709,7 @@ http:
 "#;
     let report = scan_all(&[a, b, c], &lab.base).await;
     assert_eq!(lab.targets(), vec!["/same"]);
-    let ids = sorted(
-        report
-            .results
-            .iter()
-            .map(|r| r.template_id.clone())
-            .collect(),
-    );
+    let ids = template_ids(&report);
     assert_eq!(ids, vec!["one", "two"]);
 }
 
@@ -1179,13 +1184,7 @@ http:
     // The GET of /shared once; the POST is never shared.
     assert_eq!(seen, vec!["GET /only-a", "GET /shared", "POST /shared"]);
     // Both templates still judge the shared answer: A once, B twice.
-    let ids = sorted(
-        report
-            .results
-            .iter()
-            .map(|r| r.template_id.clone())
-            .collect(),
-    );
+    let ids = template_ids(&report);
     assert_eq!(ids, vec!["shares-a", "shares-b", "shares-b"]);
 }
 
@@ -1306,13 +1305,7 @@ async fn a_small_cluster_and_a_large_one_each_send_once_and_judge_every_member()
     let mut seen: Vec<String> = lab.requests().iter().map(|s| s.target.clone()).collect();
     seen.sort();
     assert_eq!(seen, vec!["/large", "/small"], "each cluster sends once");
-    let ids = sorted(
-        report
-            .results
-            .iter()
-            .map(|r| r.template_id.clone())
-            .collect(),
-    );
+    let ids = template_ids(&report);
     let mut want: Vec<String> = (0..3).map(|i| format!("small-{i}")).collect();
     want.extend((0..20).filter(|i| i % 2 == 0).map(|i| format!("large-{i}")));
     assert_eq!(ids, sorted(want));
