@@ -37,11 +37,11 @@ async fn scan_complete_carries_counts_and_is_created_once() {
     let u = app.new_user().await;
     let scan = finished_scan(&app, u.id, [10, 1, 2, 3, 1, 3]).await;
     let db = app.state.db.get().await.unwrap();
-    assert!(notifications::create_scan_complete(&**db, scan)
+    assert!(notifications::create_scan_complete(&db, scan)
         .await
         .unwrap());
     // A replayed terminal event does not notify twice.
-    assert!(!notifications::create_scan_complete(&**db, scan)
+    assert!(!notifications::create_scan_complete(&db, scan)
         .await
         .unwrap());
 
@@ -67,7 +67,7 @@ async fn scan_failed_carries_the_error_message() {
     let u = app.new_user().await;
     let scan = finished_scan(&app, u.id, [0; 6]).await;
     let db = app.state.db.get().await.unwrap();
-    notifications::create_scan_failed(&**db, scan, "target refused: private address")
+    notifications::create_scan_failed(&db, scan, "target refused: private address")
         .await
         .unwrap();
     let r = app.get("/api/v1/notifications", &u.access_token).await;
@@ -89,7 +89,7 @@ async fn reading_notifications_one_by_one_and_all_at_once() {
     let db = app.state.db.get().await.unwrap();
     for _ in 0..3 {
         let scan = finished_scan(&app, u.id, [1, 0, 0, 0, 0, 1]).await;
-        notifications::create_scan_complete(&**db, scan)
+        notifications::create_scan_complete(&db, scan)
             .await
             .unwrap();
     }
@@ -154,7 +154,7 @@ async fn another_users_notification_is_a_404() {
     let b = app.new_user().await;
     let scan = finished_scan(&app, a.id, [1, 1, 0, 0, 0, 0]).await;
     let db = app.state.db.get().await.unwrap();
-    notifications::create_scan_complete(&**db, scan)
+    notifications::create_scan_complete(&db, scan)
         .await
         .unwrap();
     let id = app.get("/api/v1/notifications", &a.access_token).await.body[0]["id"]

@@ -932,7 +932,7 @@ async fn complete(app: &TestApp, scan_id: Uuid) {
     scanfleet_core::store::findings::keep_worst(&db, scan_id)
         .await
         .unwrap();
-    notifications::create_scan_complete(&**db, scan_id)
+    notifications::create_scan_complete(&db, scan_id)
         .await
         .unwrap();
 }

@@ -195,7 +195,7 @@ async fn set_usage(app: &TestApp, user: &TestUser, scans_used: i32) {
         .await
         .unwrap()
         .get(0);
-    let (start, _) = subscriptions::current_period(&**db, user.id, &tier)
+    let (start, _) = subscriptions::current_period(&db, user.id, &tier)
         .await
         .unwrap();
     db.execute(

@@ -133,10 +133,9 @@ async fn a_firing_over_the_scan_limit_is_skipped_with_the_reason() {
     let u = app.new_user().await;
     let (_, schedule) = due_schedule(&app, &u).await;
     let db = app.state.db.get().await.unwrap();
-    let (period_start, _) =
-        scanfleet_core::store::subscriptions::current_period(&**db, u.id, "demo")
-            .await
-            .unwrap();
+    let (period_start, _) = scanfleet_core::store::subscriptions::current_period(&db, u.id, "demo")
+        .await
+        .unwrap();
     db.execute(
         "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 10)",
         &[&u.id, &period_start],

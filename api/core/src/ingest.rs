@@ -352,11 +352,11 @@ async fn finish(
         ScanStatus::Completed => {
             fingerprints::complete(db, scan_id).await?;
             findings::keep_worst(db, scan_id).await?;
-            notifications::create_scan_complete(&**db, scan_id).await?;
+            notifications::create_scan_complete(db, scan_id).await?;
         }
         ScanStatus::Failed => {
             let error = error.unwrap_or_else(|| "the scan failed".to_string());
-            notifications::create_scan_failed(&**db, scan_id, &error).await?;
+            notifications::create_scan_failed(db, scan_id, &error).await?;
         }
         _ => {}
     }

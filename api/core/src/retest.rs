@@ -33,7 +33,7 @@ pub async fn start_retest(core: &Core, user: &User, finding_id: Uuid) -> Result<
     let subject = fingerprints::retest_subject(&**db, user.id, finding_id)
         .await?
         .ok_or(Error::NotFound("finding"))?;
-    let target = crate::store::targets::find(&**db, user.id, subject.target_id)
+    let target = crate::store::targets::find(&db, user.id, subject.target_id)
         .await?
         .ok_or(Error::NotFound("finding"))?;
     crate::ownership::ensure_may_scan(&core.ownership, &**db, user.id, &target).await?;

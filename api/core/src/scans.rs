@@ -81,7 +81,7 @@ pub async fn start_scan(
         return Err(Error::unavailable("the scan queue (Redis) is unreachable"));
     }
     let mut db = core.db.get().await?;
-    let target = crate::store::targets::find(&**db, user.id, target_id)
+    let target = crate::store::targets::find(&db, user.id, target_id)
         .await?
         .ok_or(Error::NotFound("target"))?;
     crate::ownership::ensure_may_scan(&core.ownership, &**db, user.id, &target).await?;
@@ -185,7 +185,7 @@ pub async fn fail_scan(
     let tx = db.transaction().await?;
     let changed = scans::set_scan_status(&tx, scan_id, ScanStatus::Failed, Some(error)).await?;
     if changed {
-        crate::store::notifications::create_scan_failed(&*tx, scan_id, error).await?;
+        crate::store::notifications::create_scan_failed(&tx, scan_id, error).await?;
     }
     tx.commit().await?;
     Ok(changed)

@@ -71,7 +71,7 @@ pub async fn apply_change(core: &Core, user_id: Uuid, snap: &Snapshot) -> Result
     // The row is found by the provider's subscription id, which is the
     // user's: it was read from their row.
     apply_snapshot(&*tx, snap, now).await?;
-    let subscription = subscriptions::find(&*tx, user_id).await?;
+    let subscription = subscriptions::find(&tx, user_id).await?;
     let tier_slug = users::tier_of(&*tx, user_id).await?;
     tx.commit().await?;
     note_change(user_id);

@@ -69,7 +69,7 @@ pub async fn import(
 /// `VerificationFailed` naming what each method found when none holds.
 pub async fn verify(core: &Core, user_id: Uuid, target_id: Uuid) -> Result<TargetRow, Error> {
     let db = core.db.get().await?;
-    let target = targets::find(&**db, user_id, target_id)
+    let target = targets::find(&db, user_id, target_id)
         .await?
         .ok_or(Error::NotFound("target"))?;
     let own = &core.ownership;

@@ -447,7 +447,7 @@ async fn target_page(
 ) -> PageResult {
     let me = page::signed(visitor)?;
     let db = state.db.get().await?;
-    let target = targets::find(&**db, me.user.id, target_id)
+    let target = targets::find(&db, me.user.id, target_id)
         .await?
         .ok_or(PageError::NotFound)?;
     let chrome = Chrome::load(state, me, "targets").await?;

@@ -280,7 +280,7 @@ impl ScansApi {
             .await?
             .ok_or(Error::NotFound("scan"))?;
         let revision = s.revision;
-        let changes = fingerprints::changes_of(&**db, scan_id).await?;
+        let changes = fingerprints::changes_of(&db, scan_id).await?;
         let body = Serialized::new(&ScanDetail {
             scan: s.into(),
             findings: list.iter().map(FindingDetail::from).collect(),

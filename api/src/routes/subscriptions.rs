@@ -224,7 +224,7 @@ impl SubscriptionsApi {
         me: Caller<CanRead>,
     ) -> Result<Json<CurrentSubscription>> {
         let db = state.db.get().await?;
-        let sub = subscriptions::find(&**db, me.user.id).await?;
+        let sub = subscriptions::find(&db, me.user.id).await?;
         Ok(Json(CurrentSubscription::of(
             &me.user.tier_slug,
             sub.as_ref(),
@@ -279,7 +279,7 @@ impl SubscriptionsApi {
         let payments = &state.payments;
         payments.ensure_configured()?;
         payments.catalog().price_for(&tier.slug)?;
-        let sub = live_subscription(&**db, &me).await?;
+        let sub = live_subscription(&db, &me).await?;
         if sub.tier_slug == tier.slug {
             return Err(Error::conflict(
                 "already_on_tier",
@@ -310,7 +310,7 @@ impl SubscriptionsApi {
         let db = state.db.get().await?;
         let payments = &state.payments;
         payments.ensure_configured()?;
-        let sub = live_subscription(&**db, &me).await?;
+        let sub = live_subscription(&db, &me).await?;
         if sub.cancel_at_period_end {
             return Ok(Json(CurrentSubscription::of(
                 &me.user.tier_slug,
@@ -335,7 +335,7 @@ impl SubscriptionsApi {
             .await?
             .ok_or_else(|| anyhow::anyhow!("user {} has unknown tier", me.user.id))?;
         let (period_start, period_end) =
-            subscriptions::current_period(&**db, me.user.id, &me.user.tier_slug).await?;
+            subscriptions::current_period(&db, me.user.id, &me.user.tier_slug).await?;
         Ok(Json(Usage {
             period_start,
             period_end,
@@ -513,7 +513,7 @@ pub async fn start_checkout(
         )
         .into());
     }
-    let existing = subscriptions::find(&**db, user.id).await?;
+    let existing = subscriptions::find(&db, user.id).await?;
     if existing.as_ref().is_some_and(|s| s.is_live()) && user.tier_slug != "demo" {
         return Err(Error::conflict(
             "already_subscribed",
@@ -560,7 +560,7 @@ async fn purchasable(db: &impl tokio_postgres::GenericClient, slug: &str) -> Res
 
 /// The caller's subscription that the provider still bills, or 409.
 async fn live_subscription(
-    db: &impl tokio_postgres::GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     me: &Identity,
 ) -> Result<Subscription> {
     match subscriptions::find(db, me.user.id).await? {

@@ -237,7 +237,7 @@ impl TargetsApi {
         target_id: Path<Uuid>,
     ) -> Result<Json<Target>> {
         let db = state.db.get().await?;
-        let target = targets::find(&**db, me.user.id, target_id.0)
+        let target = targets::find(&db, me.user.id, target_id.0)
             .await?
             .ok_or(Error::NotFound("target"))?;
         Ok(Json(target.into()))
@@ -267,7 +267,7 @@ impl TargetsApi {
         let db = state.db.get().await?;
         let target = match max_rps {
             Some(v) => targets::set_max_rps_per_host(&**db, me.user.id, target_id.0, v).await?,
-            None => targets::find(&**db, me.user.id, target_id.0).await?,
+            None => targets::find(&db, me.user.id, target_id.0).await?,
         }
         .ok_or(Error::NotFound("target"))?;
         Ok(Json(target.into()))

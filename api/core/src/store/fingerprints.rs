@@ -176,17 +176,17 @@ impl TryFrom<&Row> for ChangeCounts {
     }
 }
 
+/// A completed scan's changes as [`complete`] kept them.
+const CHANGES_OF: &str =
+    "SELECT new, recurring, regressed, fixed FROM scan_changes WHERE scan_id = $1";
+
 /// The changes counted when `scan_id` completed; `None` before.
 pub async fn changes_of(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
 ) -> Result<Option<ChangeCounts>, Error> {
-    let row = db
-        .query_opt(
-            "SELECT new, recurring, regressed, fixed FROM scan_changes WHERE scan_id = $1",
-            &[&scan_id],
-        )
-        .await?;
+    let stmt = db.prepare_cached(CHANGES_OF).await?;
+    let row = db.query_opt(&stmt, &[&scan_id]).await?;
     row.as_ref().map(ChangeCounts::try_from).transpose()
 }
 
@@ -196,8 +196,8 @@ pub async fn changes_of(
 pub async fn changes_so_far(db: &impl GenericClient, scan_id: Uuid) -> Result<ChangeCounts, Error> {
     // Counting a scan of 100,000 findings takes a tenth of a second; a
     // completed one has its counts kept.
-    if let Some(kept) = changes_of(db, scan_id).await? {
-        return Ok(kept);
+    if let Some(kept) = db.query_opt(CHANGES_OF, &[&scan_id]).await? {
+        return ChangeCounts::try_from(&kept);
     }
     let row = db
         .query_one(&format!("SELECT {COUNT_CHANGES}"), &[&scan_id])

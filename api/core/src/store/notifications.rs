@@ -120,15 +120,18 @@ struct ScanFacts {
     counts: [i32; 6],
 }
 
-async fn scan_facts(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<ScanFacts>, Error> {
-    let row = db
-        .query_opt(
+async fn scan_facts(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+) -> Result<Option<ScanFacts>, Error> {
+    let stmt = db
+        .prepare_cached(
             "SELECT s.user_id, t.domain, s.findings_count, s.critical_count, s.high_count,
                     s.medium_count, s.low_count, s.info_count
              FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
-            &[&scan_id],
         )
         .await?;
+    let row = db.query_opt(&stmt, &[&scan_id]).await?;
     let Some(r) = row else {
         return Ok(None);
     };
@@ -149,7 +152,10 @@ async fn scan_facts(db: &impl GenericClient, scan_id: Uuid) -> Result<Option<Sca
 /// `scan_complete` with the scan's finding counts, from the scan row. Safe to
 /// call again for the same scan (a replayed event): the second call is a no-op.
 /// Returns whether a notification was created.
-pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Result<bool, Error> {
+pub async fn create_scan_complete(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+) -> Result<bool, Error> {
     let Some(ScanFacts {
         user_id,
         domain,
@@ -196,7 +202,7 @@ pub async fn create_scan_complete(db: &impl GenericClient, scan_id: Uuid) -> Res
 
 /// `scan_failed` with the error message; idempotent like [`create_scan_complete`].
 pub async fn create_scan_failed(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     error: &str,
 ) -> Result<bool, Error> {
@@ -219,7 +225,7 @@ pub async fn create_scan_failed(
 }
 
 async fn insert_for_scan(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     scan_id: Uuid,
     kind: &str,
@@ -227,11 +233,16 @@ async fn insert_for_scan(
     message: &str,
     data: Value,
 ) -> Result<bool, Error> {
-    let inserted = db
-        .execute(
+    let stmt = db
+        .prepare_cached(
             "INSERT INTO notifications (id, user_id, type, title, message, scan_id, data)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (scan_id, type) WHERE scan_id IS NOT NULL DO NOTHING",
+        )
+        .await?;
+    let inserted = db
+        .execute(
+            &stmt,
             &[
                 &Uuid::now_v7(),
                 &user_id,

@@ -116,7 +116,7 @@ pub async fn insert_counted(
     }
     // The tier as stored now, not as the caller's identity saw it (a
     // scheduled scan has no request that would have settled a lapsed one).
-    subscriptions::settle_lapsed(&*tx, user_id).await?;
+    subscriptions::settle_lapsed_prepared(&tx, user_id).await?;
     let tier = tx
         .query_one(
             &tx.prepare_cached(
@@ -129,7 +129,7 @@ pub async fn insert_counted(
         .await?;
     let tier_slug: String = tier.try_get("slug")?;
     let scan_limit: Option<i32> = tier.try_get("scan_limit")?;
-    let (period_start, _) = subscriptions::current_period(&*tx, user_id, &tier_slug).await?;
+    let (period_start, _) = subscriptions::current_period(&tx, user_id, &tier_slug).await?;
     if !count_scan(&tx, user_id, period_start, scan_limit).await? {
         return Ok(Counted::LimitReached {
             tier_slug,

@@ -96,12 +96,16 @@ const COLUMNS: &str = "user_id, tier_slug, status, current_period_start, current
                        cancel_at_period_end, provider_customer_id, provider_subscription_id, \
                        provider_item_id, provider_price_id, provider_updated_at";
 
-pub async fn find(db: &impl GenericClient, user_id: Uuid) -> Result<Option<Subscription>, Error> {
+pub async fn find(
+    db: &impl deadpool_postgres::GenericClient,
+    user_id: Uuid,
+) -> Result<Option<Subscription>, Error> {
+    // Prepared once a connection: every scan's start reads it.
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {COLUMNS} FROM subscriptions WHERE user_id = $1")
+    });
     let row = db
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM subscriptions WHERE user_id = $1"),
-            &[&user_id],
-        )
+        .query_opt(&db.prepare_cached(&SQL).await?, &[&user_id])
         .await?;
     row.as_ref().map(Subscription::try_from).transpose()
 }
@@ -314,21 +318,27 @@ async fn set_user_tier(
 /// user authenticates and before a scan is counted (scheduled ones too), so
 /// no paid feature outlives the paid period by a request.
 pub async fn settle_lapsed(db: &impl GenericClient, user_id: Uuid) -> Result<bool, Error> {
-    let row = db
-        .query_opt(
-            "WITH lapsed AS (
-                 UPDATE subscriptions SET status = 'canceled', updated_at = now()
-                 WHERE user_id = $1 AND cancel_at_period_end AND status <> 'canceled'
-                       AND current_period_end <= now()
-                 RETURNING user_id)
-             UPDATE users u SET tier_slug = 'demo', updated_at = now()
-             FROM lapsed WHERE u.id = lapsed.user_id AND u.tier_slug <> 'admin'
-             RETURNING u.id",
-            &[&user_id],
-        )
-        .await?;
-    Ok(row.is_some())
+    Ok(db.query_opt(SETTLE_LAPSED, &[&user_id]).await?.is_some())
 }
+
+/// [`settle_lapsed`] with its statement prepared once a connection, for
+/// the start of every scan.
+pub async fn settle_lapsed_prepared(
+    db: &impl deadpool_postgres::GenericClient,
+    user_id: Uuid,
+) -> Result<bool, Error> {
+    let stmt = db.prepare_cached(SETTLE_LAPSED).await?;
+    Ok(db.query_opt(&stmt, &[&user_id]).await?.is_some())
+}
+
+const SETTLE_LAPSED: &str = "WITH lapsed AS (
+         UPDATE subscriptions SET status = 'canceled', updated_at = now()
+         WHERE user_id = $1 AND cancel_at_period_end AND status <> 'canceled'
+               AND current_period_end <= now()
+         RETURNING user_id)
+     UPDATE users u SET tier_slug = 'demo', updated_at = now()
+     FROM lapsed WHERE u.id = lapsed.user_id AND u.tier_slug <> 'admin'
+     RETURNING u.id";
 
 /// The calendar month (UTC) that contains `now`: `[first day, first day of
 /// the next month)`.
@@ -362,7 +372,7 @@ pub fn uses_billing_period(tier_slug: &str, sub: &Subscription, now: DateTime<Ut
 /// is the `start` of this period. Scan creation and the usage report both
 /// use this one rule.
 pub async fn current_period(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     tier_slug: &str,
 ) -> Result<(DateTime<Utc>, DateTime<Utc>), Error> {

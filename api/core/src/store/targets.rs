@@ -320,15 +320,16 @@ pub async fn list(
 }
 
 pub async fn find(
-    db: &impl GenericClient,
+    db: &impl deadpool_postgres::GenericClient,
     user_id: Uuid,
     target_id: Uuid,
 ) -> Result<Option<TargetRow>, Error> {
+    // Prepared once a connection: every scan's start reads it.
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("SELECT {COLUMNS} FROM targets WHERE id = $1 AND user_id = $2")
+    });
     let row = db
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM targets WHERE id = $1 AND user_id = $2"),
-            &[&target_id, &user_id],
-        )
+        .query_opt(&db.prepare_cached(&SQL).await?, &[&target_id, &user_id])
         .await?;
     row.as_ref().map(TargetRow::try_from).transpose()
 }
