@@ -110,7 +110,16 @@ async fn match_job<T: Send + 'static>(
     bytes: usize,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    if bytes <= INLINE_MATCH_BYTES {
+    run_job(bytes <= INLINE_MATCH_BYTES, f).await
+}
+
+/// Runs `f` on this task when `in_place`, on rayon otherwise. `None` if
+/// `f` panicked.
+async fn run_job<T: Send + 'static>(
+    in_place: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    if in_place {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
     } else {
         on_rayon(f).await

@@ -16,7 +16,7 @@ use super::super::vars::{RequestLayers, Scope};
 use super::super::Event;
 use super::send::send;
 use super::{
-    emit, judged_responses, match_job, next_run_id, outcome_of, report, send_options,
+    emit, judged_responses, next_run_id, outcome_of, report, run_job, send_options,
     INLINE_MATCH_BYTES,
 };
 use super::{RunShared, TargetRun};
@@ -77,13 +77,8 @@ pub(crate) async fn run_cluster(
             .iter()
             .map(|r| r.body.len())
             .sum::<usize>();
-    let inline = members.len() <= INLINE_CLUSTER_MEMBERS;
-    // Past the member count, matched on rayon whatever the size.
-    let weight = if inline {
-        body_bytes
-    } else {
-        INLINE_MATCH_BYTES + 1
-    };
+    // Otherwise on rayon, the members in parallel.
+    let in_place = members.len() <= INLINE_CLUSTER_MEMBERS && body_bytes <= INLINE_MATCH_BYTES;
     let job = move || {
         let hops: Vec<(String, Scope)> = judged_responses(resp)
             .into_iter()
@@ -94,9 +89,9 @@ pub(crate) async fn run_cluster(
                 (matched_at, scope)
             })
             .collect();
-        match_members(&members, &hops, &host, !inline)
+        match_members(&members, &hops, &host, !in_place)
     };
-    match match_job(weight, job).await {
+    match run_job(in_place, job).await {
         Some(results) => {
             for r in results {
                 emit(shared, Event::Result(r)).await;
