@@ -2,14 +2,14 @@
 //! machine's Redis under a prefix of the test's own: progress within a
 //! stage is written at most every `PROGRESS_EVERY`, a value that comes
 //! sooner goes out with the next write or once it is due, and a new stage
-//! is written at once.
+//! goes out with the next write, at most `STEP_HOLD` after it began.
 
 use std::time::Duration;
 
 use scanfleet_bus::events;
 use scanfleet_common::events::{FindingEvent, ScanEventKind, ScanStatus, Stage};
 use scanfleet_common::Severity;
-use scanfleet_scanner::node::sink::{EventSink, PROGRESS_EVERY};
+use scanfleet_scanner::node::sink::{EventSink, PROGRESS_EVERY, STEP_HOLD};
 use scanfleet_tests::fleet::Fleet;
 use uuid::Uuid;
 
@@ -82,16 +82,82 @@ fn finding() -> FindingEvent {
     }
 }
 
+/// Entries of the ingest index written so far (one per write).
+async fn writes(s: &Scan) -> usize {
+    events::range(&s.redis, &s.keys.scan_events_index(), "-", "+", 1000)
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn a_new_stage_waits_for_the_next_write_at_most_the_step_hold() {
+    let s = Scan::new().await;
+    let sink = &s.sink;
+
+    // The start: both statuses in one write.
+    sink.started().await.unwrap();
+    assert_eq!(writes(&s).await, 1);
+
+    // A stage that ends within the hold, the next one's start and its
+    // first finding: one write, every stage in order, each with its last
+    // value. A held new stage's later values do not make it due.
+    sink.progress(Stage::Resolve, 0, "dns").await.unwrap();
+    sink.progress(Stage::Resolve, 5, "dns").await.unwrap();
+    sink.progress(Stage::Probe, 10, "http-probe").await.unwrap();
+    assert_eq!(s.written().await.len(), 2, "nothing written yet");
+    sink.progress_with(Stage::Probe, 20, "http-probe", vec![finding()])
+        .await
+        .unwrap();
+    let kinds: Vec<(String, Option<Stage>, Option<u8>)> = s
+        .written()
+        .await
+        .into_iter()
+        .map(|e| (e.1, e.2, e.3))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("pending".to_string(), None, None),
+            ("running".to_string(), None, None),
+            ("progress".to_string(), Some(Stage::Resolve), Some(5)),
+            ("progress".to_string(), Some(Stage::Probe), Some(20)),
+            ("finding".to_string(), None, None),
+        ]
+    );
+    assert_eq!(writes(&s).await, 2);
+
+    // A new stage with nothing after it: written once the hold is over,
+    // while the stage waits.
+    sink.progress(Stage::Validate, 30, "templates")
+        .await
+        .unwrap();
+    let reported = std::time::Instant::now();
+    sink.meanwhile(tokio::time::sleep(STEP_HOLD / 2))
+        .await
+        .unwrap();
+    assert_eq!(writes(&s).await, 2, "held for the step hold");
+    sink.meanwhile(tokio::time::sleep(STEP_HOLD)).await.unwrap();
+    let written = s.written().await;
+    assert_eq!(writes(&s).await, 3);
+    assert_eq!(
+        (written[5].1.as_str(), written[5].2, written[5].3),
+        ("progress", Some(Stage::Validate), Some(30))
+    );
+    assert!(reported.elapsed() >= STEP_HOLD);
+}
+
 #[tokio::test]
 async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_lost() {
     let s = Scan::new().await;
     let sink = &s.sink;
 
-    // A new stage is written at once; the values that follow within the
-    // interval are held.
+    // A stage's start goes with the next write; the values that follow
+    // within the interval are held.
     sink.progress(Stage::Validate, 10, "templates")
         .await
         .unwrap();
+    sink.flush().await.unwrap();
     for value in [20, 30, 40, 50, 60] {
         sink.progress(Stage::Validate, value, "templates")
             .await
@@ -141,12 +207,13 @@ async fn progress_within_a_stage_is_written_at_most_every_interval_and_never_los
     // Not before it was due: the last write was the findings' one.
     assert!(written[3].0 >= written[2].0 + PROGRESS_EVERY.as_millis() as u64 - 5);
 
-    // Progress never goes back; a new stage is written at once, and a
-    // status carries nothing held.
+    // Progress never goes back; the last stage goes out with the status
+    // that ends the scan, before it.
     sink.progress(Stage::Validate, 50, "templates")
         .await
         .unwrap();
     sink.progress(Stage::Report, 99, "report").await.unwrap();
+    assert_eq!(s.written().await.len(), 4);
     sink.status(ScanStatus::Completed, None).await.unwrap();
     let written = s.written().await;
     let kinds: Vec<(&str, Option<Stage>, Option<u8>)> = written[4..]
@@ -167,6 +234,7 @@ async fn a_held_value_goes_out_with_the_next_status() {
     let s = Scan::new().await;
     let sink = &s.sink;
     sink.progress(Stage::Probe, 5, "http-probe").await.unwrap();
+    sink.flush().await.unwrap();
     sink.progress(Stage::Probe, 15, "http-probe").await.unwrap();
     sink.status(ScanStatus::Failed, Some("stopped short".into()))
         .await

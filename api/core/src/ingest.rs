@@ -182,9 +182,11 @@ impl Ingester {
         let mut closed = false;
         let mut applied = 0usize;
         let mut recorded = Vec::new();
-        // The round's last stage and best progress, written with the
-        // position (one update of the scan's row, not two).
+        // The round's last stage and best progress, and its most advanced
+        // status short of the end, written with the position (one update of
+        // the scan's row, not three).
         let mut progress = None;
+        let mut started: Option<ScanStatus> = None;
         'pages: loop {
             let page: Vec<Entry> = events::range(&self.redis, &stream, &cursor, "+", PAGE).await?;
             if page.is_empty() {
@@ -203,6 +205,11 @@ impl Ingester {
                         .flush(&tx, scan_id, position.user_id, &mut recorded)
                         .await?;
                     fold_progress(&mut progress, changes.progress.take());
+                    fold_status(&mut started, changes.status.take());
+                    // The start is stamped before the end.
+                    if let Some(status) = started.take() {
+                        scans::set_scan_status(&tx, scan_id, status, None).await?;
+                    }
                     finish(&tx, scan_id, progress.take(), terminal).await?;
                     closed = true;
                     break 'pages;
@@ -212,6 +219,7 @@ impl Ingester {
                 .flush(&tx, scan_id, position.user_id, &mut recorded)
                 .await?;
             fold_progress(&mut progress, changes.progress.take());
+            fold_status(&mut started, changes.status.take());
             if (page.len() as u64) < PAGE {
                 break;
             }
@@ -219,7 +227,11 @@ impl Ingester {
         if applied == 0 {
             return Ok(());
         }
-        scans::save_ingest_position(&tx, scan_id, &cursor, closed, progress.as_ref()).await?;
+        // Only forward, as `set_scan_status` moves it: the row is locked,
+        // so its status is the one the lock read.
+        let started = started.filter(|s| position.status.can_move_to(*s));
+        scans::save_ingest_position(&tx, scan_id, &cursor, closed, progress.as_ref(), started)
+            .await?;
         tx.commit().await?;
         if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, &recorded).await {
             tracing::warn!(error = %e, "could not publish the recorded findings");
@@ -251,7 +263,17 @@ struct Changes {
     coverage: Vec<CoverageEvent>,
     /// Left for the round to write (see [`fold_progress`]).
     progress: Option<scans::Progress>,
+    /// Left for the round to write (see [`fold_status`]).
     status: Option<ScanStatus>,
+}
+
+/// The more advanced of two statuses short of the end.
+fn fold_status(into: &mut Option<ScanStatus>, next: Option<ScanStatus>) {
+    if let Some(next) = next {
+        if into.is_none_or(|s| next.order() > s.order()) {
+            *into = Some(next);
+        }
+    }
 }
 
 /// `next` folded into `into`: its stage and tool, and the best progress of
@@ -291,11 +313,7 @@ impl Changes {
             // Only the most advanced one is written: a status may move
             // past those between (`ScanStatus::can_move_to`), and `pending`
             // and `running` both stamp the start.
-            ScanEventKind::Status { status, .. } => {
-                if self.status.is_none_or(|s| status.order() > s.order()) {
-                    self.status = Some(status);
-                }
-            }
+            ScanEventKind::Status { status, .. } => fold_status(&mut self.status, Some(status)),
             ScanEventKind::Error { stage, message } => {
                 tracing::debug!(stage = ?stage, %message, "scan reported an error");
             }
@@ -303,8 +321,9 @@ impl Changes {
         None
     }
 
-    /// Writes what was folded; the identities of the findings recorded go
-    /// to `recorded`.
+    /// Writes the findings and coverage folded (the status and progress are
+    /// the round's to write); the identities of the findings recorded go to
+    /// `recorded`.
     async fn flush(
         &mut self,
         db: &impl deadpool_postgres::GenericClient,
@@ -312,9 +331,6 @@ impl Changes {
         user_id: Uuid,
         recorded: &mut Vec<RecordedFinding>,
     ) -> Result<(), Error> {
-        if let Some(status) = self.status.take() {
-            scans::set_scan_status(db, scan_id, status, None).await?;
-        }
         if !self.findings.is_empty() {
             let (_, identities) =
                 findings::record_findings(db, scan_id, user_id, &self.findings).await?;

@@ -503,8 +503,7 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         watch_done.clone(),
     ));
     let result = async {
-        sink.status(ScanStatus::Pending, None).await?;
-        sink.status(ScanStatus::Running, None).await?;
+        sink.started().await?;
         pipeline::run(node, &job, spec, &sink, &control).await
     }
     .await;

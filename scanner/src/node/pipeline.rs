@@ -54,13 +54,14 @@ pub async fn run(
     let mut timer = StageTimer::start(Stage::Resolve);
     // RESOLVE
     sink.progress(Stage::Resolve, 0, "dns").await?;
-    let resolved = tokio::time::timeout(
-        stage_deadline(Stage::Resolve),
-        lookup_with_retry(client, domain, dns_timeout),
-    )
-    .await
-    .ok()
-    .flatten();
+    let resolved = sink
+        .meanwhile(tokio::time::timeout(
+            stage_deadline(Stage::Resolve),
+            lookup_with_retry(client, domain, dns_timeout),
+        ))
+        .await?
+        .ok()
+        .flatten();
     if resolved.is_none() {
         return Ok(Outcome::Failed(format!(
             "{domain} does not resolve to an address the scanner may reach \
@@ -158,18 +159,19 @@ async fn discover_hosts(
     )
     .await?;
     let mut last = (0, 1);
-    let found = tokio::time::timeout(
-        stage_deadline(Stage::Discover),
-        discover::discover(
-            node.engine.client(),
-            domain,
-            dns_timeout,
-            node.settings.scanner.dns_concurrency,
-            cancel,
-            |done, planned| last = (done, planned),
-        ),
-    )
-    .await;
+    let found = sink
+        .meanwhile(tokio::time::timeout(
+            stage_deadline(Stage::Discover),
+            discover::discover(
+                node.engine.client(),
+                domain,
+                dns_timeout,
+                node.settings.scanner.dns_concurrency,
+                cancel,
+                |done, planned| last = (done, planned),
+            ),
+        ))
+        .await?;
     let hosts = match found {
         Ok(found) => found,
         Err(_) => {
@@ -406,17 +408,18 @@ async fn detect_stage(
         .map(|h| (h.host.clone(), h.base.clone(), h.seen.clone()))
         .collect();
     let mut last = (0, 1);
-    let found = tokio::time::timeout(
-        stage_deadline(Stage::Detect),
-        crate::auto::detect(
-            &node.engine,
-            &node.techmap,
-            &hosts,
-            cancel.child_token(),
-            |done, total| last = (done, total),
-        ),
-    )
-    .await;
+    let found = sink
+        .meanwhile(tokio::time::timeout(
+            stage_deadline(Stage::Detect),
+            crate::auto::detect(
+                &node.engine,
+                &node.techmap,
+                &hosts,
+                cancel.child_token(),
+                |done, total| last = (done, total),
+            ),
+        ))
+        .await?;
     let detection = match found {
         Ok(d) => d,
         Err(_) => {
@@ -515,7 +518,7 @@ async fn validate(
         tool,
     )
     .await?;
-    let engine = scan_engine(node).await;
+    let engine = sink.meanwhile(scan_engine(node)).await?;
     // One engine run per group of hosts; their events meet in one channel
     // (each forwarder holds a sender; it closes when every run is over).
     let (tx, mut events) = tokio::sync::mpsc::channel::<(usize, Event)>(1024);

@@ -5,10 +5,12 @@
 //! Progress within a stage is written at most every [`PROGRESS_EVERY`]: a
 //! value that comes sooner is held, and goes out with the scan's next
 //! write or once it is due ([`EventSink::meanwhile`] flushes it while a
-//! stage waits). A new stage or tool is written at once. A quick scan
-//! reported each finished template before (44 writes of 55 for a scan of
-//! the paced lab), each one a Redis round trip, an ingest round and a
-//! WebSocket message.
+//! stage waits). A new stage or tool is held for at most [`STEP_HOLD`]:
+//! a stage that ends sooner, or whose first finding comes sooner, goes out
+//! in the same write as what follows it (every stage is still written, in
+//! order). A quick scan reported each finished template before (44 writes
+//! of 55 for a scan of the paced lab), then each stage's start at once (11
+//! writes), each write a Redis round trip and an entry the ingester reads.
 //!
 //! The sink keeps what it wrote (statuses, findings, the last progress), so
 //! that after Redis lost its data ([`EventSink::replay`]) the scan's record
@@ -37,6 +39,9 @@ const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 /// How often progress within one stage is written at most.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
+/// How long a new stage or tool waits at most for the scan's next write.
+pub const STEP_HOLD: Duration = Duration::from_millis(250);
+
 /// The event writer of one scan. Progress only ever grows: every progress
 /// event carries the highest value reported so far (including by earlier
 /// attempts of the scan on other nodes, the `floor`).
@@ -49,25 +54,66 @@ pub struct EventSink {
     written: Mutex<Written>,
 }
 
-/// The last progress reported, and whether it was written.
+/// The last progress reported, and what of it was not written yet.
 struct LastProgress {
     stage: Option<Stage>,
     value: u8,
     tool: Option<String>,
+    /// Whether the current step (stage and tool) was written at least once.
+    step_written: bool,
     /// When a progress event was last written.
     written_at: Option<Instant>,
-    /// Reported within [`PROGRESS_EVERY`] of the last write, not written yet.
-    held: Option<ScanEventKind>,
+    /// Reported and not written yet, oldest first: the last value of each
+    /// step reported since the last write.
+    held: Vec<ScanEventKind>,
+    /// When the held progress is due: [`STEP_HOLD`] after a new step was
+    /// reported, [`PROGRESS_EVERY`] after the last write for a new value of
+    /// a step already written; the earliest of those that apply.
+    due: Option<Instant>,
 }
 
 impl LastProgress {
-    /// When the held progress is due.
-    fn due(&self) -> Option<Instant> {
-        self.held.as_ref()?;
-        Some(
-            self.written_at
-                .map_or_else(Instant::now, |at| at + PROGRESS_EVERY),
-        )
+    /// Holds `value` of `stage` with `tool` (progress never goes down);
+    /// nothing changes when neither the step nor the value did.
+    fn hold(&mut self, stage: Stage, value: u8, tool: &str) {
+        let value = value.max(self.value).min(99);
+        let same_step = self.stage == Some(stage) && self.tool.as_deref() == Some(tool);
+        if same_step && self.value == value {
+            return;
+        }
+        let event = ScanEventKind::Progress {
+            stage,
+            progress: value,
+            current_tool: Some(tool.to_string()),
+        };
+        // A step's values replace each other; a new step joins the queue.
+        match self.held.last_mut() {
+            Some(last) if same_step => *last = event,
+            _ => self.held.push(event),
+        }
+        let now = Instant::now();
+        let due = if same_step && self.step_written {
+            self.written_at.map_or(now, |at| at + PROGRESS_EVERY)
+        } else {
+            now + STEP_HOLD
+        };
+        self.due = Some(self.due.map_or(due, |d| d.min(due)));
+        if !same_step {
+            self.step_written = false;
+        }
+        self.stage = Some(stage);
+        self.value = value;
+        self.tool = Some(tool.to_string());
+    }
+
+    /// What is held, taken for a write.
+    fn take(&mut self) -> Vec<ScanEventKind> {
+        if !self.held.is_empty() {
+            self.written_at = Some(Instant::now());
+            self.step_written = true;
+        }
+        self.due = None;
+        std::mem::take(&mut self.held)
     }
 }
 
@@ -88,8 +134,10 @@ impl EventSink {
                 stage: None,
                 value: floor,
                 tool: None,
+                step_written: false,
                 written_at: None,
-                held: None,
+                held: Vec::new(),
+                due: None,
             }),
             written: Mutex::new(Written::default()),
         }
@@ -98,6 +146,20 @@ impl EventSink {
     pub async fn status(&self, status: ScanStatus, error: Option<String>) -> Result<(), NodeError> {
         self.write(vec![ScanEventKind::Status { status, error }])
             .await
+    }
+
+    /// `pending` (a node took the scan) and `running`, in one write.
+    pub async fn started(&self) -> Result<(), NodeError> {
+        self.write(
+            [ScanStatus::Pending, ScanStatus::Running]
+                .into_iter()
+                .map(|status| ScanEventKind::Status {
+                    status,
+                    error: None,
+                })
+                .collect(),
+        )
+        .await
     }
 
     pub async fn error(&self, stage: Stage, message: String) -> Result<(), NodeError> {
@@ -124,8 +186,9 @@ impl EventSink {
 
     /// Reports `value` in `stage` with `tool`; sends nothing when neither the
     /// stage, the tool nor the (never decreasing) value changed, and holds
-    /// the value when the stage and tool did not change and progress was
-    /// written less than [`PROGRESS_EVERY`] ago.
+    /// it until it is due: [`STEP_HOLD`] after a new stage or tool,
+    /// [`PROGRESS_EVERY`] after the last write for a new value of a step
+    /// already written. A write of anything else takes it along.
     pub async fn progress(&self, stage: Stage, value: u8, tool: &str) -> Result<(), NodeError> {
         self.progress_with(stage, value, tool, Vec::new()).await
     }
@@ -141,19 +204,8 @@ impl EventSink {
     ) -> Result<(), NodeError> {
         let now_due = {
             let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            let value = value.max(last.value).min(99);
-            let same_step = last.stage == Some(stage) && last.tool.as_deref() == Some(tool);
-            if !(same_step && last.value == value) {
-                last.stage = Some(stage);
-                last.value = value;
-                last.tool = Some(tool.to_string());
-                last.held = Some(ScanEventKind::Progress {
-                    stage,
-                    progress: value,
-                    current_tool: Some(tool.to_string()),
-                });
-            }
-            !same_step || last.due().is_some_and(|due| due <= Instant::now())
+            last.hold(stage, value, tool);
+            last.due.is_some_and(|due| due <= Instant::now())
         };
         if now_due || !findings.is_empty() {
             self.findings(findings).await?;
@@ -172,7 +224,7 @@ impl EventSink {
     pub async fn meanwhile<T>(&self, work: impl Future<Output = T>) -> Result<T, NodeError> {
         tokio::pin!(work);
         loop {
-            let due = self.last.lock().unwrap_or_else(|p| p.into_inner()).due();
+            let due = self.last.lock().unwrap_or_else(|p| p.into_inner()).due;
             let Some(due) = due else {
                 return Ok(work.await);
             };
@@ -209,15 +261,8 @@ impl EventSink {
     ///
     /// The held progress goes first: it was reported before them.
     async fn write(&self, events: Vec<ScanEventKind>) -> Result<(), NodeError> {
-        let held = {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            let held = last.held.take();
-            if held.is_some() {
-                last.written_at = Some(Instant::now());
-            }
-            held
-        };
-        if held.is_none() && events.is_empty() {
+        let held = self.last.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if held.is_empty() && events.is_empty() {
             return Ok(());
         }
         let kinds: Vec<(Kind, String)> = held

@@ -426,6 +426,8 @@ pub struct IngestPosition {
     pub cursor: String,
     /// The terminal event was applied; later entries are ignored.
     pub closed: bool,
+    /// The scan's status as the lock found it.
+    pub status: ScanStatus,
 }
 
 /// Locks the scan's row for the rest of the transaction; `None` when the
@@ -437,7 +439,8 @@ pub async fn lock_for_ingest(
     let row = db
         .query_opt(
             &db.prepare_cached(
-                "SELECT user_id, events_cursor, events_closed FROM scans WHERE id = $1 FOR UPDATE",
+                "SELECT user_id, events_cursor, events_closed, status FROM scans
+                 WHERE id = $1 FOR UPDATE",
             )
             .await?,
             &[&scan_id],
@@ -450,6 +453,7 @@ pub async fn lock_for_ingest(
         user_id: r.try_get("user_id")?,
         cursor: r.try_get("events_cursor")?,
         closed: r.try_get("events_closed")?,
+        status: r.try_get("status")?,
     }))
 }
 
@@ -484,19 +488,26 @@ pub struct Progress {
     pub current_tool: Option<String>,
 }
 
-/// Saves the ingester's position, and `progress` as [`record_progress`]
-/// would, in one statement (one row version of the scan a round, not
-/// two); also marks the scan as heard from now.
+/// Saves the ingester's position, `progress` as [`record_progress`]
+/// would, and `started` (a status that starts the scan, which the caller
+/// checked against the status of [`lock_for_ingest`]) as
+/// [`set_scan_status`] would, in one statement (one row version of the
+/// scan a round, not three); also marks the scan as heard from now.
 pub async fn save_ingest_position(
     db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
     cursor: &str,
     closed: bool,
     progress: Option<&Progress>,
+    started: Option<ScanStatus>,
 ) -> Result<(), Error> {
+    debug_assert!(started.is_none_or(|s| !s.is_terminal()));
     db.execute(
         &db.prepare_cached(
             "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
+                    status = COALESCE($7, status),
+                    started_at = CASE WHEN $7 IS NOT NULL THEN COALESCE(started_at, now())
+                                      ELSE started_at END,
                     stage = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
                                  THEN $4 ELSE stage END,
                     current_tool = CASE WHEN $4::text IS NOT NULL
@@ -515,6 +526,7 @@ pub async fn save_ingest_position(
             &progress.map(|p| p.stage.as_str()),
             &progress.map(|p| p.progress),
             &progress.and_then(|p| p.current_tool.as_deref()),
+            &started,
         ],
     )
     .await?;
