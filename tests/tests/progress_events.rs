@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use scanfleet_bus::events;
-use scanfleet_common::events::{FindingEvent, ScanEventKind, ScanStatus, Stage};
+use scanfleet_common::events::{CoverageEvent, FindingEvent, ScanEventKind, ScanStatus, Stage};
 use scanfleet_common::Severity;
 use scanfleet_scanner::node::sink::{EventSink, PROGRESS_EVERY, STEP_HOLD};
 use scanfleet_tests::fleet::Fleet;
@@ -247,6 +247,52 @@ async fn a_held_value_goes_out_with_the_next_status() {
             ("progress".to_string(), Some(5)),
             ("progress".to_string(), Some(15)),
             ("failed".to_string(), None)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn every_hosts_coverage_goes_out_with_the_end_of_the_scan_in_one_write() {
+    let s = Scan::new().await;
+    let sink = &s.sink;
+    sink.progress(Stage::Validate, 40, "templates")
+        .await
+        .unwrap();
+    sink.flush().await.unwrap();
+    let coverage = |host: &str| CoverageEvent {
+        host: host.into(),
+        technologies: vec![],
+        total: 10,
+        run: 8,
+        skipped: Default::default(),
+        requests: 12,
+    };
+    sink.coverage(coverage("a.test"));
+    sink.coverage(coverage("b.test"));
+    // A later value of the same stage does not take a coverage's place.
+    sink.progress(Stage::Validate, 90, "templates")
+        .await
+        .unwrap();
+    sink.progress(Stage::Report, 99, "report").await.unwrap();
+    assert_eq!(writes(&s).await, 1, "held until the end");
+    sink.status(ScanStatus::Completed, None).await.unwrap();
+    assert_eq!(writes(&s).await, 2);
+    let kinds: Vec<(String, Option<Stage>, Option<u8>)> = s
+        .written()
+        .await
+        .into_iter()
+        .skip(1)
+        .map(|e| (e.1, e.2, e.3))
+        .collect();
+    let coverage_kind = |host: &str| format!("{:?}", ScanEventKind::Coverage(coverage(host)));
+    assert_eq!(
+        kinds,
+        [
+            (coverage_kind("a.test"), None, None),
+            (coverage_kind("b.test"), None, None),
+            ("progress".to_string(), Some(Stage::Validate), Some(90)),
+            ("progress".to_string(), Some(Stage::Report), Some(99)),
+            ("completed".to_string(), None, None),
         ]
     );
 }

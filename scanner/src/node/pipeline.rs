@@ -3,7 +3,8 @@
 //! Each stage is announced with its `current_tool`, reports progress as
 //! planned versus done work, and stops at its next step once the scan's
 //! token is cancelled. Once `VALIDATE` is over, each live host's coverage
-//! (technologies, templates run and skipped, requests) is reported.
+//! (technologies, templates run and skipped, requests) is reported, in the
+//! write that ends the scan.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -133,7 +134,7 @@ pub async fn run(
     if cancel.is_cancelled() {
         return Ok(Outcome::Cancelled);
     }
-    report_coverage(node, &plans, &mut technologies, &before, sink).await?;
+    report_coverage(node, &plans, &mut technologies, &before, sink);
 
     timer.next(Stage::Report);
     // REPORT: the counts are the ingester's; the node says it is done.
@@ -479,14 +480,15 @@ fn group_by_templates(live: &[LiveHost], plans: &[(String, HostPlan)]) -> Vec<Gr
         .collect()
 }
 
-/// One coverage event per live host, once its templates finished.
-async fn report_coverage(
+/// One coverage event per live host, once its templates finished, held
+/// for the write that ends the scan.
+fn report_coverage(
     node: &Node,
     plans: &[(String, HostPlan)],
     technologies: &mut BTreeMap<String, Vec<TechnologyEvent>>,
     before: &BTreeMap<String, u64>,
     sink: &EventSink,
-) -> Result<(), NodeError> {
+) {
     let client = node.engine.client();
     for (host, plan) in plans {
         let sent = client.requests_sent_to(host);
@@ -498,10 +500,8 @@ async fn report_coverage(
             run: plan.run,
             skipped: plan.skipped.clone(),
             requests,
-        })
-        .await?;
+        });
     }
-    Ok(())
 }
 
 async fn validate(

@@ -64,7 +64,8 @@ struct LastProgress {
     /// When a progress event was last written.
     written_at: Option<Instant>,
     /// Reported and not written yet, oldest first: the last value of each
-    /// step reported since the last write.
+    /// step reported since the last write, and coverage
+    /// ([`EventSink::coverage`]).
     held: Vec<ScanEventKind>,
     /// When the held progress is due: [`STEP_HOLD`] after a new step was
     /// reported, [`PROGRESS_EVERY`] after the last write for a new value of
@@ -88,7 +89,7 @@ impl LastProgress {
         };
         // A step's values replace each other; a new step joins the queue.
         match self.held.last_mut() {
-            Some(last) if same_step => *last = event,
+            Some(last @ ScanEventKind::Progress { .. }) if same_step => *last = event,
             _ => self.held.push(event),
         }
         let now = Instant::now();
@@ -108,7 +109,11 @@ impl LastProgress {
 
     /// What is held, taken for a write.
     fn take(&mut self) -> Vec<ScanEventKind> {
-        if !self.held.is_empty() {
+        if self
+            .held
+            .iter()
+            .any(|e| matches!(e, ScanEventKind::Progress { .. }))
+        {
             self.written_at = Some(Instant::now());
             self.step_written = true;
         }
@@ -170,9 +175,15 @@ impl EventSink {
         .await
     }
 
-    /// One host's coverage (kept for a replay, like findings).
-    pub async fn coverage(&self, coverage: CoverageEvent) -> Result<(), NodeError> {
-        self.write(vec![ScanEventKind::Coverage(coverage)]).await
+    /// One host's coverage, held for the scan's next write (the end of the
+    /// scan follows it: every host's coverage goes out with the status in
+    /// one write); kept for a replay, like findings.
+    pub fn coverage(&self, coverage: CoverageEvent) {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .held
+            .push(ScanEventKind::Coverage(coverage));
     }
 
     pub async fn findings(&self, findings: Vec<FindingEvent>) -> Result<(), NodeError> {
@@ -259,7 +270,7 @@ impl EventSink {
     /// record is never dropped for an outage (the node's shutdown or the
     /// scan's end stops the retries).
     ///
-    /// The held progress goes first: it was reported before them.
+    /// What was held goes first: it was reported before them.
     async fn write(&self, events: Vec<ScanEventKind>) -> Result<(), NodeError> {
         let held = self.last.lock().unwrap_or_else(|p| p.into_inner()).take();
         if held.is_empty() && events.is_empty() {
