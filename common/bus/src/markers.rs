@@ -46,9 +46,13 @@ pub async fn is_closed(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<boo
 
 /// Counts one more take-up of the scan; the count so far, this one included.
 pub async fn count_attempt(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<i64, BusError> {
+    // One round trip: the count and its lifetime (one key, so one slot on
+    // a cluster).
     let key = keys.scan_attempts(scan_id);
-    let attempt: i64 = redis.incr(&key).await?;
-    let _: bool = redis.expire(&key, ATTEMPTS_TTL_SECS, None).await?;
+    let pipeline = redis.pipeline();
+    let _: () = pipeline.incr(&key).await?;
+    let _: () = pipeline.expire(&key, ATTEMPTS_TTL_SECS, None).await?;
+    let (attempt, _): (i64, i64) = pipeline.all().await?;
     Ok(attempt)
 }
 

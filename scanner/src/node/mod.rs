@@ -468,8 +468,15 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         tracing::info!("job dropped: the scan is over");
         return finish(node, job.scan_id).await;
     }
-    let attempt = markers::count_attempt(&node.redis, keys, job.scan_id).await?;
-    let floor = sink::progress_floor(&node.redis, keys, job.scan_id).await?;
+    // Both at once: independent reads, one wait.
+    let (attempt, floor) = tokio::try_join!(
+        async {
+            markers::count_attempt(&node.redis, keys, job.scan_id)
+                .await
+                .map_err(NodeError::from)
+        },
+        sink::progress_floor(&node.redis, keys, job.scan_id),
+    )?;
     let sink = Arc::new(EventSink::new(node.redis.clone(), keys, job.scan_id, floor));
     if attempt > MAX_ATTEMPTS {
         tracing::warn!(
