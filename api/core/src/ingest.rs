@@ -206,11 +206,7 @@ impl Ingester {
                         .await?;
                     fold_progress(&mut progress, changes.progress.take());
                     fold_status(&mut started, changes.status.take());
-                    // The start is stamped before the end.
-                    if let Some(status) = started.take() {
-                        scans::set_scan_status(&tx, scan_id, status, None).await?;
-                    }
-                    finish(&tx, scan_id, progress.take(), terminal).await?;
+                    finish(&tx, scan_id, progress.take(), started.take(), terminal).await?;
                     closed = true;
                     break 'pages;
                 }
@@ -347,16 +343,22 @@ impl Changes {
 
 /// Applies a terminal status, its notification and its webhook events.
 /// `last` is the round's progress: the scan's last stage as it ended,
-/// written before its status stops progress from moving.
+/// written before its status stops progress from moving; `started` the
+/// round's status short of the end, if any (its start stamped first).
 async fn finish(
     db: &deadpool_postgres::Transaction<'_>,
     scan_id: Uuid,
     last: Option<scans::Progress>,
+    started: Option<ScanStatus>,
     (status, error): (ScanStatus, Option<String>),
 ) -> Result<(), Error> {
     if let Some(p) = last {
         scans::record_progress(db, scan_id, &p.stage, p.progress, p.current_tool.as_deref())
             .await?;
+    }
+    // The start is stamped before the end.
+    if let Some(started) = started {
+        scans::set_scan_status(db, scan_id, started, None).await?;
     }
     // Only the transition itself notifies: a scan the reaper failed, or its
     // owner stopped, already has its outcome.

@@ -468,15 +468,7 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         tracing::info!("job dropped: the scan is over");
         return finish(node, job.scan_id).await;
     }
-    // Both at once: independent reads, one wait.
-    let (attempt, floor) = tokio::try_join!(
-        async {
-            markers::count_attempt(&node.redis, keys, job.scan_id)
-                .await
-                .map_err(NodeError::from)
-        },
-        sink::progress_floor(&node.redis, keys, job.scan_id),
-    )?;
+    let (attempt, floor) = attempt_and_floor(node, keys, job.scan_id).await?;
     let sink = Arc::new(EventSink::new(node.redis.clone(), keys, job.scan_id, floor));
     if attempt > MAX_ATTEMPTS {
         tracing::warn!(
@@ -546,6 +538,23 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
         .increment(1);
     sink.status(status, error).await?;
     finish(node, job.scan_id).await
+}
+
+/// The scan's take-ups so far, this one counted, and the highest progress
+/// an earlier take-up reported: independent reads, sent together.
+async fn attempt_and_floor(
+    node: &Node,
+    keys: &scanfleet_common::keys::Keys,
+    scan_id: uuid::Uuid,
+) -> Result<(i64, u8), NodeError> {
+    tokio::try_join!(
+        async {
+            markers::count_attempt(&node.redis, keys, scan_id)
+                .await
+                .map_err(NodeError::from)
+        },
+        sink::progress_floor(&node.redis, keys, scan_id),
+    )
 }
 
 /// Marks the scan over, so a late duplicate of its job is dropped, and
