@@ -101,10 +101,10 @@ impl LastProgress {
         self.due = Some(self.due.map_or(due, |d| d.min(due)));
         if !same_step {
             self.step_written = false;
+            self.stage = Some(stage);
+            self.tool = Some(tool.to_string());
         }
-        self.stage = Some(stage);
         self.value = value;
-        self.tool = Some(tool.to_string());
     }
 
     /// What is held, taken for a write.
