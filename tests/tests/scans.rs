@@ -277,6 +277,110 @@ async fn paid_tiers_count_scans_in_the_billing_period_and_admins_are_unlimited()
     scan(&app, &admin, t).await;
 }
 
+/// A lapsed paid subscription (set to end, its period over): the count of
+/// a new scan reads the tier as the settle left it, in the same round trip
+/// (the scheduler's path, with no request that settled it first).
+#[tokio::test]
+async fn a_scan_of_a_lapsed_subscription_counts_on_the_demo_tier_in_the_calendar_month() {
+    let app = spawn_app().await;
+    let user = app.new_user().await;
+    app.set_tier(user.id, "monthly").await;
+    let t = app.new_target(&user, "example.com").await;
+    let mut db = app.state.db.get().await.unwrap();
+    db.execute(
+        "INSERT INTO subscriptions (user_id, tier_slug, status, current_period_start,
+                                    current_period_end, cancel_at_period_end)
+         VALUES ($1, 'monthly', 'active', now() - interval '31 days', now() - interval '1 day',
+                 true)",
+        &[&user.id],
+    )
+    .await
+    .unwrap();
+    let (month, _) = subscriptions::calendar_month(chrono::Utc::now());
+    // The demo tier's ten used this month: refused, and nothing written.
+    db.execute(
+        "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 10)",
+        &[&user.id, &month],
+    )
+    .await
+    .unwrap();
+    match scans::insert_counted(&mut db, user.id, t, Engine::Quick, None)
+        .await
+        .unwrap()
+    {
+        scans::Counted::LimitReached { tier_slug, limit } => {
+            assert_eq!((tier_slug.as_str(), limit), ("demo", 10));
+        }
+        scans::Counted::Created(scan) => panic!("counted on the lapsed tier: {scan:?}"),
+    }
+    let tier: String = db
+        .query_one("SELECT tier_slug FROM users WHERE id = $1", &[&user.id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tier, "monthly", "a refused count rolls the settle back");
+    // One left: counted in the calendar month, the user now on demo.
+    db.execute(
+        "UPDATE scan_usage SET scans = 9 WHERE user_id = $1",
+        &[&user.id],
+    )
+    .await
+    .unwrap();
+    let created = scans::insert_counted(&mut db, user.id, t, Engine::Quick, None)
+        .await
+        .unwrap();
+    assert!(matches!(created, scans::Counted::Created(_)), "{created:?}");
+    let row = db
+        .query_one(
+            "SELECT u.tier_slug, su.scans FROM users u
+             JOIN scan_usage su ON su.user_id = u.id AND su.period_start = $2
+             WHERE u.id = $1",
+            &[&user.id, &month],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0).as_str(), row.get::<_, i32>(1)),
+        ("demo", 10)
+    );
+}
+
+/// The count and the insert are one statement: a target that is not the
+/// user's is not found and counts nothing.
+#[tokio::test]
+async fn a_scan_of_another_users_target_is_not_found_and_not_counted() {
+    let app = spawn_app().await;
+    let alice = app.new_user().await;
+    let bob = app.new_user().await;
+    let bobs = app.new_target(&bob, "bob.example.com").await;
+    let mut db = app.state.db.get().await.unwrap();
+    let err = scans::insert_counted(&mut db, alice.id, bobs, Engine::Quick, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, scanfleet_core::Error::NotFound("target")),
+        "{err:?}"
+    );
+    let counted: i64 = db
+        .query_one(
+            "SELECT count(*) FROM scan_usage WHERE user_id = $1",
+            &[&alice.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(counted, 0);
+    let scans_of_alice: i64 = db
+        .query_one(
+            "SELECT count(*) FROM scans WHERE user_id = $1",
+            &[&alice.id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(scans_of_alice, 0);
+}
+
 #[tokio::test]
 async fn scans_are_listed_newest_first_with_filters_and_a_total_count() {
     let app = spawn_app().await;

@@ -206,7 +206,13 @@ impl Ingester {
                         .await?;
                     fold_progress(&mut progress, changes.progress.take());
                     fold_status(&mut started, changes.status.take());
-                    finish(&tx, scan_id, progress.take(), started.take(), terminal).await?;
+                    let round = Ending {
+                        position: &position,
+                        cursor: &cursor,
+                        last: progress.take(),
+                        started: started.take(),
+                    };
+                    finish(&tx, scan_id, round, terminal).await?;
                     closed = true;
                     break 'pages;
                 }
@@ -223,19 +229,42 @@ impl Ingester {
         if applied == 0 {
             return Ok(());
         }
-        // Only forward, as `set_scan_status` moves it: the row is locked,
-        // so its status is the one the lock read.
-        let started = started.filter(|s| position.status.can_move_to(*s));
-        scans::save_ingest_position(&tx, scan_id, &cursor, closed, progress.as_ref(), started)
-            .await?;
+        if !closed {
+            // Only forward, as `set_scan_status` moves it: the row is
+            // locked, so its status is the one the lock read.
+            let round = scans::Round {
+                cursor: &cursor,
+                progress: progress.as_ref(),
+                started: started.filter(|s| position.status.can_move_to(*s)),
+                ..Default::default()
+            };
+            scans::save_ingest_position(&tx, scan_id, &round).await?;
+        }
         tx.commit().await?;
-        if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, &recorded).await {
+        self.published(scan_id, &recorded, closed).await?;
+        tracing::debug!(applied, closed, "scan events ingested");
+        Ok(())
+    }
+
+    /// After a round's commit: the findings it recorded published to the
+    /// scan's listeners and, once the scan ended, its streams set to expire.
+    async fn published(
+        &self,
+        scan_id: Uuid,
+        recorded: &[RecordedFinding],
+        closed: bool,
+    ) -> Result<(), Error> {
+        if let Err(e) = events::append_recorded(&self.redis, &self.keys, scan_id, recorded).await {
             tracing::warn!(error = %e, "could not publish the recorded findings");
         }
         if closed {
             let _: bool = self
                 .redis
-                .expire(&stream, FINISHED_STREAM_TTL_SECS, None)
+                .expire(
+                    self.keys.scan_events_stream(scan_id),
+                    FINISHED_STREAM_TTL_SECS,
+                    None,
+                )
                 .await?;
             let _: bool = self
                 .redis
@@ -246,7 +275,6 @@ impl Ingester {
                 )
                 .await?;
         }
-        tracing::debug!(applied, closed, "scan events ingested");
         Ok(())
     }
 }
@@ -341,40 +369,54 @@ impl Changes {
     }
 }
 
-/// Applies a terminal status, its notification and its webhook events.
-/// `last` is the round's progress: the scan's last stage as it ended,
-/// written before its status stops progress from moving; `started` the
-/// round's status short of the end, if any (its start stamped first).
+/// The round that ends a scan, as [`finish`] writes it.
+struct Ending<'a> {
+    /// Where the round started, read with the scan's row locked.
+    position: &'a scans::IngestPosition,
+    /// The terminal event's entry.
+    cursor: &'a str,
+    /// The round's progress: the scan's last stage as it ended.
+    last: Option<scans::Progress>,
+    /// The round's status short of the end, if any (its start stamped).
+    started: Option<ScanStatus>,
+}
+
+/// Applies a terminal status with the round's position, progress and
+/// start in one update of the scan's row, then its notification and its
+/// webhook events. A status only moves forward from the one the lock read
+/// (`ScanStatus::can_move_to`); a scan that had already ended (the reaper
+/// failed it, or its owner stopped it) keeps its outcome and is not
+/// notified again.
 async fn finish(
     db: &deadpool_postgres::Transaction<'_>,
     scan_id: Uuid,
-    last: Option<scans::Progress>,
-    started: Option<ScanStatus>,
+    round: Ending<'_>,
     (status, error): (ScanStatus, Option<String>),
 ) -> Result<(), Error> {
-    if let Some(p) = last {
-        scans::record_progress(db, scan_id, &p.stage, p.progress, p.current_tool.as_deref())
-            .await?;
-    }
-    // The start is stamped before the end.
-    if let Some(started) = started {
-        scans::set_scan_status(db, scan_id, started, None).await?;
-    }
-    // Only the transition itself notifies: a scan the reaper failed, or its
-    // owner stopped, already has its outcome.
-    if !scans::set_scan_status(db, scan_id, status, error.as_deref()).await? {
+    let started = round
+        .started
+        .filter(|s| round.position.status.can_move_to(*s));
+    let ends = started.unwrap_or(round.position.status).can_move_to(status);
+    let write = scans::Round {
+        cursor: round.cursor,
+        closed: true,
+        progress: round.last.as_ref(),
+        started,
+        ended: ends.then_some((status, error.as_deref())),
+    };
+    let Some(facts) = scans::save_ingest_position(db, scan_id, &write).await? else {
         return Ok(());
-    }
-    crate::outbox::scan_finished(db, scan_id, status).await?;
+    };
+    crate::outbox::scan_finished_of(db, scan_id, facts.user_id, status).await?;
     match status {
         ScanStatus::Completed => {
-            fingerprints::complete(db, scan_id).await?;
+            let changes = fingerprints::complete(db, scan_id).await?;
             findings::keep_worst(db, scan_id).await?;
-            notifications::create_scan_complete(db, scan_id).await?;
+            notifications::scan_complete(db, scan_id, facts, Some(changes)).await?;
         }
         ScanStatus::Failed => {
             let error = error.unwrap_or_else(|| "the scan failed".to_string());
-            notifications::create_scan_failed(db, scan_id, &error).await?;
+            notifications::scan_failed(db, scan_id, facts, &error).await?;
         }
         _ => {}
     }

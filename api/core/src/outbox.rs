@@ -42,12 +42,6 @@ pub async fn scan_finished(
     scan_id: Uuid,
     status: ScanStatus,
 ) -> Result<(), Error> {
-    let kind = match status {
-        ScanStatus::Completed => SCAN_COMPLETED,
-        ScanStatus::Failed => SCAN_FAILED,
-        ScanStatus::Stopped => SCAN_STOPPED,
-        _ => return Ok(()),
-    };
     let Some(row) = db
         .query_opt(
             &db.prepare_cached("SELECT user_id FROM scans WHERE id = $1")
@@ -58,7 +52,22 @@ pub async fn scan_finished(
     else {
         return Ok(());
     };
-    let user_id: Uuid = row.try_get("user_id")?;
+    scan_finished_of(db, scan_id, row.try_get("user_id")?, status).await
+}
+
+/// [`scan_finished`] for a scan whose owner the caller has read.
+pub async fn scan_finished_of(
+    db: &impl GenericClient,
+    scan_id: Uuid,
+    user_id: Uuid,
+    status: ScanStatus,
+) -> Result<(), Error> {
+    let kind = match status {
+        ScanStatus::Completed => SCAN_COMPLETED,
+        ScanStatus::Failed => SCAN_FAILED,
+        ScanStatus::Stopped => SCAN_STOPPED,
+        _ => return Ok(()),
+    };
     webhooks::record_event(
         db,
         &NewEvent {

@@ -6,6 +6,8 @@ use serde_json::{json, Value};
 use tokio_postgres::{GenericClient, Row};
 use uuid::Uuid;
 
+use super::fingerprints::ChangeCounts;
+use super::scans::{self, ScanFacts};
 use super::Page;
 use crate::error::Error;
 
@@ -112,43 +114,6 @@ pub async fn unread_count(db: &impl GenericClient, user_id: Uuid) -> Result<i64,
         .try_get("unread")?)
 }
 
-/// What a scan notification says about its scan: owner, domain, and finding
-/// counts (total, critical, high, medium, low, info).
-struct ScanFacts {
-    user_id: Uuid,
-    domain: String,
-    counts: [i32; 6],
-}
-
-async fn scan_facts(
-    db: &impl deadpool_postgres::GenericClient,
-    scan_id: Uuid,
-) -> Result<Option<ScanFacts>, Error> {
-    let stmt = db
-        .prepare_cached(
-            "SELECT s.user_id, t.domain, s.findings_count, s.critical_count, s.high_count,
-                    s.medium_count, s.low_count, s.info_count
-             FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
-        )
-        .await?;
-    let row = db.query_opt(&stmt, &[&scan_id]).await?;
-    let Some(r) = row else {
-        return Ok(None);
-    };
-    Ok(Some(ScanFacts {
-        user_id: r.try_get("user_id")?,
-        domain: r.try_get("domain")?,
-        counts: [
-            r.try_get("findings_count")?,
-            r.try_get("critical_count")?,
-            r.try_get("high_count")?,
-            r.try_get("medium_count")?,
-            r.try_get("low_count")?,
-            r.try_get("info_count")?,
-        ],
-    }))
-}
-
 /// `scan_complete` with the scan's finding counts, from the scan row. Safe to
 /// call again for the same scan (a replayed event): the second call is a no-op.
 /// Returns whether a notification was created.
@@ -156,14 +121,27 @@ pub async fn create_scan_complete(
     db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
 ) -> Result<bool, Error> {
-    let Some(ScanFacts {
+    let Some(facts) = scans::facts(db, scan_id).await? else {
+        return Ok(false);
+    };
+    // The changes are counted (fingerprints::complete) before this runs.
+    let changes = crate::store::fingerprints::changes_of(db, scan_id).await?;
+    scan_complete(db, scan_id, facts, changes).await
+}
+
+/// [`create_scan_complete`] with the scan's facts and changes as the
+/// caller has them (the ingester, from the statements that wrote them).
+pub async fn scan_complete(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+    facts: ScanFacts,
+    changes: Option<ChangeCounts>,
+) -> Result<bool, Error> {
+    let ScanFacts {
         user_id,
         domain,
         counts,
-    }) = scan_facts(db, scan_id).await?
-    else {
-        return Ok(false);
-    };
+    } = facts;
     let [total, critical, high, medium, low, info] = counts;
     let mut data = json!({
         "total_findings": total,
@@ -177,8 +155,7 @@ pub async fn create_scan_complete(
         "Scan of {domain} completed with {total} findings ({critical} critical, {high} high, \
          {medium} medium, {low} low, {info} info)."
     );
-    // The changes are counted (fingerprints::complete) before this runs.
-    if let Some(changes) = crate::store::fingerprints::changes_of(db, scan_id).await? {
+    if let Some(changes) = changes {
         data["new"] = json!(changes.new);
         data["fixed"] = json!(changes.fixed);
         data["regressed"] = json!(changes.regressed);
@@ -206,12 +183,22 @@ pub async fn create_scan_failed(
     scan_id: Uuid,
     error: &str,
 ) -> Result<bool, Error> {
-    let Some(ScanFacts {
-        user_id, domain, ..
-    }) = scan_facts(db, scan_id).await?
-    else {
+    let Some(facts) = scans::facts(db, scan_id).await? else {
         return Ok(false);
     };
+    scan_failed(db, scan_id, facts, error).await
+}
+
+/// [`create_scan_failed`] with the scan's facts as the caller has them.
+pub async fn scan_failed(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+    facts: ScanFacts,
+    error: &str,
+) -> Result<bool, Error> {
+    let ScanFacts {
+        user_id, domain, ..
+    } = facts;
     insert_for_scan(
         db,
         user_id,

@@ -96,6 +96,13 @@ pub enum Counted {
 /// below the limit, so concurrent creates cannot overshoot it). `NotFound`
 /// when the target is not the user's or was deleted meanwhile (or the
 /// schedule was).
+///
+/// Four round trips: `BEGIN`; the lapsed subscription settled and the tier
+/// and billing period read as that left them, two statements sent together
+/// (Postgres runs them in order); the count and the insert in one
+/// statement ([`COUNT_AND_INSERT`]); `COMMIT`. On a loaded machine every
+/// round trip is a wait for the api and for Postgres to be scheduled, so
+/// the count matters more than the statements' own work.
 pub async fn insert_counted(
     db: &mut deadpool_postgres::Client,
     user_id: Uuid,
@@ -104,95 +111,84 @@ pub async fn insert_counted(
     schedule_id: Option<Uuid>,
 ) -> Result<Counted, Error> {
     let tx = db.transaction().await?;
-    let found = tx
-        .query_opt(
-            &tx.prepare_cached("SELECT 1 FROM targets WHERE id = $1 AND user_id = $2")
-                .await?,
-            &[&target_id, &user_id],
+    // Both prepared first (once a connection), so that each query is sent
+    // on its future's first poll, in this order.
+    let settle = tx.prepare_cached(subscriptions::SETTLE_LAPSED).await?;
+    let read_tier = tx
+        .prepare_cached(
+            "SELECT t.slug, t.scan_limit, sub.current_period_start, sub.current_period_end
+             FROM users u JOIN tiers t ON t.slug = u.tier_slug
+                  LEFT JOIN subscriptions sub ON sub.user_id = u.id
+             WHERE u.id = $1",
         )
         .await?;
-    if found.is_none() {
-        return Err(Error::NotFound("target"));
-    }
-    // The tier as stored now, not as the caller's identity saw it (a
-    // scheduled scan has no request that would have settled a lapsed one).
-    subscriptions::settle_lapsed_prepared(&tx, user_id).await?;
-    let tier = tx
-        .query_one(
-            &tx.prepare_cached(
-                "SELECT t.slug, t.scan_limit FROM users u JOIN tiers t ON t.slug = u.tier_slug
-                 WHERE u.id = $1",
-            )
-            .await?,
-            &[&user_id],
-        )
-        .await?;
+    let user: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&user_id];
+    let (_, tier) = tokio::try_join!(
+        tx.query_opt(&settle, &user),
+        tx.query_one(&read_tier, &user)
+    )?;
     let tier_slug: String = tier.try_get("slug")?;
     let scan_limit: Option<i32> = tier.try_get("scan_limit")?;
-    let (period_start, _) = subscriptions::current_period(&tx, user_id, &tier_slug).await?;
-    if !count_scan(&tx, user_id, period_start, scan_limit).await? {
-        return Ok(Counted::LimitReached {
-            tier_slug,
-            limit: scan_limit.unwrap_or(0),
-        });
+    let limit_reached = || Counted::LimitReached {
+        tier_slug: tier_slug.clone(),
+        limit: scan_limit.unwrap_or(0),
+    };
+    if scan_limit.is_some_and(|limit| limit <= 0) {
+        return Ok(limit_reached());
     }
-    static INSERT: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "WITH s AS (
-                 INSERT INTO scans (id, user_id, target_id, schedule_id, engine)
-                 VALUES ($1, $2, $3, $4, $5) RETURNING *)
-             SELECT {COLUMNS} FROM s JOIN targets t ON t.id = s.target_id"
-        )
-    });
+    let start: Option<DateTime<Utc>> = tier.try_get("current_period_start")?;
+    let end: Option<DateTime<Utc>> = tier.try_get("current_period_end")?;
+    let (period_start, _) = subscriptions::period_of(&tier_slug, start.zip(end), Utc::now());
     let row = tx
         .query_one(
-            &tx.prepare_cached(&INSERT).await?,
-            &[&Uuid::now_v7(), &user_id, &target_id, &schedule_id, &engine],
+            &tx.prepare_cached(&COUNT_AND_INSERT).await?,
+            &[
+                &Uuid::now_v7(),
+                &user_id,
+                &target_id,
+                &schedule_id,
+                &engine,
+                &period_start,
+                &scan_limit,
+            ],
         )
         .await
         .map_err(deleted_meanwhile)?;
+    if !row.try_get::<_, bool>("target_found")? {
+        return Err(Error::NotFound("target"));
+    }
+    if row.try_get::<_, Option<Uuid>>("id")?.is_none() {
+        // Nothing was counted or inserted; the transaction rolls back.
+        return Ok(limit_reached());
+    }
     tx.commit().await?;
     Ok(Counted::Created(Box::new(ScanRow::try_from(&row)?)))
 }
 
-/// Counts one scan in the period's usage; false when the limit is reached.
-/// Unlimited tiers are counted too, for usage reports.
-async fn count_scan(
-    db: &impl deadpool_postgres::GenericClient,
-    user_id: Uuid,
-    period_start: DateTime<Utc>,
-    scan_limit: Option<i32>,
-) -> Result<bool, Error> {
-    let row = match scan_limit {
-        Some(limit) if limit <= 0 => return Ok(false),
-        Some(limit) => {
-            db.query_opt(
-                &db.prepare_cached(
-                    "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                     ON CONFLICT (user_id, period_start) DO UPDATE
-                     SET scans = scan_usage.scans + 1 WHERE scan_usage.scans < $3
-                     RETURNING scans",
-                )
-                .await?,
-                &[&user_id, &period_start, &limit],
-            )
-            .await?
-        }
-        None => {
-            db.query_opt(
-                &db.prepare_cached(
-                    "INSERT INTO scan_usage (user_id, period_start, scans) VALUES ($1, $2, 1)
-                     ON CONFLICT (user_id, period_start) DO UPDATE SET scans = scan_usage.scans + 1
-                     RETURNING scans",
-                )
-                .await?,
-                &[&user_id, &period_start],
-            )
-            .await?
-        }
-    };
-    Ok(row.is_some())
-}
+/// The scan counted in the period's usage (`$6`; only below the limit `$7`
+/// when there is one; unlimited tiers are counted too, for usage reports)
+/// and its row inserted when it was, both only when the target (`$3`) is
+/// the user's (`$2`). One row always: `target_found`, then the scan's
+/// columns, all null when nothing was inserted (the limit reached).
+static COUNT_AND_INSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH target AS (SELECT id FROM targets WHERE id = $3 AND user_id = $2),
+         counted AS (
+             INSERT INTO scan_usage (user_id, period_start, scans)
+             SELECT $2::uuid, $6::timestamptz, 1 FROM target
+             ON CONFLICT (user_id, period_start) DO UPDATE
+             SET scans = scan_usage.scans + 1
+             WHERE $7::int IS NULL OR scan_usage.scans < $7
+             RETURNING scans),
+         s AS (
+             INSERT INTO scans (id, user_id, target_id, schedule_id, engine)
+             SELECT $1::uuid, $2::uuid, target.id, $4::uuid, $5::text FROM target, counted
+             RETURNING *)
+         SELECT EXISTS (SELECT 1 FROM target) AS target_found, {COLUMNS}
+         FROM (VALUES (1)) one
+              LEFT JOIN (s JOIN targets t ON t.id = s.target_id) ON true"
+    )
+});
 
 /// A foreign key violation on insert: the target (or schedule) was deleted
 /// since it was checked.
@@ -457,28 +453,6 @@ pub async fn lock_for_ingest(
     }))
 }
 
-/// Records stage, tool and progress of a scan that has not finished;
-/// progress never goes down.
-pub async fn record_progress(
-    db: &impl deadpool_postgres::GenericClient,
-    scan_id: Uuid,
-    stage: &str,
-    progress: i16,
-    current_tool: Option<&str>,
-) -> Result<(), Error> {
-    db.execute(
-        &db.prepare_cached(
-            "UPDATE scans SET stage = $2, current_tool = COALESCE($4, current_tool),
-                    progress = GREATEST(progress, LEAST($3::smallint, 99)), updated_at = now()
-             WHERE id = $1 AND status IN ('queued', 'pending', 'running')",
-        )
-        .await?,
-        &[&scan_id, &stage, &progress, &current_tool],
-    )
-    .await?;
-    Ok(())
-}
-
 /// A scan's stage, progress (0 to 100) and current tool, as its last
 /// progress event of a round gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -488,49 +462,130 @@ pub struct Progress {
     pub current_tool: Option<String>,
 }
 
-/// Saves the ingester's position, `progress` as [`record_progress`]
-/// would, and `started` (a status that starts the scan, which the caller
-/// checked against the status of [`lock_for_ingest`]) as
-/// [`set_scan_status`] would, in one statement (one row version of the
-/// scan a round, not three); also marks the scan as heard from now.
+/// What a scan's notifications say about it: owner, domain, and finding
+/// counts (total, critical, high, medium, low, info).
+#[derive(Debug, Clone)]
+pub struct ScanFacts {
+    pub user_id: Uuid,
+    pub domain: String,
+    pub counts: [i32; 6],
+}
+
+impl ScanFacts {
+    fn read(r: &Row) -> Result<ScanFacts, Error> {
+        Ok(ScanFacts {
+            user_id: r.try_get("user_id")?,
+            domain: r.try_get("domain")?,
+            counts: [
+                r.try_get("findings_count")?,
+                r.try_get("critical_count")?,
+                r.try_get("high_count")?,
+                r.try_get("medium_count")?,
+                r.try_get("low_count")?,
+                r.try_get("info_count")?,
+            ],
+        })
+    }
+}
+
+/// A scan's [`ScanFacts`]; `None` when it does not exist.
+pub async fn facts(
+    db: &impl deadpool_postgres::GenericClient,
+    scan_id: Uuid,
+) -> Result<Option<ScanFacts>, Error> {
+    let stmt = db
+        .prepare_cached(
+            "SELECT s.user_id, t.domain, s.findings_count, s.critical_count, s.high_count,
+                    s.medium_count, s.low_count, s.info_count
+             FROM scans s JOIN targets t ON t.id = s.target_id WHERE s.id = $1",
+        )
+        .await?;
+    let row = db.query_opt(&stmt, &[&scan_id]).await?;
+    row.as_ref().map(ScanFacts::read).transpose()
+}
+
+/// What an ingest round writes to its scan's row, in one statement (one
+/// row version of the scan a round, and no second read of the row the
+/// round has locked).
+#[derive(Debug, Default)]
+pub struct Round<'a> {
+    /// The last stream entry applied.
+    pub cursor: &'a str,
+    /// The terminal event was applied.
+    pub closed: bool,
+    /// The stage and tool, and the progress (which never goes down, and
+    /// stays under 100 until completion), written only while the scan has
+    /// not finished.
+    pub progress: Option<&'a Progress>,
+    /// A status that starts the scan, stamping `started_at` as
+    /// [`set_scan_status`] would; the caller checked it against the status
+    /// [`lock_for_ingest`] read.
+    pub started: Option<ScanStatus>,
+    /// The terminal status and its error, as [`set_scan_status`] would
+    /// apply them (`completed_at`, progress 100 on completion); the caller
+    /// checked that the status (moved by `started`) can move to it.
+    pub ended: Option<(ScanStatus, Option<&'a str>)>,
+}
+
+/// Saves an ingest round (see [`Round`]); also marks the scan as heard
+/// from now. Answers the scan's [`ScanFacts`] as the round leaves them
+/// when it ended the scan.
 pub async fn save_ingest_position(
     db: &impl deadpool_postgres::GenericClient,
     scan_id: Uuid,
-    cursor: &str,
-    closed: bool,
-    progress: Option<&Progress>,
-    started: Option<ScanStatus>,
-) -> Result<(), Error> {
-    debug_assert!(started.is_none_or(|s| !s.is_terminal()));
-    db.execute(
-        &db.prepare_cached(
-            "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
-                    status = COALESCE($7, status),
-                    started_at = CASE WHEN $7 IS NOT NULL THEN COALESCE(started_at, now())
-                                      ELSE started_at END,
-                    stage = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
-                                 THEN $4 ELSE stage END,
-                    current_tool = CASE WHEN $4::text IS NOT NULL
+    round: &Round<'_>,
+) -> Result<Option<ScanFacts>, Error> {
+    debug_assert!(round.started.is_none_or(|s| !s.is_terminal()));
+    debug_assert!(round.ended.is_none_or(|(s, _)| s.is_terminal()));
+    let (ended, error) = round.ended.unzip();
+    let row = db
+        .query_opt(
+            &db.prepare_cached(
+                "UPDATE scans SET events_cursor = $2, events_closed = events_closed OR $3,
+                        status = COALESCE($8, $7, status),
+                        error = CASE WHEN $8::text IS NOT NULL THEN COALESCE($9, error)
+                                     ELSE error END,
+                        started_at = CASE WHEN $7::text IS NOT NULL
+                                          THEN COALESCE(started_at, now()) ELSE started_at END,
+                        completed_at = CASE WHEN $8::text IS NOT NULL THEN now()
+                                            ELSE completed_at END,
+                        stage = CASE WHEN $4::text IS NOT NULL
+                                          AND status IN ('queued', 'pending', 'running')
+                                     THEN $4 ELSE stage END,
+                        current_tool = CASE WHEN $4::text IS NOT NULL
+                                                 AND status IN ('queued', 'pending', 'running')
+                                            THEN COALESCE($6, current_tool) ELSE current_tool END,
+                        progress = CASE WHEN $8::text = 'completed' THEN 100
+                                        WHEN $4::text IS NOT NULL
                                              AND status IN ('queued', 'pending', 'running')
-                                        THEN COALESCE($6, current_tool) ELSE current_tool END,
-                    progress = CASE WHEN $4::text IS NOT NULL AND status IN ('queued', 'pending', 'running')
-                                    THEN GREATEST(progress, LEAST($5::smallint, 99)) ELSE progress END,
-                    updated_at = now()
-             WHERE id = $1",
+                                        THEN GREATEST(progress, LEAST($5::smallint, 99))
+                                        ELSE progress END,
+                        updated_at = now()
+                 WHERE id = $1
+                 RETURNING user_id, findings_count, critical_count, high_count, medium_count,
+                           low_count, info_count,
+                           CASE WHEN $8::text IS NOT NULL
+                                THEN (SELECT domain FROM targets WHERE id = scans.target_id)
+                           END AS domain",
+            )
+            .await?,
+            &[
+                &scan_id,
+                &round.cursor,
+                &round.closed,
+                &round.progress.map(|p| p.stage.as_str()),
+                &round.progress.map(|p| p.progress),
+                &round.progress.and_then(|p| p.current_tool.as_deref()),
+                &round.started,
+                &ended,
+                &error.flatten(),
+            ],
         )
-        .await?,
-        &[
-            &scan_id,
-            &cursor,
-            &closed,
-            &progress.map(|p| p.stage.as_str()),
-            &progress.map(|p| p.progress),
-            &progress.and_then(|p| p.current_tool.as_deref()),
-            &started,
-        ],
-    )
-    .await?;
-    Ok(())
+        .await?;
+    match row {
+        Some(row) if ended.is_some() => Ok(Some(ScanFacts::read(&row)?)),
+        _ => Ok(None),
+    }
 }
 
 /// A scan the reaper looks at.

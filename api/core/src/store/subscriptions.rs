@@ -321,17 +321,9 @@ pub async fn settle_lapsed(db: &impl GenericClient, user_id: Uuid) -> Result<boo
     Ok(db.query_opt(SETTLE_LAPSED, &[&user_id]).await?.is_some())
 }
 
-/// [`settle_lapsed`] with its statement prepared once a connection, for
-/// the start of every scan.
-pub async fn settle_lapsed_prepared(
-    db: &impl deadpool_postgres::GenericClient,
-    user_id: Uuid,
-) -> Result<bool, Error> {
-    let stmt = db.prepare_cached(SETTLE_LAPSED).await?;
-    Ok(db.query_opt(&stmt, &[&user_id]).await?.is_some())
-}
-
-const SETTLE_LAPSED: &str = "WITH lapsed AS (
+/// [`settle_lapsed`]'s statement (the start of every scan prepares it once
+/// a connection).
+pub(crate) const SETTLE_LAPSED: &str = "WITH lapsed AS (
          UPDATE subscriptions SET status = 'canceled', updated_at = now()
          WHERE user_id = $1 AND cancel_at_period_end AND status <> 'canceled'
                AND current_period_end <= now()
@@ -363,7 +355,34 @@ pub fn calendar_month(now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
 /// `tier_slug`: only non-demo tiers have billing periods, and only a period
 /// that covers `now` (a lapsed row falls back to the calendar month).
 pub fn uses_billing_period(tier_slug: &str, sub: &Subscription, now: DateTime<Utc>) -> bool {
-    tier_slug != "demo" && sub.current_period_start <= now && now < sub.current_period_end
+    counts_in_billing_period(
+        tier_slug,
+        sub.current_period_start,
+        sub.current_period_end,
+        now,
+    )
+}
+
+fn counts_in_billing_period(
+    tier_slug: &str,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> bool {
+    tier_slug != "demo" && start <= now && now < end
+}
+
+/// [`current_period`]'s rule on what was read: `billing` is the user's
+/// subscription row's period `[start, end)`, when there is a row.
+pub fn period_of(
+    tier_slug: &str,
+    billing: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    now: DateTime<Utc>,
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    match billing {
+        Some((start, end)) if counts_in_billing_period(tier_slug, start, end, now) => (start, end),
+        _ => calendar_month(now),
+    }
 }
 
 /// The period in which a user's scans are counted, `[start, end)`: the
@@ -376,13 +395,10 @@ pub async fn current_period(
     user_id: Uuid,
     tier_slug: &str,
 ) -> Result<(DateTime<Utc>, DateTime<Utc>), Error> {
-    let now = Utc::now();
-    Ok(match find(db, user_id).await? {
-        Some(sub) if uses_billing_period(tier_slug, &sub, now) => {
-            (sub.current_period_start, sub.current_period_end)
-        }
-        _ => calendar_month(now),
-    })
+    let billing = find(db, user_id)
+        .await?
+        .map(|sub| (sub.current_period_start, sub.current_period_end));
+    Ok(period_of(tier_slug, billing, Utc::now()))
 }
 
 /// Scans created in the period starting at `period_start`.
