@@ -407,18 +407,27 @@ async fn finish(
     let Some(facts) = scans::save_ingest_position(db, scan_id, &write).await? else {
         return Ok(());
     };
-    crate::outbox::scan_finished_of(db, scan_id, facts.user_id, status).await?;
+    let webhook_events = crate::outbox::scan_finished_of(db, scan_id, facts.user_id, status);
     match status {
         ScanStatus::Completed => {
-            let changes = fingerprints::complete(db, scan_id).await?;
-            findings::keep_worst(db, scan_id).await?;
+            // The webhook events and the fixed rule touch different rows:
+            // their statements go out together on the transaction's
+            // connection (Postgres runs them in the order they were sent),
+            // the worst findings kept once the changes' row exists.
+            let changes = async {
+                let changes = fingerprints::complete(db, scan_id).await?;
+                findings::keep_worst(db, scan_id).await?;
+                Ok::<_, Error>(changes)
+            };
+            let ((), changes) = tokio::try_join!(webhook_events, changes)?;
             notifications::scan_complete(db, scan_id, facts, Some(changes)).await?;
         }
         ScanStatus::Failed => {
+            webhook_events.await?;
             let error = error.unwrap_or_else(|| "the scan failed".to_string());
             notifications::scan_failed(db, scan_id, facts, &error).await?;
         }
-        _ => {}
+        _ => webhook_events.await?,
     }
     Ok(())
 }
