@@ -407,7 +407,7 @@ async fn finish(
     let Some(facts) = scans::save_ingest_position(db, scan_id, &write).await? else {
         return Ok(());
     };
-    let webhook_events = crate::outbox::scan_finished_of(db, scan_id, facts.user_id, status);
+    let webhook_events = crate::outbox::scan_finished(db, scan_id, facts.user_id, status);
     match status {
         ScanStatus::Completed => {
             // The webhook events and the fixed rule touch different rows:

@@ -40,25 +40,6 @@ pub const SUBSCRIBABLE: [&str; 6] = [
 pub async fn scan_finished(
     db: &impl GenericClient,
     scan_id: Uuid,
-    status: ScanStatus,
-) -> Result<(), Error> {
-    let Some(row) = db
-        .query_opt(
-            &db.prepare_cached("SELECT user_id FROM scans WHERE id = $1")
-                .await?,
-            &[&scan_id],
-        )
-        .await?
-    else {
-        return Ok(());
-    };
-    scan_finished_of(db, scan_id, row.try_get("user_id")?, status).await
-}
-
-/// [`scan_finished`] for a scan whose owner the caller has read.
-pub async fn scan_finished_of(
-    db: &impl GenericClient,
-    scan_id: Uuid,
     user_id: Uuid,
     status: ScanStatus,
 ) -> Result<(), Error> {

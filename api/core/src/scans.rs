@@ -161,7 +161,7 @@ pub async fn stop_scan(core: &Core, user_id: Uuid, scan_id: Uuid) -> Result<Scan
     let tx = tx_db.transaction().await?;
     let stopped = scans::mark_stopped(&*tx, user_id, scan_id).await?;
     if stopped.is_some() {
-        crate::outbox::scan_finished(&tx, scan_id, ScanStatus::Stopped).await?;
+        crate::outbox::scan_finished(&tx, scan_id, user_id, ScanStatus::Stopped).await?;
     }
     tx.commit().await?;
     match stopped {
