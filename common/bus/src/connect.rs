@@ -20,6 +20,8 @@
 //!   while slots move (at most `max_redirections` times a command). The
 //!   URL gives the credentials only (a cluster has database 0 alone). Keys
 //!   used together share a hash tag (`scanfleet_common::keys`).
+//! - **A connection task that ends is started again**: fred ends it for
+//!   good when a cluster command fails in its routing (see [`start`]).
 //! - **Metrics**, per client role: `scanfleet_redis_reconnects_total`,
 //!   `scanfleet_redis_outage_seconds` (each outage, from the first error to
 //!   the reconnect: its `_sum` is the time without Redis) and the gauge
@@ -159,7 +161,7 @@ pub async fn connect(
 ) -> Result<Client, fred::error::Error> {
     let client = target.builder().build()?;
     watch(&client, role);
-    client.init().await?;
+    start(&client, role).await?;
     Ok(client)
 }
 
@@ -171,10 +173,48 @@ pub async fn subscriber(
 ) -> Result<SubscriberClient, fred::error::Error> {
     let client = target.builder().build_subscriber_client()?;
     watch(&client, role);
-    client.init().await?;
+    start(&client, role).await?;
     // The task ends with the client.
     drop(client.manage_subscriptions());
     Ok(client)
+}
+
+/// How long a client's connection task waits before it is started again.
+const RESTART_PAUSE: Duration = Duration::from_millis(50);
+
+/// Connects `client` (its first connect must succeed) and keeps its
+/// connection task running. fred ends that task for good when a command
+/// fails in its routing: on a cluster moving slots, an `ASKING` retried
+/// past its attempts ("Max attempts reached") disconnects every node and
+/// leaves later commands queued until each times out, for as long as the
+/// process lives. The task is started again instead; only `quit` ends it.
+async fn start<C>(client: &C, role: &'static str) -> Result<(), fred::error::Error>
+where
+    C: ClientLike + Clone + Send + Sync + 'static,
+{
+    let mut task = client.init().await?;
+    let client = client.clone();
+    tokio::spawn(async move {
+        loop {
+            match (&mut task).await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) if e.is_canceled() => return,
+                Ok(Err(e)) => tracing::warn!(
+                    client = role,
+                    error = %e,
+                    "the Redis client's connection task ended; starting it again"
+                ),
+                Err(e) => tracing::warn!(
+                    client = role,
+                    error = %e,
+                    "the Redis client's connection task failed; starting it again"
+                ),
+            }
+            tokio::time::sleep(RESTART_PAUSE).await;
+            task = client.connect();
+        }
+    });
+    Ok(())
 }
 
 /// When a client last came back after losing Redis, shared with whoever
