@@ -207,10 +207,10 @@ impl Ingester {
                     fold_progress(&mut progress, changes.progress.take());
                     fold_status(&mut started, changes.status.take());
                     let round = Ending {
-                        position: &position,
+                        from: position.status,
                         cursor: &cursor,
                         last: progress.take(),
-                        started: started.take(),
+                        started: position.may_start(started.take()),
                     };
                     finish(&tx, scan_id, round, terminal).await?;
                     closed = true;
@@ -230,12 +230,10 @@ impl Ingester {
             return Ok(());
         }
         if !closed {
-            // Only forward, as `set_scan_status` moves it: the row is
-            // locked, so its status is the one the lock read.
             let round = scans::Round {
                 cursor: &cursor,
                 progress: progress.as_ref(),
-                started: started.filter(|s| position.status.can_move_to(*s)),
+                started: position.may_start(started),
                 ..Default::default()
             };
             scans::save_ingest_position(&tx, scan_id, &round).await?;
@@ -371,13 +369,14 @@ impl Changes {
 
 /// The round that ends a scan, as [`finish`] writes it.
 struct Ending<'a> {
-    /// Where the round started, read with the scan's row locked.
-    position: &'a scans::IngestPosition,
+    /// The scan's status as the round's lock read it.
+    from: ScanStatus,
     /// The terminal event's entry.
     cursor: &'a str,
     /// The round's progress: the scan's last stage as it ended.
     last: Option<scans::Progress>,
-    /// The round's status short of the end, if any (its start stamped).
+    /// The round's status short of the end that the scan may move to, if
+    /// any (its start stamped).
     started: Option<ScanStatus>,
 }
 
@@ -393,15 +392,12 @@ async fn finish(
     round: Ending<'_>,
     (status, error): (ScanStatus, Option<String>),
 ) -> Result<(), Error> {
-    let started = round
-        .started
-        .filter(|s| round.position.status.can_move_to(*s));
-    let ends = started.unwrap_or(round.position.status).can_move_to(status);
+    let ends = round.started.unwrap_or(round.from).can_move_to(status);
     let write = scans::Round {
         cursor: round.cursor,
         closed: true,
         progress: round.last.as_ref(),
-        started,
+        started: round.started,
         ended: ends.then_some((status, error.as_deref())),
     };
     let Some(facts) = scans::save_ingest_position(db, scan_id, &write).await? else {

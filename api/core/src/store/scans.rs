@@ -426,6 +426,14 @@ pub struct IngestPosition {
     pub status: ScanStatus,
 }
 
+impl IngestPosition {
+    /// `started` when the status the lock read may move to it (only
+    /// forward, as [`set_scan_status`] moves it).
+    pub fn may_start(&self, started: Option<ScanStatus>) -> Option<ScanStatus> {
+        started.filter(|s| self.status.can_move_to(*s))
+    }
+}
+
 /// Locks the scan's row for the rest of the transaction; `None` when the
 /// scan no longer exists (its target or owner was deleted).
 pub async fn lock_for_ingest(
