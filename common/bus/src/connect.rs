@@ -179,15 +179,32 @@ pub async fn subscriber(
     Ok(client)
 }
 
-/// How long a client's connection task waits before it is started again.
+/// How long a client's connection task waits before it is started again,
+/// at first; each quick end doubles it, up to [`RESTART_PAUSE_MAX`].
 const RESTART_PAUSE: Duration = Duration::from_millis(50);
+/// The longest wait before a connection task is started again.
+const RESTART_PAUSE_MAX: Duration = Duration::from_secs(2);
+/// A task that ran this long before it ended is started again after the
+/// first pause: its end is news, not the next of a series.
+const RESTART_SETTLED: Duration = Duration::from_secs(10);
+
+/// The wait before a connection task that ran for `ran` is started again,
+/// after a wait of `last` before its own start.
+fn restart_pause(last: Duration, ran: Duration) -> Duration {
+    if ran >= RESTART_SETTLED {
+        RESTART_PAUSE
+    } else {
+        (last * 2).min(RESTART_PAUSE_MAX)
+    }
+}
 
 /// Connects `client` (its first connect must succeed) and keeps its
 /// connection task running. fred ends that task for good when a command
 /// fails in its routing: on a cluster moving slots, an `ASKING` retried
 /// past its attempts ("Max attempts reached") disconnects every node and
 /// leaves later commands queued until each times out, for as long as the
-/// process lives. The task is started again instead; only `quit` ends it.
+/// process lives. The task is started again instead, 50 ms later, and up
+/// to 2 s later while it keeps ending within seconds; only `quit` ends it.
 async fn start<C>(client: &C, role: &'static str) -> Result<(), fred::error::Error>
 where
     C: ClientLike + Clone + Send + Sync + 'static,
@@ -195,6 +212,8 @@ where
     let mut task = client.init().await?;
     let client = client.clone();
     tokio::spawn(async move {
+        let mut began = Instant::now();
+        let mut pause = RESTART_PAUSE / 2;
         loop {
             match (&mut task).await {
                 Ok(Ok(())) => return,
@@ -210,7 +229,9 @@ where
                     "the Redis client's connection task failed; starting it again"
                 ),
             }
-            tokio::time::sleep(RESTART_PAUSE).await;
+            pause = restart_pause(pause, began.elapsed());
+            tokio::time::sleep(pause).await;
+            began = Instant::now();
             task = client.connect();
         }
     });
@@ -316,6 +337,20 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Settings::from_vars(&vars).expect("settings").redis
+    }
+
+    #[test]
+    fn a_connection_task_that_keeps_ending_is_started_again_less_often() {
+        let quick = Duration::from_millis(5);
+        let mut pause = RESTART_PAUSE / 2;
+        let mut pauses = vec![];
+        for _ in 0..8 {
+            pause = restart_pause(pause, quick);
+            pauses.push(pause.as_millis());
+        }
+        assert_eq!(pauses, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
+        // A task that ran a while is started again after the first pause.
+        assert_eq!(restart_pause(pause, RESTART_SETTLED), RESTART_PAUSE);
     }
 
     #[test]
