@@ -541,7 +541,9 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
 }
 
 /// The scan's take-ups so far, this one counted, and the highest progress
-/// an earlier take-up reported: independent reads, sent together.
+/// an earlier take-up reported: independent reads, sent together. (After
+/// the closed check, not with it: a scan that is over is not taken up, so
+/// its take-ups are not counted.)
 async fn attempt_and_floor(
     node: &Node,
     keys: &scanfleet_common::keys::Keys,
@@ -558,9 +560,12 @@ async fn attempt_and_floor(
 }
 
 /// Marks the scan over, so a late duplicate of its job is dropped, and
-/// removes its job from the queue.
+/// removes its job from the queue: independent writes, sent together
+/// (after the scan's last event, which the caller has written).
 async fn finish(node: &Node, scan_id: uuid::Uuid) -> Result<(), NodeError> {
-    markers::close(&node.redis, &node.keys, scan_id).await?;
-    node.queue.finish(scan_id, &node.name).await?;
+    tokio::try_join!(
+        markers::close(&node.redis, &node.keys, scan_id),
+        node.queue.finish(scan_id, &node.name),
+    )?;
     Ok(())
 }
