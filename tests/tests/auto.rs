@@ -31,11 +31,17 @@ async fn stack_fleet(lab: &StackLab, templates: Option<&std::path::Path>) -> Fle
 
 async fn finished(fleet: &Fleet, token: &str, target: &str, engine: &str) -> (String, Value) {
     let scan = fleet.scan(token, target, engine).await;
+    let detail = completed(fleet, token, &scan).await;
+    (scan, detail)
+}
+
+/// `scan` once finished; it must have completed.
+async fn completed(fleet: &Fleet, token: &str, scan: &str) -> Value {
     let detail = fleet
-        .wait_finished(token, &scan, Duration::from_secs(240))
+        .wait_finished(token, scan, Duration::from_secs(240))
         .await;
     assert_eq!(detail["status"], "completed", "{detail}");
-    (scan, detail)
+    detail
 }
 
 /// The finding keys of a scan without the probe's own.
@@ -95,11 +101,19 @@ async fn detection_names_each_hosts_technologies_and_auto_finds_what_full_finds(
     let _node = fleet.node("node-a", &[("SCANFLEET_SCANNER__CONCURRENCY", "3")]);
     let token = fleet.user().await;
 
-    let mut per_host: BTreeMap<&str, (Vec<String>, Vec<String>, Value)> = BTreeMap::new();
+    // Every host's two scans are queued at once (the node runs three at a
+    // time), then read as each finishes.
+    let mut scans = Vec::new();
     for host in stack_hosts() {
         let target = fleet.target(&token, host).await;
-        let (full_scan, full) = finished(&fleet, &token, &target, "full").await;
-        let (auto_scan, auto) = finished(&fleet, &token, &target, "auto").await;
+        let full_scan = fleet.scan(&token, &target, "full").await;
+        let auto_scan = fleet.scan(&token, &target, "auto").await;
+        scans.push((host, full_scan, auto_scan));
+    }
+    let mut per_host: BTreeMap<&str, (Vec<String>, Vec<String>, Value)> = BTreeMap::new();
+    for (host, full_scan, auto_scan) in scans {
+        let full = completed(&fleet, &token, &full_scan).await;
+        let auto = completed(&fleet, &token, &auto_scan).await;
         let c = coverage(&fleet, &token, &auto_scan).await;
         let full_c = coverage(&fleet, &token, &full_scan).await;
         // Full runs every runnable template: nothing absent.
