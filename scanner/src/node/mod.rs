@@ -184,16 +184,25 @@ impl Node {
         };
         let loaded =
             tokio::task::spawn_blocking(move || load_templates_for(&paths, options)).await??;
+        // A template that does not parse or compile is the operator's to
+        // fix: each is a warning. One the engine cannot run (it needs a
+        // wordlist, a protocol or a feature the engine lacks) is expected
+        // of a public corpus: counted in the summary, each at debug.
         for left_out in &loaded.left_out {
-            tracing::warn!(reason = %Chain(left_out), "template left out");
+            if crate::auto::plan::left_out_reason(left_out) == crate::auto::plan::UNREADABLE {
+                tracing::warn!(reason = %Chain(left_out), "template left out");
+            } else {
+                tracing::debug!(reason = %Chain(left_out), "template left out");
+            }
         }
+        let left_out = crate::auto::plan::left_out_counts(&loaded.left_out);
         tracing::info!(
             found = loaded.found(),
             runnable = loaded.templates.len(),
+            left_out = ?left_out,
             seconds = loaded.elapsed.as_secs_f64(),
-            "templates loaded"
+            "templates loaded (RUST_LOG=scanfleet_scanner=debug names each left out)"
         );
-        let left_out = crate::auto::plan::left_out_counts(&loaded.left_out);
         let templates = loaded.templates;
         if templates.is_empty() {
             return Err(NodeError::NoTemplates);
