@@ -17,7 +17,10 @@
 //! The fleet alone: `BENCH_FLEET=1,8,32,64 cargo bench -p scanfleet-tests
 //! --bench pipeline` runs `BENCH_SCANS_PER_NODE` (16) paced `quick` scans
 //! per node for each node count, spread over `BENCH_USERS` (16) users, and
-//! prints scans a minute and the ratio to the first count. The lab
+//! prints scans a minute and the ratio to the first count, then the
+//! pick-up of `FLEET_PICKUPS` scans submitted one at a time to that many
+//! idle nodes (each stopped once taken, so every one finds a free slot).
+//! The lab
 //! answers on `BENCH_LAB_ADDRESSES` (16) loopback addresses besides
 //! 127.0.0.1, the targets spread over them (see [`Lab::start_spread`]).
 //! `SCANFLEET_TEST_PROFILE=debug` with `cargo test
@@ -33,6 +36,8 @@ use scanfleet_tests::lab::Lab;
 use tokio_tungstenite::tungstenite::Message;
 
 const PICKUPS: usize = 40;
+/// Pick-ups timed with each fleet size, its scans over.
+const FLEET_PICKUPS: usize = 100;
 const THROUGHPUT_SCANS: usize = 40;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -60,8 +65,9 @@ async fn fleet(lab: &Lab) -> Fleet {
     Fleet::new(&env).await
 }
 
-/// Entry-id milliseconds of the scan's first `pending` event.
-async fn pickup_ms(fleet: &Fleet, scan: &str) -> Option<i64> {
+/// When the scan's first `pending` event was made: its `at` (stamped by
+/// the node, to the microsecond), else its entry id's millisecond.
+async fn pickup_at(fleet: &Fleet, scan: &str) -> Option<DateTime<Utc>> {
     use fred::interfaces::StreamsInterface;
     let entries: Vec<(String, HashMap<String, String>)> = fleet
         .redis()
@@ -76,10 +82,60 @@ async fn pickup_ms(fleet: &Fleet, scan: &str) -> Option<i64> {
         .ok()?;
     entries.iter().find_map(|(id, f)| {
         let e: serde_json::Value = serde_json::from_str(f.get("event")?).ok()?;
-        (e["kind"] == "status" && e["status"] == "pending")
-            .then(|| id.split('-').next()?.parse().ok())
-            .flatten()
+        if e["kind"] != "status" || e["status"] != "pending" {
+            return None;
+        }
+        e["at"]
+            .as_str()
+            .and_then(|at| at.parse().ok())
+            .or_else(|| DateTime::from_timestamp_millis(id.split('-').next()?.parse().ok()?))
     })
+}
+
+/// Milliseconds from the scan's row to its `pending` event; `None` when
+/// no node took it within 10 s.
+async fn pickup_of(fleet: &Fleet, db: &tokio_postgres::Client, scan: &str) -> Option<f64> {
+    let id: uuid::Uuid = scan.parse().unwrap();
+    let created: DateTime<Utc> = db
+        .query_one("SELECT created_at FROM scans WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Some(at) = pickup_at(fleet, scan).await {
+            return Some((at - created).num_microseconds()? as f64 / 1000.0);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
+/// Pick-ups with the fleet's nodes idle: `FLEET_PICKUPS` scans one at a
+/// time, each stopped once a node has it, and the next submitted once it
+/// is over.
+async fn idle_pickups(fleet: &Fleet, token: &str, target: &str) -> Vec<f64> {
+    let db = fleet.db().await;
+    let mut samples = Vec::new();
+    for _ in 0..FLEET_PICKUPS {
+        let scan = fleet.scan(token, target, "quick").await;
+        if let Some(ms) = pickup_of(fleet, &db, &scan).await {
+            samples.push(ms);
+        }
+        let (status, body) = fleet
+            .call(
+                reqwest::Method::POST,
+                &format!("/scans/{scan}/stop"),
+                token,
+                Some(serde_json::json!({})),
+            )
+            .await;
+        assert!(status == 200 || status == 409, "{status} {body}");
+        fleet
+            .wait_finished(token, &scan, Duration::from_secs(60))
+            .await;
+    }
+    samples
 }
 
 async fn pickup_latency(lab: &Lab) {
@@ -98,14 +154,8 @@ async fn pickup_latency(lab: &Lab) {
         fleet
             .wait_finished(&token, &scan, Duration::from_secs(60))
             .await;
-        let id: uuid::Uuid = scan.parse().unwrap();
-        let created: DateTime<Utc> = db
-            .query_one("SELECT created_at FROM scans WHERE id = $1", &[&id])
-            .await
-            .unwrap()
-            .get(0);
-        if let Some(ms) = pickup_ms(&fleet, &scan).await {
-            samples.push((ms - created.timestamp_millis()) as f64);
+        if let Some(ms) = pickup_of(&fleet, &db, &scan).await {
+            samples.push(ms);
         }
     }
     summary("enqueue-to-pickup, idle nodes", samples);
@@ -437,6 +487,11 @@ async fn throughput(lab: &Lab, nodes: usize, count: usize) -> f64 {
         let done = fleet.get(&format!("/scans/{s}"), token).await;
         assert_eq!(done["status"], "completed", "{done}");
     }
+    let (token, target) = &targets[0];
+    summary(
+        &format!("  pick-up, {nodes} idle node(s)"),
+        idle_pickups(&fleet, token, target).await,
+    );
     per_minute
 }
 
