@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# `make run`: starts the api, the scheduler and one scanner node in the
+# `make run`: starts the api, the scheduler and scanner nodes in the
 # foreground against the services chosen by dev-services.sh; Ctrl-C (or
 # SIGTERM) stops everything it started.
 set -euo pipefail
+# SCANFLEET_NODES scanner nodes (1 unless set), each a process of its own
+# as on separate machines.
+nodes="${SCANFLEET_NODES:-1}"
+case "$nodes" in
+  '' | *[!0-9]*) nodes=0 ;;
+esac
+if [ "$nodes" -lt 1 ]; then
+  echo "scanfleet: SCANFLEET_NODES must be a whole number of 1 or more, not '${SCANFLEET_NODES}'" >&2
+  exit 2
+fi
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${CARGO_TARGET_DIR:-$root/target}/release"
 pids=()
@@ -70,8 +80,14 @@ export SCANFLEET_WEBHOOKS__ALLOW_PRIVATE="${SCANFLEET_WEBHOOKS__ALLOW_PRIVATE:-t
 
 "$bin/scanfleet-api" & pids+=($!)
 "$bin/scanfleet-scheduler" & pids+=($!)
-"$bin/scanfleet-scanner" worker & pids+=($!)
+# Everything started so far is needed by the rest; a scanner node is not:
+# one drained (`POST /api/v1/admin/nodes/{id}/drain`) leaves, and the
+# others, the queue and the api go on.
+needed=("${pids[@]}")
+for _ in $(seq 1 "$nodes"); do
+  "$bin/scanfleet-scanner" worker & pids+=($!)
+done
 addr="${SCANFLEET_API__BIND:-127.0.0.1:8080}"
 echo "scanfleet: web console on http://$addr/ (register there, or sign in); api on http://$addr/api/v1 (docs at /api/v1/docs); Ctrl-C stops all" >&2
-# Any one of them exiting brings the others down too.
-wait -n
+# Any needed one exiting brings the others down too.
+wait -n "${needed[@]}"
