@@ -10,8 +10,11 @@
 //!   layout's version (`keys::LAYOUT`), so an upgrade to a new layout looks
 //!   the same: the queue is rebuilt under the new names.
 
+use std::sync::LazyLock;
+
 use fred::clients::Client;
 use fred::interfaces::{KeysInterface, PubsubInterface};
+use fred::types::scripts::Script;
 use fred::types::{Expiration, SetOptions};
 use scanfleet_common::events::{ScanEvent, ScanStatus};
 use scanfleet_common::keys::Keys;
@@ -44,16 +47,33 @@ pub async fn is_closed(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<boo
     Ok(redis.exists::<bool, _>(keys.scan_closed(scan_id)).await?)
 }
 
-/// Counts one more take-up of the scan; the count so far, this one included.
-pub async fn count_attempt(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<i64, BusError> {
-    // One round trip: the count and its lifetime (one key, so one slot on
-    // a cluster).
-    let key = keys.scan_attempts(scan_id);
-    let pipeline = redis.pipeline();
-    let _: () = pipeline.incr(&key).await?;
-    let _: () = pipeline.expire(&key, ATTEMPTS_TTL_SECS, None).await?;
-    let (attempt, _): (i64, i64) = pipeline.all().await?;
-    Ok(attempt)
+/// `KEYS[1]` the scan's closed marker, `KEYS[2]` its attempts counter,
+/// `ARGV[1]` the counter's lifetime: -1 when the scan is over (nothing
+/// counted), else the count with this take-up.
+static TAKE_UP: LazyLock<Script> = LazyLock::new(|| {
+    Script::from_lua(
+        "if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+         local n = redis.call('INCR', KEYS[2])
+         redis.call('EXPIRE', KEYS[2], ARGV[1])
+         return n",
+    )
+});
+
+/// A node taking up the scan's job: `None` when the scan is over (the job
+/// is to be dropped, and is not counted), else one more take-up counted
+/// and the count so far, this one included. One round trip: the marker
+/// and the counter share the scan's slot on a cluster.
+pub async fn take_up(redis: &Client, keys: &Keys, scan_id: Uuid) -> Result<Option<i64>, BusError> {
+    let closed = keys.scan_closed(scan_id);
+    let attempts = keys.scan_attempts(scan_id);
+    let n: i64 = crate::queue::eval(
+        &TAKE_UP,
+        redis,
+        vec![&closed, &attempts],
+        vec![ATTEMPTS_TTL_SECS.to_string()],
+    )
+    .await?;
+    Ok((n >= 0).then_some(n))
 }
 
 /// Tells everyone a scan is stopped: the closed marker (a node taking the

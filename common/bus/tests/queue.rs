@@ -258,26 +258,23 @@ async fn the_data_set_mark_is_new_once_then_again_after_it_is_lost() {
 }
 
 #[tokio::test]
-async fn attempts_count_up_and_a_closed_scan_is_seen_closed() {
+async fn take_ups_count_up_until_the_scan_is_closed_then_are_refused_uncounted() {
     let (redis, keys, _) = setup().await;
     let scan_id = Uuid::now_v7();
-    assert_eq!(
-        markers::count_attempt(&redis, &keys, scan_id)
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        markers::count_attempt(&redis, &keys, scan_id)
-            .await
-            .unwrap(),
-        2
-    );
+    let take_up = || markers::take_up(&redis, &keys, scan_id);
+    assert_eq!(take_up().await.unwrap(), Some(1));
+    assert_eq!(take_up().await.unwrap(), Some(2));
+    let ttl: i64 = redis.ttl(keys.scan_attempts(scan_id)).await.unwrap();
+    assert!(ttl > 0, "{ttl}");
     assert!(!markers::is_closed(&redis, &keys, scan_id).await.unwrap());
     markers::close(&redis, &keys, scan_id).await.unwrap();
     assert!(markers::is_closed(&redis, &keys, scan_id).await.unwrap());
     let ttl: i64 = redis.ttl(keys.scan_closed(scan_id)).await.unwrap();
     assert!(ttl > 0 && ttl <= markers::CLOSED_TTL_SECS, "{ttl}");
+    // A closed scan is not taken up, and the refusal is not counted.
+    assert_eq!(take_up().await.unwrap(), None);
+    let count: i64 = redis.get(keys.scan_attempts(scan_id)).await.unwrap();
+    assert_eq!(count, 2);
 }
 
 /// Issue 34, item 3: a push wakes one waiting node (at most one token per

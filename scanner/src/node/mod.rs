@@ -473,11 +473,11 @@ async fn scan_task(
 #[tracing::instrument(skip_all, fields(scan_id = %job.scan_id, engine = job.engine.as_str()))]
 async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     let keys = &node.keys;
-    if markers::is_closed(&node.redis, keys, job.scan_id).await? {
+    let (attempt, floor) = take_up(node, keys, job.scan_id).await?;
+    let Some(attempt) = attempt else {
         tracing::info!("job dropped: the scan is over");
         return finish(node, job.scan_id).await;
-    }
-    let (attempt, floor) = attempt_and_floor(node, keys, job.scan_id).await?;
+    };
     let sink = Arc::new(EventSink::new(node.redis.clone(), keys, job.scan_id, floor));
     if attempt > MAX_ATTEMPTS {
         tracing::warn!(
@@ -549,18 +549,17 @@ async fn run_job(node: &Node, job: ScanJob) -> Result<(), NodeError> {
     finish(node, job.scan_id).await
 }
 
-/// The scan's take-ups so far, this one counted, and the highest progress
-/// an earlier take-up reported: independent reads, sent together. (After
-/// the closed check, not with it: a scan that is over is not taken up, so
-/// its take-ups are not counted.)
-async fn attempt_and_floor(
+/// The scan taken up (`None`: it is over, and nothing was counted; else
+/// its take-ups so far, this one counted) and the highest progress an
+/// earlier take-up reported: independent, sent together, one round trip.
+async fn take_up(
     node: &Node,
     keys: &scanfleet_common::keys::Keys,
     scan_id: uuid::Uuid,
-) -> Result<(i64, u8), NodeError> {
+) -> Result<(Option<i64>, u8), NodeError> {
     tokio::try_join!(
         async {
-            markers::count_attempt(&node.redis, keys, scan_id)
+            markers::take_up(&node.redis, keys, scan_id)
                 .await
                 .map_err(NodeError::from)
         },
