@@ -187,12 +187,17 @@ impl Ingester {
         // the scan's row, not three).
         let mut progress = None;
         let mut started: Option<ScanStatus> = None;
+        // A page's findings and coverage, written once the next page is read
+        // (the last page's with the position, in one round trip).
+        let mut changes = Changes::default();
         'pages: loop {
             let page: Vec<Entry> = events::range(&self.redis, &stream, &cursor, "+", PAGE).await?;
             if page.is_empty() {
                 break;
             }
-            let mut changes = Changes::default();
+            changes
+                .flush(&tx, scan_id, position.user_id, &mut recorded)
+                .await?;
             for (id, fields) in &page {
                 cursor = id.clone();
                 applied += 1;
@@ -217,9 +222,6 @@ impl Ingester {
                     break 'pages;
                 }
             }
-            changes
-                .flush(&tx, scan_id, position.user_id, &mut recorded)
-                .await?;
             fold_progress(&mut progress, changes.progress.take());
             fold_status(&mut started, changes.status.take());
             if (page.len() as u64) < PAGE {
@@ -236,7 +238,15 @@ impl Ingester {
                 started: position.may_start(started),
                 ..Default::default()
             };
-            scans::save_ingest_position(&tx, scan_id, &round).await?;
+            // The last page's writes and the position touch different
+            // columns of the row the round holds locked: sent together.
+            tokio::try_join!(
+                changes.flush(&tx, scan_id, position.user_id, &mut recorded),
+                async {
+                    scans::save_ingest_position(&tx, scan_id, &round).await?;
+                    Ok(())
+                },
+            )?;
         }
         tx.commit().await?;
         self.published(scan_id, &recorded, closed).await?;
