@@ -569,11 +569,20 @@ async fn take_up(
 
 /// Marks the scan over, so a late duplicate of its job is dropped, and
 /// removes its job from the queue: independent writes, sent together
-/// (after the scan's last event, which the caller has written).
+/// (after the scan's last event, which the caller has written), and sent
+/// again until Redis answers, for up to a lease (the job's lease is no
+/// longer renewed: past it, another node may take the job, and drops it
+/// once the marker is set). Both may be repeated: the marker is set again,
+/// and the job is removed only while this node holds it.
 async fn finish(node: &Node, scan_id: uuid::Uuid) -> Result<(), NodeError> {
-    tokio::try_join!(
-        markers::close(&node.redis, &node.keys, scan_id),
-        node.queue.finish(scan_id, &node.name),
-    )?;
+    let within = Some(node.lease());
+    sink::until_redis_answers(scan_id, "finishing the scan's job", within, || async {
+        tokio::try_join!(
+            markers::close(&node.redis, &node.keys, scan_id),
+            node.queue.finish(scan_id, &node.name),
+        )
+        .map(|_| ())
+    })
+    .await?;
     Ok(())
 }

@@ -299,25 +299,49 @@ impl EventSink {
     }
 
     async fn append(&self, lines: &[String]) -> Result<(), NodeError> {
-        let mut pause = Duration::from_millis(100);
-        let mut failures = 0u32;
-        loop {
-            match events::append(&self.redis, &self.keys, self.scan_id, lines).await {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    failures += 1;
-                    // One line per outage, then one every ten attempts.
-                    if failures % 10 == 1 {
-                        tracing::warn!(
-                            scan_id = %self.scan_id,
-                            error = %Chain(&e),
-                            failures,
-                            "writing scan events failed; retrying until Redis answers"
-                        );
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+        until_redis_answers(self.scan_id, "writing scan events", None, || {
+            events::append(&self.redis, &self.keys, self.scan_id, lines)
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// Runs `write` (a write of the scan's own that may be repeated: each is
+/// idempotent or its repeat is harmless) until Redis answers it, or until
+/// `within` has passed (then its last error): a restart, a failover or a
+/// cluster moving slots is a pause, not a lost write. Logs one line per
+/// outage, then one every ten attempts.
+pub(super) async fn until_redis_answers<F, Fut, E>(
+    scan_id: Uuid,
+    what: &str,
+    within: Option<Duration>,
+    mut write: F,
+) -> Result<(), E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: std::error::Error + 'static,
+{
+    let deadline = within.map(|w| Instant::now() + w);
+    let mut pause = Duration::from_millis(100);
+    let mut failures = 0u32;
+    loop {
+        match write().await {
+            Ok(()) => return Ok(()),
+            Err(e) if deadline.is_some_and(|d| Instant::now() + pause > d) => return Err(e),
+            Err(e) => {
+                failures += 1;
+                if failures % 10 == 1 {
+                    tracing::warn!(
+                        scan_id = %scan_id,
+                        error = %Chain(&e),
+                        failures,
+                        "{what} failed; retrying until Redis answers"
+                    );
                 }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_RETRY_PAUSE);
             }
         }
     }
