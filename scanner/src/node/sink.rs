@@ -329,7 +329,7 @@ where
     loop {
         match write().await {
             Ok(()) => return Ok(()),
-            Err(e) if deadline.is_some_and(|d| Instant::now() + pause > d) => return Err(e),
+            Err(e) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(e),
             Err(e) => {
                 failures += 1;
                 if failures % 10 == 1 {
@@ -340,7 +340,9 @@ where
                         "{what} failed; retrying until Redis answers"
                     );
                 }
-                tokio::time::sleep(pause).await;
+                // The last try at the deadline, not a pause past it.
+                let wait = deadline.map_or(pause, |d| pause.min(d - Instant::now()));
+                tokio::time::sleep(wait).await;
                 pause = (pause * 2).min(MAX_RETRY_PAUSE);
             }
         }
@@ -382,4 +384,42 @@ pub async fn progress_floor(redis: &Client, keys: &Keys, scan_id: Uuid) -> Resul
         .max()
         .unwrap_or(0)
         .min(99))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn attempt(fail: bool) -> Result<(), std::io::Error> {
+        match fail {
+            true => Err(std::io::Error::other("MOVED")),
+            false => Ok(()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_is_sent_again_until_it_succeeds_or_its_time_is_up() {
+        let id = Uuid::now_v7();
+        let mut tries = 0;
+        let answered = until_redis_answers(id, "a write", None, || {
+            tries += 1;
+            attempt(tries < 3)
+        })
+        .await;
+        assert!(answered.is_ok());
+        assert_eq!(tries, 3);
+
+        let mut tries = 0;
+        let began = Instant::now();
+        let within = Duration::from_millis(250);
+        let answered = until_redis_answers(id, "a write", Some(within), || {
+            tries += 1;
+            attempt(true)
+        })
+        .await;
+        assert!(answered.is_err());
+        // Tried at once, after its pauses, and once more at the deadline.
+        assert!(began.elapsed() >= within, "{:?}", began.elapsed());
+        assert!(tries >= 3, "{tries}");
+    }
 }
