@@ -330,17 +330,27 @@ impl Fleet {
         body["id"].as_str().expect("target id").to_string()
     }
 
+    /// Starts a scan. A 503 (Redis could not take the job just then, as
+    /// while a cluster moves slots: the scan was failed, "start it again")
+    /// is answered as a client would, by starting it again, for up to 20 s.
     pub async fn scan(&self, token: &str, target: &str, engine: &str) -> String {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/scans",
-                token,
-                Some(json!({"target_id": target, "engine": engine})),
-            )
-            .await;
-        assert!(status == 201 || status == 202, "{status} {body}");
-        body["id"].as_str().expect("scan id").to_string()
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, body) = self
+                .call(
+                    reqwest::Method::POST,
+                    "/scans",
+                    token,
+                    Some(json!({"target_id": target, "engine": engine})),
+                )
+                .await;
+            if status == 503 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            assert!(status == 201 || status == 202, "{status} {body}");
+            return body["id"].as_str().expect("scan id").to_string();
+        }
     }
 
     /// Polls the scan until `done(scan)` holds; panics after `within`.
@@ -438,10 +448,23 @@ impl Fleet {
     }
 
     /// How many times a node took up `scan` (the node's own count).
+    /// Read again for up to 10 s while Redis does not answer (a cluster
+    /// still settling after a reshard).
     pub async fn attempts(&self, scan: &str) -> Option<i64> {
         use fred::interfaces::KeysInterface;
         let key = self.keys().scan_attempts(scan.parse().ok()?);
-        self.redis().await.get(key).await.expect("attempts")
+        let redis = self.redis().await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match redis.get(&key).await {
+                Ok(n) => return n,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("reading the attempts again: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("attempts: {e:?}"),
+            }
+        }
     }
 
     /// Waits until `scan` is in VALIDATE on some node, and returns that node.
