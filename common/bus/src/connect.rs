@@ -179,8 +179,8 @@ pub async fn subscriber(
     Ok(client)
 }
 
-/// How long a client's connection task waits before it is started again,
-/// at first; each quick end doubles it, up to [`RESTART_PAUSE_MAX`].
+/// How long a client's connection task waits before it is started again
+/// the first time; each quick end doubles it, up to [`RESTART_PAUSE_MAX`].
 const RESTART_PAUSE: Duration = Duration::from_millis(50);
 /// The longest wait before a connection task is started again.
 const RESTART_PAUSE_MAX: Duration = Duration::from_secs(2);
@@ -189,12 +189,11 @@ const RESTART_PAUSE_MAX: Duration = Duration::from_secs(2);
 const RESTART_SETTLED: Duration = Duration::from_secs(10);
 
 /// The wait before a connection task that ran for `ran` is started again,
-/// after a wait of `last` before its own start.
-fn restart_pause(last: Duration, ran: Duration) -> Duration {
-    if ran >= RESTART_SETTLED {
-        RESTART_PAUSE
-    } else {
-        (last * 2).min(RESTART_PAUSE_MAX)
+/// after a wait of `last` before its own start (none for the first task).
+fn restart_pause(last: Option<Duration>, ran: Duration) -> Duration {
+    match last {
+        Some(last) if ran < RESTART_SETTLED => (last * 2).min(RESTART_PAUSE_MAX),
+        _ => RESTART_PAUSE,
     }
 }
 
@@ -213,7 +212,7 @@ where
     let client = client.clone();
     tokio::spawn(async move {
         let mut began = Instant::now();
-        let mut pause = RESTART_PAUSE / 2;
+        let mut pause = None;
         loop {
             match (&mut task).await {
                 Ok(Ok(())) => return,
@@ -229,8 +228,9 @@ where
                     "the Redis client's connection task failed; starting it again"
                 ),
             }
-            pause = restart_pause(pause, began.elapsed());
-            tokio::time::sleep(pause).await;
+            let wait = restart_pause(pause, began.elapsed());
+            pause = Some(wait);
+            tokio::time::sleep(wait).await;
             began = Instant::now();
             task = client.connect();
         }
@@ -342,11 +342,12 @@ mod tests {
     #[test]
     fn a_connection_task_that_keeps_ending_is_started_again_less_often() {
         let quick = Duration::from_millis(5);
-        let mut pause = RESTART_PAUSE / 2;
+        let mut pause = None;
         let mut pauses = vec![];
         for _ in 0..8 {
-            pause = restart_pause(pause, quick);
-            pauses.push(pause.as_millis());
+            let wait = restart_pause(pause, quick);
+            pause = Some(wait);
+            pauses.push(wait.as_millis());
         }
         assert_eq!(pauses, [50, 100, 200, 400, 800, 1600, 2000, 2000]);
         // A task that ran a while is started again after the first pause.
