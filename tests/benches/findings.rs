@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
-use scanfleet_core::fingerprint::FindingStatus;
+use scanfleet_core::fingerprint::{
+    fingerprint_of_normalised, normalise_matched_at, FindingStatus,
+};
 use scanfleet_core::store::findings;
 use scanfleet_core::store::fingerprints::{self, FingerprintFilter};
 use scanfleet_tests::history::wait_for_search_index;
@@ -102,6 +104,42 @@ async fn ingest_without_fingerprints(
     events: &[FindingEvent],
     page: usize,
 ) -> f64 {
+    ingest_findings_only(app, user, scan, events, page, None).await
+}
+
+/// The table behind [`ingest_with_least_fingerprint`]: a fingerprint's key
+/// and nothing else.
+const LEAST_FINGERPRINTS: &str = "CREATE TABLE IF NOT EXISTS bench_fingerprint_keys (
+    target_id uuid NOT NULL,
+    fingerprint text COLLATE \"C\" NOT NULL,
+    PRIMARY KEY (target_id, fingerprint))";
+
+/// The ceiling of what any memory of findings can reach against
+/// [`ingest_without_fingerprints`]: the same statements, plus the least
+/// that remembering a finding across scans writes, one row holding only its
+/// fingerprint's key on target `target` (inserted when new, found by its
+/// key when recurring), in the same transaction. No state, no index but
+/// the key, no trigger, no count.
+async fn ingest_with_least_fingerprint(
+    app: &TestApp,
+    user: Uuid,
+    target: Uuid,
+    scan: Uuid,
+    events: &[FindingEvent],
+) -> f64 {
+    ingest_findings_only(app, user, scan, events, PAGE, Some(target)).await
+}
+
+/// [`ingest_without_fingerprints`], also writing each finding's key row of
+/// [`ingest_with_least_fingerprint`] when `keys_on` names a target.
+async fn ingest_findings_only(
+    app: &TestApp,
+    user: Uuid,
+    scan: Uuid,
+    events: &[FindingEvent],
+    page: usize,
+    keys_on: Option<Uuid>,
+) -> f64 {
     let mut db = app.state.db.get().await.expect("db");
     let started = Instant::now();
     for page in events.chunks(page) {
@@ -155,6 +193,22 @@ async fn ingest_without_fingerprints(
         )
         .await
         .expect("counters");
+        if let Some(target) = keys_on {
+            let keys: Vec<String> = page
+                .iter()
+                .map(|f| {
+                    fingerprint_of_normalised(&f.template_id, &normalise_matched_at(&f.matched_at))
+                })
+                .collect();
+            tx.execute(
+                "INSERT INTO bench_fingerprint_keys (target_id, fingerprint)
+                 SELECT $1, k FROM unnest($2::text[]) AS k
+                 ON CONFLICT DO NOTHING",
+                &[&target, &keys],
+            )
+            .await
+            .expect("keys");
+        }
         tx.commit().await.expect("commit");
     }
     events.len() as f64 / started.elapsed().as_secs_f64()
@@ -303,11 +357,34 @@ async fn main() {
     let second = ingest(&app, user.id, scan, &events).await;
     let scan = new_scan(&app, user.id, target).await;
     let third = ingest(&app, user.id, scan, &events).await;
+    // The ceiling: findings only plus a key row a fingerprint, a first scan
+    // then a rescan of one target.
+    app.state
+        .db
+        .get()
+        .await
+        .expect("db")
+        .batch_execute(LEAST_FINGERPRINTS)
+        .await
+        .expect("key table");
+    let least_target = app.new_target(&user, "least.example.com").await;
+    let scan = new_scan(&app, user.id, least_target).await;
+    let least_first =
+        ingest_with_least_fingerprint(&app, user.id, least_target, scan, &events).await;
+    let scan = new_scan(&app, user.id, least_target).await;
+    let least_second =
+        ingest_with_least_fingerprint(&app, user.id, least_target, scan, &events).await;
     println!("ingest, one scan of {FINDINGS} findings in pages of {PAGE}:");
     println!("  before (findings only)          {before:>9.0} findings/s");
     println!("  after, first scan (all new)     {first:>9.0} findings/s");
     println!("  after, second scan (recurring)  {second:>9.0} findings/s");
     println!("  after, third scan (recurring)   {third:>9.0} findings/s");
+    println!(
+        "  ceiling (findings only + one key row a fingerprint, no state): first {least_first:.0} \
+         ({:.2}), second {least_second:.0} ({:.2}) findings/s",
+        least_first / before,
+        least_second / before
+    );
     println!(
         "  search index of the first scan's {FINDINGS} new fingerprints: caught up {:.0?} after \
          its last page (the indexer looks every second)",
