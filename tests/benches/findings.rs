@@ -22,9 +22,7 @@ use std::time::{Duration, Instant};
 
 use scanfleet_common::events::FindingEvent;
 use scanfleet_common::Severity;
-use scanfleet_core::fingerprint::{
-    fingerprint_of_normalised, normalise_matched_at, FindingStatus,
-};
+use scanfleet_core::fingerprint::{fingerprint_of_normalised, normalise_matched_at, FindingStatus};
 use scanfleet_core::store::findings;
 use scanfleet_core::store::fingerprints::{self, FingerprintFilter};
 use scanfleet_tests::history::wait_for_search_index;

@@ -331,3 +331,96 @@ async fn the_out_of_band_server_follows_a_sentinel_failover() {
     oob.assert_scan_found_the_callbacks(&fleet, &token, &scan, &node)
         .await;
 }
+
+/// A scan's push that Redis refuses for a moment (here: out of memory,
+/// every write refused; in a cluster: a slot moving past the client's
+/// redirections) is sent again until Redis takes it, and the job is there
+/// once; a push refused for longer than its bound fails, so the api can
+/// answer 503 instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_redis_refuses_for_a_moment_is_sent_again_and_one_refused_longer_fails() {
+    use scanfleet_bus::{RedisTarget, ScanQueue};
+    use scanfleet_common::jobs::{Engine, ScanJob};
+    use scanfleet_common::keys::Keys;
+    use scanfleet_tests::redis::command;
+
+    let server = RedisServer::with_args(&["--maxmemory-policy", "noeviction"]);
+    let port: u16 = server
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let mut vars = std::collections::HashMap::new();
+    vars.insert("REDIS_URL".to_string(), server.url());
+    let settings = scanfleet_common::Settings::from_vars(&vars).expect("settings");
+    let target = RedisTarget::from_settings(&settings.redis).expect("redis url");
+    let redis = scanfleet_bus::connect(&target, "push-test")
+        .await
+        .expect("redis");
+    let queue = ScanQueue::new(redis, &Keys::new("push-test"));
+    let job = |id| ScanJob {
+        scan_id: id,
+        target_id: uuid::Uuid::now_v7(),
+        domain: "push.example".to_string(),
+        engine: Engine::Quick,
+        templates: vec![],
+        max_rps_per_host: None,
+    };
+    let refuse = || command(port, &["CONFIG", "SET", "maxmemory", "1"]).expect("refuse");
+    let accept = || command(port, &["CONFIG", "SET", "maxmemory", "0"]).expect("accept");
+
+    // Refused for 600 ms, then taken.
+    let first = uuid::Uuid::now_v7();
+    refuse();
+    let began = Instant::now();
+    let pushing = tokio::spawn({
+        let queue = queue.clone();
+        let job = job(first);
+        async move { queue.push(&job).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !pushing.is_finished(),
+        "the push gave up while Redis refused it"
+    );
+    accept();
+    let added = pushing
+        .await
+        .expect("join")
+        .expect("pushed once Redis took it");
+    assert!(added, "the job was added");
+    assert!(began.elapsed() >= Duration::from_millis(600));
+    let states = queue.inspect(&[first]).await.expect("inspect");
+    assert_eq!(
+        states.get(&first),
+        Some(&scanfleet_bus::JobState::Waiting),
+        "{states:?}"
+    );
+    assert!(
+        !queue.push(&job(first)).await.expect("again"),
+        "a second push adds nothing"
+    );
+
+    // Refused throughout: the push fails within its bound (3 s) and a
+    // little, and adds nothing.
+    let second = uuid::Uuid::now_v7();
+    refuse();
+    let began = Instant::now();
+    let refused = tokio::time::timeout(Duration::from_secs(10), queue.push(&job(second)))
+        .await
+        .expect("the push gave up rather than hang");
+    let took = began.elapsed();
+    accept();
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    let states = queue.inspect(&[second]).await.expect("inspect");
+    assert_eq!(
+        states.get(&second),
+        Some(&scanfleet_bus::JobState::Missing),
+        "{states:?}"
+    );
+}

@@ -27,6 +27,7 @@
 //!   the reconnect: its `_sum` is the time without Redis) and the gauge
 //!   `scanfleet_redis_connected`.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +36,9 @@ use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::{ClientLike, EventInterface};
 use fred::prelude::{Builder, Config, ReconnectPolicy, Server, ServerConfig};
 use fred::types::config::{ClusterDiscoveryPolicy, UnresponsiveConfig};
+use scanfleet_common::chain::Chain;
 use scanfleet_common::settings::RedisSettings;
+use uuid::Uuid;
 
 /// The longest a command waits, queued while Redis is away or in flight.
 /// Longer than any blocking read of ours (at most a second).
@@ -325,6 +328,53 @@ fn watch(client: &impl EventInterface, role: &'static str) {
     });
 }
 
+/// The longest pause between two tries of a write while Redis is away.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// Runs `write` (a write for scan `scan_id` that may be repeated: each is
+/// idempotent or its repeat is harmless) until Redis answers it, or until
+/// `within` has passed (then its last error): a restart, a failover or a
+/// cluster moving slots is a pause, not a lost write. Logs one line per
+/// outage, then one every ten attempts.
+pub async fn until_redis_answers<T, F, Fut, E>(
+    scan_id: Uuid,
+    what: &str,
+    within: Option<Duration>,
+    mut write: F,
+) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::error::Error + 'static,
+{
+    let deadline = within.map(|w| tokio::time::Instant::now() + w);
+    let mut pause = Duration::from_millis(100);
+    let mut failures = 0u32;
+    loop {
+        match write().await {
+            Ok(answer) => return Ok(answer),
+            Err(e) if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) => return Err(e),
+            Err(e) => {
+                failures += 1;
+                if failures % 10 == 1 {
+                    tracing::warn!(
+                        scan_id = %scan_id,
+                        error = %Chain(&e),
+                        failures,
+                        "{what} failed; retrying until Redis answers"
+                    );
+                }
+                // The last try at the deadline, not a pause past it.
+                let wait = deadline.map_or(pause, |d| {
+                    pause.min(d.saturating_duration_since(tokio::time::Instant::now()))
+                });
+                tokio::time::sleep(wait).await;
+                pause = (pause * 2).min(MAX_RETRY_PAUSE);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -419,5 +469,38 @@ mod tests {
             other => panic!("not a cluster config: {other:?}"),
         }
         assert!(!format!("{target:?}").contains("pw"));
+    }
+
+    async fn attempt(fail: bool) -> Result<(), std::io::Error> {
+        match fail {
+            true => Err(std::io::Error::other("MOVED")),
+            false => Ok(()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_is_sent_again_until_it_succeeds_or_its_time_is_up() {
+        let id = Uuid::now_v7();
+        let mut tries = 0;
+        let answered = until_redis_answers(id, "a write", None, || {
+            tries += 1;
+            attempt(tries < 3)
+        })
+        .await;
+        assert!(answered.is_ok());
+        assert_eq!(tries, 3);
+
+        let mut tries = 0;
+        let began = tokio::time::Instant::now();
+        let within = Duration::from_millis(250);
+        let answered = until_redis_answers(id, "a write", Some(within), || {
+            tries += 1;
+            attempt(true)
+        })
+        .await;
+        assert!(answered.is_err());
+        // Tried at once, after its pauses, and once more at the deadline.
+        assert!(began.elapsed() >= within, "{:?}", began.elapsed());
+        assert!(tries >= 3, "{tries}");
     }
 }

@@ -53,6 +53,7 @@ use scanfleet_common::jobs::ScanJob;
 use scanfleet_common::keys::Keys;
 use uuid::Uuid;
 
+use crate::connect::until_redis_answers;
 use crate::BusError;
 
 /// Adds a wake-up token to `wake` unless there are as many as jobs
@@ -293,18 +294,25 @@ impl ScanQueue {
     }
 
     /// Adds the job of a scan; false when the scan has a job already (a
-    /// push repeated by the reaper or after a timeout adds nothing).
+    /// push repeated by the reaper or after a timeout adds nothing). Sent
+    /// again for up to [`PUSH_RETRY_FOR`] while Redis does not answer it
+    /// (a cluster moving the queue's slot runs out of redirections, a
+    /// restarted connection cancels what was queued on it): a repeat is
+    /// harmless, since the job is written only where there is none.
     #[tracing::instrument(skip_all, fields(scan_id = %job.scan_id))]
     pub async fn push(&self, job: &ScanJob) -> Result<bool, BusError> {
-        let added: i64 = eval(
-            &PUSH,
-            &self.redis,
-            vec![
-                self.jobs.as_str(),
-                self.waiting.as_str(),
-                self.wake.as_str(),
-            ],
-            vec![job.scan_id.to_string(), encode(job)?],
+        let encoded = encode(job)?;
+        let keys = vec![
+            self.jobs.as_str(),
+            self.waiting.as_str(),
+            self.wake.as_str(),
+        ];
+        let args = vec![job.scan_id.to_string(), encoded];
+        let added: i64 = until_redis_answers(
+            job.scan_id,
+            "queueing the scan",
+            Some(PUSH_RETRY_FOR),
+            || eval(&PUSH, &self.redis, keys.clone(), args.clone()),
         )
         .await?;
         Ok(added == 1)
@@ -517,6 +525,11 @@ impl ScanQueue {
         ]
     }
 }
+
+/// How long [`ScanQueue::push`] is tried again while Redis does not answer
+/// it: shorter than the api's own limit on a push, so that a scan that
+/// cannot be queued is told so rather than timed out.
+const PUSH_RETRY_FOR: Duration = Duration::from_secs(3);
 
 /// How long a script is retried while its slot moves between cluster nodes.
 const TRYAGAIN_FOR: Duration = Duration::from_secs(10);

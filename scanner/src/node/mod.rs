@@ -82,6 +82,7 @@ use std::time::Duration;
 use apalis::prelude::{Data, WorkerBuilder, WorkerBuilderExt, WorkerError};
 use fred::clients::Client;
 use metrics_exporter_prometheus::BuildError;
+use scanfleet_bus::connect::until_redis_answers;
 use scanfleet_bus::{markers, BusError, Link, RedisTarget, ScanQueue, ScanTasks, Taking};
 use scanfleet_common::chain::Chain;
 use scanfleet_common::events::ScanStatus;
@@ -576,7 +577,7 @@ async fn take_up(
 /// and the job is removed only while this node holds it.
 async fn finish(node: &Node, scan_id: uuid::Uuid) -> Result<(), NodeError> {
     let within = Some(node.lease());
-    sink::until_redis_answers(scan_id, "finishing the scan's job", within, || async {
+    until_redis_answers(scan_id, "finishing the scan's job", within, || async {
         tokio::try_join!(
             markers::close(&node.redis, &node.keys, scan_id),
             node.queue.finish(scan_id, &node.name),

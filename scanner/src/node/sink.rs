@@ -22,8 +22,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use fred::clients::Client;
+use scanfleet_bus::connect::until_redis_answers;
 use scanfleet_bus::events;
-use scanfleet_common::chain::Chain;
 use scanfleet_common::events::{
     CoverageEvent, FindingEvent, ScanEvent, ScanEventKind, ScanStatus, Stage,
 };
@@ -32,9 +32,6 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::NodeError;
-
-/// The longest pause between two attempts of a write while Redis is away.
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
 
 /// How often progress within one stage is written at most.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
@@ -307,48 +304,6 @@ impl EventSink {
     }
 }
 
-/// Runs `write` (a write of the scan's own that may be repeated: each is
-/// idempotent or its repeat is harmless) until Redis answers it, or until
-/// `within` has passed (then its last error): a restart, a failover or a
-/// cluster moving slots is a pause, not a lost write. Logs one line per
-/// outage, then one every ten attempts.
-pub(super) async fn until_redis_answers<F, Fut, E>(
-    scan_id: Uuid,
-    what: &str,
-    within: Option<Duration>,
-    mut write: F,
-) -> Result<(), E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), E>>,
-    E: std::error::Error + 'static,
-{
-    let deadline = within.map(|w| Instant::now() + w);
-    let mut pause = Duration::from_millis(100);
-    let mut failures = 0u32;
-    loop {
-        match write().await {
-            Ok(()) => return Ok(()),
-            Err(e) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(e),
-            Err(e) => {
-                failures += 1;
-                if failures % 10 == 1 {
-                    tracing::warn!(
-                        scan_id = %scan_id,
-                        error = %Chain(&e),
-                        failures,
-                        "{what} failed; retrying until Redis answers"
-                    );
-                }
-                // The last try at the deadline, not a pause past it.
-                let wait = deadline.map_or(pause, |d| pause.min(d - Instant::now()));
-                tokio::time::sleep(wait).await;
-                pause = (pause * 2).min(MAX_RETRY_PAUSE);
-            }
-        }
-    }
-}
-
 /// Which part of the record an event belongs to.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -384,42 +339,4 @@ pub async fn progress_floor(redis: &Client, keys: &Keys, scan_id: Uuid) -> Resul
         .max()
         .unwrap_or(0)
         .min(99))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn attempt(fail: bool) -> Result<(), std::io::Error> {
-        match fail {
-            true => Err(std::io::Error::other("MOVED")),
-            false => Ok(()),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_write_is_sent_again_until_it_succeeds_or_its_time_is_up() {
-        let id = Uuid::now_v7();
-        let mut tries = 0;
-        let answered = until_redis_answers(id, "a write", None, || {
-            tries += 1;
-            attempt(tries < 3)
-        })
-        .await;
-        assert!(answered.is_ok());
-        assert_eq!(tries, 3);
-
-        let mut tries = 0;
-        let began = Instant::now();
-        let within = Duration::from_millis(250);
-        let answered = until_redis_answers(id, "a write", Some(within), || {
-            tries += 1;
-            attempt(true)
-        })
-        .await;
-        assert!(answered.is_err());
-        // Tried at once, after its pauses, and once more at the deadline.
-        assert!(began.elapsed() >= within, "{:?}", began.elapsed());
-        assert!(tries >= 3, "{tries}");
-    }
 }
