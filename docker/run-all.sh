@@ -84,8 +84,13 @@ export SCANFLEET_WEBHOOKS__ALLOW_PRIVATE="${SCANFLEET_WEBHOOKS__ALLOW_PRIVATE:-t
 # one drained (`POST /api/v1/admin/nodes/{id}/drain`) leaves, and the
 # others, the queue and the api go on.
 needed=("${pids[@]}")
-for _ in $(seq 1 "$nodes"); do
-  "$bin/scanfleet-scanner" worker & pids+=($!)
+# With more than one, each is told apart in the node list by its number
+# (`HOSTNAME` names a node there, beside a random suffix).
+host="${HOSTNAME:-$(hostname)}"
+for i in $(seq 1 "$nodes"); do
+  name="$host"
+  [ "$nodes" -gt 1 ] && name="$host-$i"
+  HOSTNAME="$name" "$bin/scanfleet-scanner" worker & pids+=($!)
 done
 addr="${SCANFLEET_API__BIND:-127.0.0.1:8080}"
 echo "scanfleet: web console on http://$addr/ (register there, or sign in); api on http://$addr/api/v1 (docs at /api/v1/docs); Ctrl-C stops all" >&2
