@@ -8,7 +8,10 @@
 //!   the fingerprint list index of before migration 0043 (no sighting a
 //!   HOT update); and, for comparison, the same pages through the insert
 //!   statement the ingester ran before fingerprints (findings only, no
-//!   fingerprint upsert); and 2,000 pages of one finding each (the fleet's
+//!   fingerprint upsert); the ceiling of any memory of findings against
+//!   it: the same insert plus one row holding only a fingerprint's key
+//!   (inserted on a first scan, found on a rescan); and 2,000 pages of one
+//!   finding each (the fleet's
 //!   small scans write pages of one or two), findings only and with
 //!   fingerprints, for what a page costs however few rows it holds;
 //! - `GET /targets/{id}/findings` p50/p95 for a target with 100,000
