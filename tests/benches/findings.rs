@@ -327,7 +327,7 @@ async fn with_the_list_index_before_0043(
         let scan = new_scan(app, user.id, target).await;
         *rate = ingest(app, user.id, scan, events).await;
     }
-    db.batch_execute(&index("first_seen_at", 70))
+    db.batch_execute(&index("first_seen_at", 45))
         .await
         .expect("index of today");
     rates

@@ -140,6 +140,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "striped_rollups",
         include_str!("../../migrations/0047_striped_rollups.sql"),
     ),
+    (
+        48,
+        "fingerprint_sightings_all_hot",
+        include_str!("../../migrations/0048_fingerprint_sightings_all_hot.sql"),
+    ),
 ];
 
 /// Arbitrary constant naming the migration lock.
