@@ -22,6 +22,9 @@
 //!   used together share a hash tag (`scanfleet_common::keys`).
 //! - **A connection task that ends is started again**: fred ends it for
 //!   good when a cluster command fails in its routing (see [`start`]).
+//! - **A write that may be repeated is sent again until Redis answers**
+//!   ([`until_redis_answers`]): a node's scan events and the end of its
+//!   job, and the api's push of a new scan's job (for up to 3 s).
 //! - **Metrics**, per client role: `scanfleet_redis_reconnects_total`,
 //!   `scanfleet_redis_outage_seconds` (each outage, from the first error to
 //!   the reconnect: its `_sum` is the time without Redis) and the gauge
