@@ -295,7 +295,7 @@ impl ScanQueue {
 
     /// Adds the job of a scan; false when the scan has a job already (a
     /// push repeated by the reaper or after a timeout adds nothing). Sent
-    /// again for up to [`PUSH_RETRY_FOR`] while Redis does not answer it
+    /// again for up to 3 s (`PUSH_RETRY_FOR`) while Redis does not answer it
     /// (a cluster moving the queue's slot runs out of redirections, a
     /// restarted connection cancels what was queued on it): a repeat is
     /// harmless, since the job is written only where there is none.
