@@ -308,7 +308,7 @@ async fn with_the_list_index_before_0043(
     user: &TestUser,
     events: &[FindingEvent],
 ) -> [f64; 3] {
-    let index = |key: &str, fill: u8| {
+    let index = |key: &str, fill: &str| {
         format!(
             "DROP INDEX fingerprints_target_list_idx;
              CREATE INDEX fingerprints_target_list_idx
@@ -318,7 +318,18 @@ async fn with_the_list_index_before_0043(
         )
     };
     let db = app.state.db.get().await.expect("db");
-    db.batch_execute(&index("last_seen_at", 100))
+    // Today's fill factor, put back after.
+    let today: String = db
+        .query_one(
+            "SELECT COALESCE((SELECT option_value FROM pg_options_to_table(reloptions)
+                              WHERE option_name = 'fillfactor'), '100')
+             FROM pg_class WHERE oid = 'fingerprints'::regclass",
+            &[],
+        )
+        .await
+        .expect("fill factor")
+        .get(0);
+    db.batch_execute(&index("last_seen_at", "100"))
         .await
         .expect("old index");
     let target = app.new_target(user, "before-0043.example.com").await;
@@ -327,7 +338,7 @@ async fn with_the_list_index_before_0043(
         let scan = new_scan(app, user.id, target).await;
         *rate = ingest(app, user.id, scan, events).await;
     }
-    db.batch_execute(&index("first_seen_at", 45))
+    db.batch_execute(&index("first_seen_at", &today))
         .await
         .expect("index of today");
     rates

@@ -345,12 +345,7 @@ async fn a_push_redis_refuses_for_a_moment_is_sent_again_and_one_refused_longer_
     use scanfleet_tests::redis::command;
 
     let server = RedisServer::with_args(&["--maxmemory-policy", "noeviction"]);
-    let port: u16 = server
-        .url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("port");
+    let port = server.port;
     let mut vars = std::collections::HashMap::new();
     vars.insert("REDIS_URL".to_string(), server.url());
     let settings = scanfleet_common::Settings::from_vars(&vars).expect("settings");

@@ -527,8 +527,9 @@ impl ScanQueue {
 }
 
 /// How long [`ScanQueue::push`] is tried again while Redis does not answer
-/// it: shorter than the api's own limit on a push, so that a scan that
-/// cannot be queued is told so rather than timed out.
+/// it: within the api's own limit on a push (5 s), so that a scan that
+/// cannot be queued is told so rather than timed out. (A `TRYAGAIN` is
+/// retried inside [`eval`] on top of it; the api's limit bounds both.)
 const PUSH_RETRY_FOR: Duration = Duration::from_secs(3);
 
 /// How long a script is retried while its slot moves between cluster nodes.
